@@ -1,0 +1,426 @@
+//! Kiln's datasets: IDX (MNIST, Fashion-MNIST) and CIFAR-10 binary readers, the locator, the
+//! manifest checks, the embedded Fashion-MNIST sample and synthetic sets. Knows no Burn backend.
+
+pub mod cifar;
+pub mod idx;
+pub mod locate;
+pub mod manifest;
+pub mod rng;
+
+use std::path::{Path, PathBuf};
+
+pub use manifest::Verdict;
+
+/// Everything that can go wrong reading a dataset; each message names the file and the way out.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("dataset {dataset} not found; looked in: {}. To fix: {hint}", looked.join("; "))]
+    NotFound {
+        dataset: String,
+        looked: Vec<String>,
+        hint: String,
+    },
+    #[error("{file}: {why}")]
+    Corrupt { file: String, why: String },
+    #[error("{file}: checksum mismatch (expected {expected}); the file is damaged or not the official one: delete it and fetch it again")]
+    Checksum { file: String, expected: String },
+    #[error("{file}: cannot read ({source})")]
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("unknown dataset {0:?}; known: {KNOWN}")]
+    Unknown(String),
+}
+
+/// Dataset names accepted by `--dataset`.
+pub const KNOWN: &str = "mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic";
+
+/// Image geometry and class count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub classes: usize,
+}
+
+impl Geometry {
+    /// 1x28x28, 10 classes (MNIST, Fashion-MNIST).
+    pub const MNIST: Geometry = Geometry {
+        channels: 1,
+        height: 28,
+        width: 28,
+        classes: 10,
+    };
+    /// 3x32x32, 10 classes (CIFAR-10).
+    pub const CIFAR: Geometry = Geometry {
+        channels: 3,
+        height: 32,
+        width: 32,
+        classes: 10,
+    };
+
+    /// Bytes in one image.
+    pub fn pixels(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+}
+
+/// One split held in host memory as bytes, planar per image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    pub pixels: Vec<u8>,
+    pub labels: Vec<u8>,
+}
+
+impl Split {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// True when the split holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// The first `n` samples (all when `n` is larger).
+    pub fn truncated(mut self, n: usize, geometry: Geometry) -> Split {
+        let n = n.min(self.len());
+        self.labels.truncate(n);
+        self.pixels.truncate(n * geometry.pixels());
+        self
+    }
+}
+
+/// Real files or generated data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Real,
+    Synthetic,
+}
+
+/// A dataset in host memory, ready to be uploaded to a device once.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub name: String,
+    pub origin: Origin,
+    pub geometry: Geometry,
+    pub train: Split,
+    pub test: Split,
+    /// Per-channel normalisation (applied as (x/255 - mean) / std).
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+    /// The epoch every time is reported for: 60,000 (MNIST family) or 50,000 (CIFAR-10).
+    pub standard_epoch: usize,
+    /// Files read, with what their verification established.
+    pub files: Vec<(PathBuf, Verdict)>,
+}
+
+impl Dataset {
+    /// Pixels of `split` as f32, normalised per channel.
+    pub fn normalized(&self, split: &Split) -> Vec<f32> {
+        let plane = self.geometry.height * self.geometry.width;
+        let channels = self.geometry.channels;
+        split
+            .pixels
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let c = (i / plane) % channels;
+                (p as f32 / 255.0 - self.mean[c]) / self.std[c]
+            })
+            .collect()
+    }
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// One of [`KNOWN`].
+    pub name: String,
+    /// Geometry a synthetic set takes (the model's input).
+    pub geometry: Geometry,
+    pub data_dir: Option<PathBuf>,
+    /// Seed of synthetic data.
+    pub seed: u64,
+    /// Samples of a synthetic set (train, test).
+    pub synthetic_sizes: (usize, usize),
+}
+
+/// The embedded sample: Fashion-MNIST's official 10k test set, split 8,000 train / 2,000 test.
+pub const SAMPLE_NAME: &str = "fashion-mnist-sample";
+/// Training samples of the embedded sample (the first ones of the official test set).
+pub const SAMPLE_TRAIN: usize = 8_000;
+static SAMPLE_IMAGES: &[u8] =
+    include_bytes!("../../../datasets/fashion-mnist-sample/t10k-images-idx3-ubyte.gz");
+static SAMPLE_LABELS: &[u8] =
+    include_bytes!("../../../datasets/fashion-mnist-sample/t10k-labels-idx1-ubyte.gz");
+
+/// The geometry a dataset name implies, if it names real data.
+pub fn geometry_of(name: &str) -> Option<Geometry> {
+    match name {
+        "mnist" | "fashion-mnist" | SAMPLE_NAME => Some(Geometry::MNIST),
+        "cifar-10" => Some(Geometry::CIFAR),
+        _ => None,
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
+    std::fs::read(path).map_err(|source| DataError::Io {
+        file: path.display().to_string(),
+        source,
+    })
+}
+
+/// Read, decompress and verify one manifest file found at `path`.
+fn read_verified(file: &manifest::ManifestFile, path: &Path) -> Result<(Vec<u8>, Verdict), DataError> {
+    let stored = read_file(path)?;
+    let cached = manifest::cached_verdict(path);
+    let content = idx::decompress_if_gzip(
+        stored.clone(),
+        file.raw_size.min(idx::MAX_DECOMPRESSED),
+        &path.display().to_string(),
+    )?;
+    let verdict = match cached {
+        Some(v) if content.len() as u64 == file.raw_size => v,
+        _ => {
+            let v = manifest::verify(file, path, &stored, &content)?;
+            manifest::remember_verdict(path, &v);
+            v
+        }
+    };
+    Ok((content, verdict))
+}
+
+fn load_idx_split(
+    entry: &manifest::ManifestDataset,
+    found: &[locate::Found],
+    images_role: &str,
+    labels_role: &str,
+    files: &mut Vec<(PathBuf, Verdict)>,
+) -> Result<Split, DataError> {
+    let mut read = |role: &str, rank: usize| -> Result<(idx::Idx, String), DataError> {
+        let hit = found
+            .iter()
+            .find(|f| f.role == role)
+            .ok_or_else(|| DataError::Corrupt {
+                file: entry.name.clone(),
+                why: format!("no file for role {role}"),
+            })?;
+        let spec = entry
+            .files
+            .iter()
+            .find(|f| f.role == role)
+            .ok_or_else(|| DataError::Corrupt {
+                file: entry.name.clone(),
+                why: format!("manifest has no role {role}"),
+            })?;
+        let (content, verdict) = read_verified(spec, &hit.path)?;
+        let shown = hit.path.display().to_string();
+        files.push((hit.path.clone(), verdict));
+        Ok((idx::parse(content, rank, &shown)?, shown))
+    };
+    let (images, images_file) = read(images_role, 3)?;
+    let (labels, labels_file) = read(labels_role, 1)?;
+    let (_, rows, cols, pixels, labels) =
+        idx::images_and_labels(images, labels, &images_file, &labels_file, 10)?;
+    if (rows, cols) != (28, 28) {
+        return Err(DataError::Corrupt {
+            file: images_file,
+            why: format!("images are {rows}x{cols}, expected 28x28"),
+        });
+    }
+    Ok(Split { pixels, labels })
+}
+
+fn load_cifar(
+    entry: &manifest::ManifestDataset,
+    found: &[locate::Found],
+    files: &mut Vec<(PathBuf, Verdict)>,
+) -> Result<(Split, Split), DataError> {
+    let mut train = Split {
+        pixels: Vec::new(),
+        labels: Vec::new(),
+    };
+    let mut test = train.clone();
+    for spec in &entry.files {
+        let Some(hit) = found.iter().find(|f| f.role == spec.role) else {
+            continue;
+        };
+        let (content, verdict) = read_verified(spec, &hit.path)?;
+        files.push((hit.path.clone(), verdict));
+        let (pixels, labels) = cifar::parse(&content, &hit.path.display().to_string())?;
+        let target = if spec.role == "test" { &mut test } else { &mut train };
+        target.pixels.extend(pixels);
+        target.labels.extend(labels);
+    }
+    Ok((train, test))
+}
+
+/// The embedded sample, decoded.
+pub fn load_sample() -> Result<Dataset, DataError> {
+    let images = idx::decompress_if_gzip(SAMPLE_IMAGES.to_vec(), 8_000_000, "embedded sample")?;
+    let labels = idx::decompress_if_gzip(SAMPLE_LABELS.to_vec(), 20_000, "embedded sample")?;
+    let images = idx::parse(images, 3, "embedded sample images")?;
+    let labels = idx::parse(labels, 1, "embedded sample labels")?;
+    let (n, _, _, pixels, labels) =
+        idx::images_and_labels(images, labels, "embedded images", "embedded labels", 10)?;
+    let px = Geometry::MNIST.pixels();
+    let split_at = SAMPLE_TRAIN.min(n);
+    Ok(Dataset {
+        name: SAMPLE_NAME.into(),
+        origin: Origin::Real,
+        geometry: Geometry::MNIST,
+        train: Split {
+            pixels: pixels[..split_at * px].to_vec(),
+            labels: labels[..split_at].to_vec(),
+        },
+        test: Split {
+            pixels: pixels[split_at * px..].to_vec(),
+            labels: labels[split_at..].to_vec(),
+        },
+        mean: vec![0.2860],
+        std: vec![0.3530],
+        standard_epoch: 60_000,
+        files: vec![(
+            PathBuf::from("embedded:datasets/fashion-mnist-sample"),
+            Verdict::Verified,
+        )],
+    })
+}
+
+/// A learnable synthetic set: each class lights its own band of rows, over seeded noise.
+pub fn synthetic(geometry: Geometry, train: usize, test: usize, seed: u64) -> Dataset {
+    let make = |n: usize, seed: u64| {
+        let mut rng = rng::SplitMix64::new(seed);
+        let mut pixels = Vec::with_capacity(n * geometry.pixels());
+        let mut labels = Vec::with_capacity(n);
+        let band = geometry.height.div_ceil(geometry.classes).max(1);
+        for _ in 0..n {
+            let label = (rng.next_u64() % geometry.classes as u64) as usize;
+            labels.push(label as u8);
+            for _c in 0..geometry.channels {
+                for row in 0..geometry.height {
+                    let lit = row / band == label;
+                    for _col in 0..geometry.width {
+                        let noise = (rng.next_u64() % 96) as u8;
+                        pixels.push(if lit { 150 + noise } else { noise });
+                    }
+                }
+            }
+        }
+        Split { pixels, labels }
+    };
+    let channels = geometry.channels;
+    Dataset {
+        name: "synthetic".into(),
+        origin: Origin::Synthetic,
+        geometry,
+        train: make(train, seed),
+        test: make(test, seed ^ 0x9e37_79b9_7f4a_7c15),
+        mean: vec![0.5; channels],
+        std: vec![0.5; channels],
+        standard_epoch: if geometry == Geometry::CIFAR { 50_000 } else { 60_000 },
+        files: Vec::new(),
+    }
+}
+
+/// Load the dataset a request names.
+pub fn load(request: &Request) -> Result<Dataset, DataError> {
+    let name = request.name.as_str();
+    match name {
+        "synthetic" => {
+            let (train, test) = request.synthetic_sizes;
+            Ok(synthetic(request.geometry, train, test, request.seed))
+        }
+        SAMPLE_NAME => load_sample(),
+        "mnist" | "fashion-mnist" | "cifar-10" => {
+            let entry = manifest::dataset(name).ok_or_else(|| DataError::Unknown(name.into()))?;
+            let found = locate::locate(entry, request.data_dir.as_deref())?;
+            let mut files = Vec::new();
+            let (train, test, geometry, mean, std, standard_epoch) = if name == "cifar-10" {
+                let (train, test) = load_cifar(entry, &found, &mut files)?;
+                (
+                    train,
+                    test,
+                    Geometry::CIFAR,
+                    vec![0.4914, 0.4822, 0.4465],
+                    vec![0.2470, 0.2435, 0.2616],
+                    50_000,
+                )
+            } else {
+                let train =
+                    load_idx_split(entry, &found, "train-images", "train-labels", &mut files)?;
+                let test = load_idx_split(entry, &found, "test-images", "test-labels", &mut files)?;
+                let (mean, std) = if name == "mnist" {
+                    (0.1307, 0.3081)
+                } else {
+                    (0.2860, 0.3530)
+                };
+                (train, test, Geometry::MNIST, vec![mean], vec![std], 60_000)
+            };
+            Ok(Dataset {
+                name: name.into(),
+                origin: Origin::Real,
+                geometry,
+                train,
+                test,
+                mean,
+                std,
+                standard_epoch,
+                files,
+            })
+        }
+        other => Err(DataError::Unknown(other.into())),
+    }
+}
+
+/// Whether a real dataset can be found (for planning, without reading it).
+pub fn available(name: &str, data_dir: Option<&Path>) -> Result<(), DataError> {
+    match name {
+        "synthetic" | SAMPLE_NAME => Ok(()),
+        "mnist" | "fashion-mnist" | "cifar-10" => {
+            let entry = manifest::dataset(name).ok_or_else(|| DataError::Unknown(name.into()))?;
+            locate::locate(entry, data_dir).map(|_| ())
+        }
+        other => Err(DataError::Unknown(other.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_sample_is_real_fashion_mnist() {
+        let d = load_sample().unwrap();
+        assert_eq!(d.train.len(), 8_000);
+        assert_eq!(d.test.len(), 2_000);
+        assert_eq!(d.train.pixels.len(), 8_000 * 784);
+        let mut counts = [0usize; 10];
+        d.test.labels.iter().for_each(|&l| counts[l as usize] += 1);
+        assert!(counts.iter().all(|&c| c > 150), "classes are balanced: {counts:?}");
+    }
+
+    #[test]
+    fn synthetic_is_deterministic_and_shaped() {
+        let a = synthetic(Geometry::CIFAR, 20, 5, 7);
+        let b = synthetic(Geometry::CIFAR, 20, 5, 7);
+        assert_eq!(a.train, b.train);
+        assert_eq!(a.train.pixels.len(), 20 * 3 * 32 * 32);
+        assert_eq!(a.origin, Origin::Synthetic);
+        assert_ne!(a.train, synthetic(Geometry::CIFAR, 20, 5, 8).train);
+    }
+
+    #[test]
+    fn normalisation_is_per_channel() {
+        let mut d = synthetic(Geometry::CIFAR, 1, 1, 1);
+        d.train.pixels = vec![255; 3072];
+        d.mean = vec![0.0, 0.5, 1.0];
+        d.std = vec![1.0, 0.5, 1.0];
+        let x = d.normalized(&d.train);
+        assert_eq!((x[0], x[1024], x[2048]), (1.0, 1.0, 0.0));
+    }
+}

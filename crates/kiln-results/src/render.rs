@@ -1,0 +1,401 @@
+//! Tables derived from records: Markdown (the report) and CSV.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::schema::{DataKind, Method, Record, Status};
+use crate::stats::{Stats, ratio_with_uncertainty};
+
+/// A row label as users write it for `--baseline`: `backend/device/precision`.
+pub fn row_label(r: &Record) -> String {
+    format!("{}/{}/{}", r.backend, r.device, r.precision)
+}
+
+/// The baseline of one model's table: the row matching `wanted` (a prefix of
+/// `backend/device/precision`), else the first ok `flex` f32 row, else the first ok row.
+pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'a Record> {
+    let ok = |r: &&&'a Record| r.status == Status::Ok && r.epoch_seconds.is_some();
+    if let Some(wanted) = wanted {
+        return rows
+            .iter()
+            .filter(ok)
+            .find(|r| row_label(r).starts_with(wanted))
+            .copied();
+    }
+    rows.iter()
+        .filter(ok)
+        .find(|r| r.backend == "flex" && r.precision == "f32")
+        .or_else(|| rows.iter().find(ok))
+        .copied()
+}
+
+/// Records grouped by model, in the order models first appear.
+fn by_model(records: &[Record]) -> Vec<(String, Vec<&Record>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        if !groups.contains_key(&r.model) {
+            order.push(r.model.clone());
+        }
+        groups.entry(r.model.clone()).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .map(|m| {
+            let rows = groups.remove(&m).unwrap_or_default();
+            (m, rows)
+        })
+        .collect()
+}
+
+/// Bytes as MiB or GiB.
+pub fn human_bytes(bytes: u64) -> String {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    if mib >= 1024.0 {
+        format!("{:.2} GiB", mib / 1024.0)
+    } else {
+        format!("{mib:.0} MiB")
+    }
+}
+
+/// Seconds as `12.3 s`, `4.1 min` or `2.0 h`.
+pub fn human_seconds(s: f64) -> String {
+    if s >= 7200.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 600.0 {
+        format!("{:.1} min", s / 60.0)
+    } else if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How a record's epoch time was obtained, in words.
+pub fn obtained_text(r: &Record) -> String {
+    let o = &r.obtained;
+    let data = match r.data {
+        DataKind::Real => format!("real data ({})", r.dataset),
+        DataKind::Synthetic => format!("SYNTHETIC data ({})", r.dataset),
+    };
+    let scaled = if o.epoch_samples != o.standard_epoch_samples && o.epoch_samples > 0 {
+        format!(
+            ", {}-sample epochs scaled to {}",
+            thousands(o.epoch_samples),
+            thousands(o.standard_epoch_samples)
+        )
+    } else {
+        String::new()
+    };
+    let how = match o.method {
+        Method::Measured => format!(
+            "measured over {} epoch{} after warm-up{scaled}",
+            o.epochs,
+            if o.epochs == 1 { "" } else { "s" }
+        ),
+        Method::Projected => format!(
+            "PROJECTED from {} steps (budget {}){scaled}",
+            o.steps,
+            o.budget_seconds.map(human_seconds).unwrap_or_else(|| "none".into())
+        ),
+        Method::None => "not timed".into(),
+    };
+    format!("{how}; {data}")
+}
+
+fn epoch_cell(s: &Stats) -> String {
+    if s.n > 1 {
+        format!(
+            "{} ({}–{})",
+            human_seconds(s.median),
+            human_seconds(s.min),
+            human_seconds(s.max)
+        )
+    } else {
+        human_seconds(s.median)
+    }
+}
+
+fn memory_cell(r: &Record) -> String {
+    let mut out = r
+        .peak_memory_bytes
+        .map(|b| format!("{} RSS", human_bytes(b)))
+        .unwrap_or_else(|| "–".into());
+    if let Some(d) = &r.device_memory {
+        let _ = write!(
+            out,
+            "; device {} in use / {} reserved",
+            human_bytes(d.peak_in_use_bytes),
+            human_bytes(d.peak_reserved_bytes)
+        );
+    }
+    out
+}
+
+fn accuracy_cell(r: &Record) -> String {
+    match r.test_accuracy {
+        Some(a) => format!("{:.1}% (n={})", a * 100.0, thousands(r.test_samples)),
+        None => "–".into(),
+    }
+}
+
+/// The Markdown report: one table per model, shaped like the article's, plus notes.
+pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
+    let mut out = String::new();
+    for (model, rows) in by_model(records) {
+        let base = pick_baseline(&rows, baseline);
+        let standard = rows
+            .iter()
+            .map(|r| r.obtained.standard_epoch_samples)
+            .find(|&n| n > 0)
+            .unwrap_or(0);
+        let _ = writeln!(out, "### {model}\n");
+        let _ = writeln!(
+            out,
+            "| Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} | Warm-up epoch | Peak memory | Test accuracy | Obtained |",
+            thousands(standard),
+            base.map(row_label).unwrap_or_else(|| "baseline".into())
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for r in &rows {
+            let device = if r.device_name.is_empty() || r.device_name == r.device {
+                r.device.clone()
+            } else {
+                format!("{} ({})", r.device, r.device_name)
+            };
+            let label = format!("{} / {device}", r.backend);
+            match (&r.status, &r.epoch_seconds) {
+                (Status::Ok, Some(epoch)) => {
+                    let speedup = match base.and_then(|b| b.epoch_seconds.as_ref()) {
+                        Some(b) => {
+                            let (ratio, err) = ratio_with_uncertainty(b, epoch);
+                            format!("{ratio:.2}× ± {err:.2}")
+                        }
+                        None => "–".into(),
+                    };
+                    let warm = r
+                        .first_epoch_seconds
+                        .map(human_seconds)
+                        .unwrap_or_else(|| "–".into());
+                    let _ = writeln!(
+                        out,
+                        "| {label} | {} | {} | {speedup} | {warm} | {} | {} | {} |",
+                        r.precision,
+                        epoch_cell(epoch),
+                        memory_cell(r),
+                        accuracy_cell(r),
+                        obtained_text(r)
+                    );
+                }
+                _ => {
+                    let reason = r.reason.clone().unwrap_or_default().replace('|', "/");
+                    let _ = writeln!(
+                        out,
+                        "| {label} | {} | **{}**: {reason} | – | – | {} | {} | {} |",
+                        r.precision,
+                        r.status.as_str(),
+                        memory_cell(r),
+                        accuracy_cell(r),
+                        if r.status == Status::Skipped {
+                            "not run".into()
+                        } else {
+                            obtained_text(r)
+                        }
+                    );
+                }
+            }
+        }
+        let _ = writeln!(out);
+        for r in &rows {
+            for w in warnings(r) {
+                let _ = writeln!(out, "- {}: {w}", row_label(r));
+            }
+        }
+        let _ = writeln!(out);
+    }
+    if let Some(fp) = records.iter().map(|r| &r.fingerprint).find(|f| !f.cpu_model.is_empty()) {
+        let _ = writeln!(
+            out,
+            "Machine: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
+            fp.cpu_model,
+            fp.logical_cores,
+            fp.threads,
+            fp.memory_bytes.map(human_bytes).unwrap_or_else(|| "memory unknown".into()),
+            fp.os,
+            fp.burn_version,
+            fp.kiln_version,
+            fp.kiln_commit,
+            if fp.kiln_dirty == Some(true) { ", dirty tree" } else { "" }
+        );
+    }
+    out
+}
+
+/// Things a reader should know before trusting a row.
+pub fn warnings(r: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    if r.status != Status::Ok {
+        return out;
+    }
+    if let Some(e) = &r.epoch_seconds {
+        if e.n > 1 && e.cv() > 0.10 {
+            out.push(format!(
+                "high spread between epochs (coefficient of variation {:.0}%)",
+                e.cv() * 100.0
+            ));
+        }
+        if let Some(first) = r.first_epoch_seconds
+            && first > 2.0 * e.median
+        {
+            out.push(format!(
+                "the warm-up epoch took {:.1}× the median epoch",
+                first / e.median
+            ));
+        }
+    }
+    if r.obtained.method == Method::Projected {
+        out.push(format!(
+            "projected from {} timed steps, not measured over a whole epoch",
+            r.obtained.steps
+        ));
+    }
+    if r.data == DataKind::Synthetic {
+        out.push("synthetic data: accuracy means nothing".into());
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One CSV row per record, numbers unrounded.
+pub fn csv(records: &[Record]) -> String {
+    let mut out = String::from(
+        "model,backend,device,device_name,precision,status,epoch_seconds_median,epoch_seconds_min,\
+         epoch_seconds_max,epoch_seconds_stddev,epochs_timed,first_epoch_seconds,first_step_seconds,\
+         images_per_second,peak_memory_bytes,device_peak_in_use_bytes,device_peak_reserved_bytes,\
+         test_accuracy,test_samples,method,timed_steps,epoch_samples,standard_epoch_samples,data,\
+         dataset,batch_size,seed,cpu_model,threads,kiln_commit,reason\n",
+    );
+    let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for r in records {
+        let e = r.epoch_seconds.as_ref();
+        let fields = [
+            r.model.clone(),
+            r.backend.clone(),
+            r.device.clone(),
+            r.device_name.clone(),
+            r.precision.clone(),
+            r.status.as_str().into(),
+            opt(e.map(|e| e.median)),
+            opt(e.map(|e| e.min)),
+            opt(e.map(|e| e.max)),
+            opt(e.map(|e| e.stddev)),
+            e.map(|e| e.n.to_string()).unwrap_or_default(),
+            opt(r.first_epoch_seconds),
+            opt(r.first_step_seconds),
+            opt(r.images_per_second),
+            optu(r.peak_memory_bytes),
+            optu(r.device_memory.as_ref().map(|d| d.peak_in_use_bytes)),
+            optu(r.device_memory.as_ref().map(|d| d.peak_reserved_bytes)),
+            opt(r.test_accuracy),
+            r.test_samples.to_string(),
+            format!("{:?}", r.obtained.method).to_lowercase(),
+            r.obtained.steps.to_string(),
+            r.obtained.epoch_samples.to_string(),
+            r.obtained.standard_epoch_samples.to_string(),
+            format!("{:?}", r.data).to_lowercase(),
+            r.dataset.clone(),
+            r.batch_size.to_string(),
+            r.seed.to_string(),
+            r.fingerprint.cpu_model.clone(),
+            r.fingerprint.threads.to_string(),
+            r.fingerprint.kiln_commit.clone(),
+            r.reason.clone().unwrap_or_default(),
+        ];
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{CellId, Obtained};
+
+    fn timed(backend: &str, median: f64) -> Record {
+        let cell = CellId {
+            model: "mnist-cnn".into(),
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+        };
+        let mut r = Record::not_run(&cell, Status::Ok, "");
+        r.reason = None;
+        r.epoch_seconds = Stats::from_samples(&[median * 0.9, median, median * 1.1]);
+        r.obtained = Obtained {
+            method: Method::Measured,
+            epochs: 3,
+            steps: 30,
+            epoch_samples: 8000,
+            standard_epoch_samples: 60000,
+            budget_seconds: None,
+            budget_exhausted: false,
+        };
+        r.data = DataKind::Real;
+        r.dataset = "fashion-mnist-sample".into();
+        r
+    }
+
+    #[test]
+    fn speedup_is_relative_to_the_flex_row_by_default() {
+        let records = vec![timed("ndarray", 100.0), timed("flex", 10.0)];
+        let md = markdown(&records, None);
+        assert!(md.contains("Speed-up vs flex/cpu/f32"), "{md}");
+        assert!(md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10×"), "{md}");
+        assert!(md.contains("8,000-sample epochs scaled to 60,000"), "{md}");
+        let md = markdown(&records, Some("ndarray"));
+        assert!(md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 10.00× ± 1.41"), "{md}");
+    }
+
+    #[test]
+    fn failed_rows_show_status_and_reason_without_time() {
+        let mut r = timed("flex", 10.0);
+        r.status = Status::Diverged;
+        r.reason = Some("loss became NaN in epoch 1".into());
+        let md = markdown(&[r], None);
+        assert!(md.contains("**diverged**: loss became NaN"), "{md}");
+        assert!(!md.contains("10.0 s"), "{md}");
+    }
+
+    #[test]
+    fn csv_has_a_header_and_one_row_per_record() {
+        let text = csv(&[timed("flex", 10.0), timed("ndarray", 20.0)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let columns = lines[0].split(',').count();
+        assert!(lines[1..].iter().all(|l| l.split(',').count() == columns));
+    }
+}
