@@ -1,1 +1,197 @@
-fn main() {}
+//! `cargo xtask`: Kiln's orchestrator. It plans the matrix, builds the runners, runs one child
+//! process per cell, collects their records and renders reports. It never trains.
+
+mod backends;
+mod doctor;
+mod fetch;
+mod run;
+mod time;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Kiln: which Burn backend trains fastest here?")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Options shared by `bench-all` and `bench`.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Quick profile: embedded Fashion-MNIST sample, 2 epochs, 150 s per cell.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run directory (default: results/<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Epochs per cell (default: 20, or 2 with --quick).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Batch size (default: 128).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 150s with --quick).
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Seed of initialisation, shuffling and synthetic data.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Directory holding dataset files (directly or in DIR/<dataset>/).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Train every cell on generated data (labelled synthetic in every record).
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic.
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Evaluate at most this many test samples after each epoch.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the whole matrix (model x backend x device x precision) and write a report.
+    BenchAll {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Backends, comma-separated (default: every buildable default backend).
+        #[arg(long, value_delimiter = ',')]
+        backends: Option<Vec<String>>,
+        /// Models, comma-separated (default: mnist-cnn; all three without --quick).
+        #[arg(long, value_delimiter = ',')]
+        models: Option<Vec<String>>,
+        /// Precisions, comma-separated (default: f32).
+        #[arg(long, value_delimiter = ',')]
+        precisions: Option<Vec<String>>,
+    },
+    /// Run one cell.
+    Bench {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Backend name.
+        #[arg(long)]
+        backend: String,
+        /// Device spec (see `cargo xtask doctor`); default: the backend's default device.
+        #[arg(long)]
+        device: Option<String>,
+        /// Model: mnist-cnn, resnet18, resnet18-gray.
+        #[arg(long)]
+        model: String,
+        /// f32, f16 or bf16.
+        #[arg(long, default_value = "f32")]
+        precision: String,
+        /// Measure the Kiln loop's overhead against a bare loop of the same steps.
+        #[arg(long)]
+        bare: bool,
+    },
+    /// Show every backend: built or not, its devices, available or not and why.
+    Doctor {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Build the runners first.
+        #[arg(long)]
+        build: bool,
+    },
+    /// Re-render reports from results files or run directories (merged into one table).
+    Report {
+        /// results.jsonl files or run directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Baseline row for speed-ups: a prefix of backend/device/precision (default: flex/cpu/f32).
+        #[arg(long)]
+        baseline: Option<String>,
+        /// Also write the table as CSV to this file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+    },
+    /// Download a dataset (mnist, fashion-mnist, cifar-10) with checksum verification.
+    FetchData {
+        /// Dataset name.
+        name: String,
+        /// Destination (default: datasets/cache/<name>/).
+        #[arg(long)]
+        dest: Option<PathBuf>,
+        /// Mirror to download from instead of the manifest's (files under this URL).
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+}
+
+fn report(paths: &[PathBuf], baseline: Option<&str>, csv: Option<&Path>) -> Result<()> {
+    let loaded = kiln_results::read::load(paths)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    if loaded.records.is_empty() {
+        anyhow::bail!(
+            "no valid record in {}; nothing to render",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    print!("{}", kiln_results::render::markdown(&loaded.records, baseline));
+    if let Some(csv) = csv {
+        std::fs::write(csv, kiln_results::render::csv(&loaded.records))
+            .with_context(|| format!("cannot write {}", csv.display()))?;
+        eprintln!("kiln: wrote {}", csv.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::BenchAll {
+            common,
+            backends,
+            models,
+            precisions,
+        } => run::bench_all(&common, backends, models, precisions),
+        Cmd::Bench {
+            common,
+            backend,
+            device,
+            model,
+            precision,
+            bare,
+        } => run::bench_one(&common, &backend, device, &model, &precision, bare),
+        Cmd::Doctor { json, build } => doctor::doctor(json, build),
+        Cmd::Report {
+            paths,
+            baseline,
+            csv,
+        } => report(&paths, baseline.as_deref(), csv.as_deref()).map(|_| true),
+        Cmd::FetchData {
+            name,
+            dest,
+            base_url,
+        } => fetch::fetch_data(&name, dest, base_url.as_deref()).map(|_| true),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

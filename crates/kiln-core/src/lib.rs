@@ -1,1 +1,26 @@
+//! Kiln's core: the models and the training protocol, written once for any Burn device, and the
+//! runner binary logic that each thin backend crate wraps. Names no backend.
 
+pub mod fingerprint;
+pub mod memory;
+pub mod models;
+pub mod protocol;
+pub mod runner;
+
+pub use models::{Classifier, ModelKind, MnistCnn, ResNet};
+pub use protocol::{DeviceData, Protocol, Trainer};
+pub use runner::{Binding, Precision};
+
+/// The Burn version Kiln is pinned to (see the workspace `Cargo.toml`).
+pub const BURN_VERSION: &str = "0.22.1";
+
+/// Errors of the core; each says what went wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("{0}")]
+    Config(String),
+    #[error("device error: {0}")]
+    Device(String),
+    #[error(transparent)]
+    Data(#[from] kiln_data::DataError),
+}

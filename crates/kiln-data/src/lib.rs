@@ -389,6 +389,38 @@ pub fn available(name: &str, data_dir: Option<&Path>) -> Result<(), DataError> {
     }
 }
 
+/// The dataset a model of `geometry` trains on when none is named, with a note when Kiln had
+/// to fall back: quick runs use the embedded sample; full runs MNIST, else Fashion-MNIST;
+/// CIFAR-sized models CIFAR-10, else synthetic data (labelled as such in every record).
+pub fn default_dataset(
+    geometry: Geometry,
+    quick: bool,
+    data_dir: Option<&Path>,
+) -> Result<(String, Option<String>), DataError> {
+    if geometry == Geometry::CIFAR {
+        return Ok(match available("cifar-10", data_dir) {
+            Ok(()) => ("cifar-10".into(), None),
+            Err(e) => (
+                "synthetic".into(),
+                Some(format!("CIFAR-10 not found, synthetic data used instead ({e})")),
+            ),
+        });
+    }
+    if quick {
+        return Ok((SAMPLE_NAME.into(), None));
+    }
+    match available("mnist", data_dir) {
+        Ok(()) => Ok(("mnist".into(), None)),
+        Err(mnist_missing) => match available("fashion-mnist", data_dir) {
+            Ok(()) => Ok((
+                "fashion-mnist".into(),
+                Some("MNIST not found: Fashion-MNIST (same format and size) used instead".into()),
+            )),
+            Err(_) => Err(mnist_missing),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,61 @@
+//! Process memory, read from the operating system.
+
+/// Peak resident set size of this process in bytes (`VmHWM` on Linux, `ru_maxrss` elsewhere).
+pub fn peak_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        status_field("VmHWM:")
+    }
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        // SAFETY: getrusage only writes into the zeroed struct we pass.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+            return None;
+        }
+        // macOS reports bytes; the BSDs report KiB.
+        let raw = usage.ru_maxrss as u64;
+        if cfg!(target_os = "macos") {
+            Some(raw)
+        } else {
+            Some(raw * 1024)
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Current resident set size in bytes (Linux only).
+pub fn current_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        status_field("VmRSS:")
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn status_field(name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn peak_is_at_least_current() {
+        let peak = super::peak_rss_bytes();
+        if cfg!(target_os = "linux") {
+            let peak = peak.expect("VmHWM is readable on Linux");
+            assert!(peak > 1 << 20);
+            assert!(peak >= super::current_rss_bytes().unwrap_or(0));
+        }
+    }
+}

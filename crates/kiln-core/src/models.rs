@@ -1,0 +1,259 @@
+//! The benchmark's models, written once for any Burn device.
+
+use burn::module::{Module, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Initializer, Linear, LinearConfig, PaddingConfig2d};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::activation::relu;
+
+use kiln_data::Geometry;
+
+/// A network that maps a batch of images `[b, c, h, w]` to class logits `[b, classes]`.
+pub trait Classifier: Module + Sized + 'static {
+    /// Logits for `images`.
+    fn forward(&self, images: Tensor<4>) -> Tensor<2>;
+}
+
+/// The models Kiln knows, by their command-line names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    /// The article's small MNIST CNN.
+    MnistCnn,
+    /// torchvision's ResNet18 topology, 3x32x32 input, 10 classes (CIFAR-10).
+    ResNet18,
+    /// The article's 1-channel ResNet18 variant (MNIST-sized input).
+    ResNet18Gray,
+}
+
+/// Model names accepted on the command line.
+pub const MODEL_NAMES: &[&str] = &["mnist-cnn", "resnet18", "resnet18-gray"];
+
+impl ModelKind {
+    /// Parse a command-line name.
+    pub fn parse(name: &str) -> Option<ModelKind> {
+        match name {
+            "mnist-cnn" => Some(ModelKind::MnistCnn),
+            "resnet18" => Some(ModelKind::ResNet18),
+            "resnet18-gray" => Some(ModelKind::ResNet18Gray),
+            _ => None,
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::MnistCnn => "mnist-cnn",
+            ModelKind::ResNet18 => "resnet18",
+            ModelKind::ResNet18Gray => "resnet18-gray",
+        }
+    }
+
+    /// The input the model takes.
+    pub fn geometry(self) -> Geometry {
+        match self {
+            ModelKind::ResNet18 => Geometry::CIFAR,
+            ModelKind::MnistCnn | ModelKind::ResNet18Gray => Geometry::MNIST,
+        }
+    }
+}
+
+/// `Dropout2d`: zeroes whole channels with probability `prob` while training.
+#[derive(Module, Debug)]
+pub struct ChannelDropout {
+    pub prob: f64,
+    pub training: Param<burn::module::Flag>,
+}
+
+impl ChannelDropout {
+    /// A channel dropout that drops with probability `prob`.
+    pub fn new(prob: f64) -> Self {
+        Self {
+            prob,
+            training: Param::from_bool(true),
+        }
+    }
+
+    /// Apply the dropout (identity outside training or without autodiff).
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        if !self.training.is_enabled() || !x.device().is_autodiff() || self.prob == 0.0 {
+            return x;
+        }
+        let [b, c, _, _] = x.dims();
+        let keep = 1.0 - self.prob;
+        let mask = Tensor::<4>::random([b, c, 1, 1], Distribution::Bernoulli(keep), &x.device());
+        x * mask / keep
+    }
+}
+
+/// The article's MNIST CNN: Conv(1→64,k3) → MaxPool2 → Conv(64→512,k3) → MaxPool2 →
+/// Dropout2d(0.1) → AdaptiveMaxPool(1x1) → Flatten → Linear(512→1024) → ReLU → Linear(1024→10).
+#[derive(Module, Debug)]
+pub struct MnistCnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    pool: MaxPool2d,
+    dropout: ChannelDropout,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl MnistCnn {
+    /// A freshly initialised network (PyTorch's default init: uniform ±1/sqrt(fan_in)).
+    pub fn new(device: &Device) -> Self {
+        Self {
+            conv1: Conv2dConfig::new([1, 64], [3, 3]).init(device),
+            conv2: Conv2dConfig::new([64, 512], [3, 3]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).init(),
+            dropout: ChannelDropout::new(0.1),
+            fc1: LinearConfig::new(512, 1024).init(device),
+            fc2: LinearConfig::new(1024, 10).init(device),
+        }
+    }
+}
+
+impl Classifier for MnistCnn {
+    fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let x = self.pool.forward(self.conv1.forward(images));
+        let x = self.pool.forward(self.conv2.forward(x));
+        let x = self.dropout.forward(x);
+        let [b, c, h, w] = x.dims();
+        // Burn 0.22 has no AdaptiveMaxPool2d; a max over the flattened plane is the 1x1 case.
+        let x: Tensor<2> = x.reshape([b, c, h * w]).max_dim(2).reshape([b, c]);
+        self.fc2.forward(relu(self.fc1.forward(x)))
+    }
+}
+
+fn conv(channels: [usize; 2], kernel: usize, stride: usize, pad: usize, device: &Device) -> Conv2d {
+    // torchvision initialises convolutions with kaiming_normal_(mode="fan_out", relu).
+    Conv2dConfig::new(channels, [kernel, kernel])
+        .with_stride([stride, stride])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false)
+        .with_initializer(Initializer::KaimingNormal {
+            gain: 2f64.sqrt(),
+            fan_out_only: true,
+        })
+        .init(device)
+}
+
+/// torchvision's `BasicBlock`.
+#[derive(Module, Debug)]
+pub struct BasicBlock {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    conv2: Conv2d,
+    bn2: BatchNorm,
+    downsample: Option<(Conv2d, BatchNorm)>,
+}
+
+impl BasicBlock {
+    fn new(inplanes: usize, planes: usize, stride: usize, device: &Device) -> Self {
+        let downsample = (stride != 1 || inplanes != planes).then(|| {
+            (
+                conv([inplanes, planes], 1, stride, 0, device),
+                BatchNormConfig::new(planes).init(device),
+            )
+        });
+        Self {
+            conv1: conv([inplanes, planes], 3, stride, 1, device),
+            bn1: BatchNormConfig::new(planes).init(device),
+            conv2: conv([planes, planes], 3, 1, 1, device),
+            bn2: BatchNormConfig::new(planes).init(device),
+            downsample,
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let identity = match &self.downsample {
+            Some((conv, bn)) => bn.forward(conv.forward(x.clone())),
+            None => x.clone(),
+        };
+        let out = relu(self.bn1.forward(self.conv1.forward(x)));
+        let out = self.bn2.forward(self.conv2.forward(out));
+        relu(out + identity)
+    }
+}
+
+/// ResNet18 in torchvision's topology (BasicBlock, [2, 2, 2, 2]) with a 10-class head.
+#[derive(Module, Debug)]
+pub struct ResNet {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    maxpool: MaxPool2d,
+    blocks: Vec<BasicBlock>,
+    avgpool: AdaptiveAvgPool2d,
+    fc: Linear,
+}
+
+impl ResNet {
+    /// ResNet18 for `in_channels`-channel images and `classes` classes.
+    pub fn resnet18(in_channels: usize, classes: usize, device: &Device) -> Self {
+        let mut blocks = Vec::new();
+        let mut inplanes = 64;
+        for (planes, stride) in [(64, 1), (128, 2), (256, 2), (512, 2)] {
+            blocks.push(BasicBlock::new(inplanes, planes, stride, device));
+            blocks.push(BasicBlock::new(planes, planes, 1, device));
+            inplanes = planes;
+        }
+        Self {
+            conv1: conv([in_channels, 64], 7, 2, 3, device),
+            bn1: BatchNormConfig::new(64).init(device),
+            maxpool: MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(),
+            blocks,
+            avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            fc: LinearConfig::new(512, classes).init(device),
+        }
+    }
+}
+
+impl Classifier for ResNet {
+    fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let mut x = relu(self.bn1.forward(self.conv1.forward(images)));
+        x = self.maxpool.forward(x);
+        for block in &self.blocks {
+            x = block.forward(x);
+        }
+        let [b, c, _, _] = x.dims();
+        let x: Tensor<2> = self.avgpool.forward(x).reshape([b, c]);
+        self.fc.forward(x)
+    }
+}
+
+/// Floating-point operations of one training sample (forward + backward = 3 x forward, with a
+/// multiply-add counted as 2), from the layer shapes of the convolutions and linear layers.
+pub fn training_flops_per_sample(kind: ModelKind) -> u64 {
+    fn conv_macs(cin: u64, cout: u64, k: u64, out_hw: u64) -> u64 {
+        cin * cout * k * k * out_hw * out_hw
+    }
+    let forward_macs = match kind {
+        ModelKind::MnistCnn => {
+            conv_macs(1, 64, 3, 26) + conv_macs(64, 512, 3, 11) + 512 * 1024 + 1024 * 10
+        }
+        ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
+            let (cin, side) = if kind == ModelKind::ResNet18 { (3, 32) } else { (1, 28) };
+            let mut side = (side + 2 * 3 - 7) / 2 + 1; // conv1, stride 2
+            let mut macs = conv_macs(cin, 64, 7, side);
+            side = (side + 2 - 3) / 2 + 1; // maxpool 3x3 s2 p1
+            let mut inplanes = 64;
+            for (planes, stride) in [(64u64, 1u64), (128, 2), (256, 2), (512, 2)] {
+                for block in 0..2 {
+                    let s = if block == 0 { stride } else { 1 };
+                    let out = (side + 2 - 3) / s + 1;
+                    macs += conv_macs(inplanes, planes, 3, out) + conv_macs(planes, planes, 3, out);
+                    if s != 1 || inplanes != planes {
+                        macs += conv_macs(inplanes, planes, 1, out);
+                    }
+                    side = out;
+                    inplanes = planes;
+                }
+            }
+            macs + 512 * 10
+        }
+    };
+    3 * 2 * forward_macs
+}

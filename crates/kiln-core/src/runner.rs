@@ -1,0 +1,477 @@
+//! The runner binary every backend crate provides: `kiln-<backend> --probe` reports devices;
+//! `kiln-<backend> --model NAME ...` trains one cell and prints JSON lines (events, then one
+//! final record) on standard output. Human-readable notes go to standard error.
+
+use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+use clap::Parser;
+
+use kiln_data::{Origin, Request};
+use kiln_results::{
+    CellId, DataKind, DeviceReport, Event, ProbeReport, Profile, Record, SCHEMA_VERSION, Status,
+    parse_duration,
+};
+
+use crate::models::{MODEL_NAMES, MnistCnn, ModelKind, ResNet};
+use crate::protocol::{self, DeviceData, Outcome, Protocol};
+use crate::{CoreError, fingerprint, memory};
+
+/// What a thin backend crate tells the runner about its backend.
+pub trait Binding {
+    /// Kiln's name of the backend (`flex`, `ndarray`, ...).
+    fn name(&self) -> &'static str;
+    /// Version of the Burn backend crate.
+    fn version(&self) -> &'static str;
+    /// Every device the backend can see, probed without panicking.
+    fn probe(&self) -> Vec<DeviceReport>;
+    /// The device `spec` names (`default` for the default one) and its human name, or why it
+    /// cannot be used.
+    fn device(&self, spec: &str) -> Result<(Device, String), String>;
+    /// Worker threads the backend computes with.
+    fn threads(&self) -> usize;
+}
+
+/// Float precision of a cell (pure: weights, activations and gradients in that type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F16,
+    BF16,
+}
+
+/// Precision names accepted on the command line.
+pub const PRECISION_NAMES: &[&str] = &["f32", "f16", "bf16"];
+
+impl Precision {
+    /// Parse a command-line name.
+    pub fn parse(name: &str) -> Option<Precision> {
+        match name {
+            "f32" => Some(Precision::F32),
+            "f16" => Some(Precision::F16),
+            "bf16" => Some(Precision::BF16),
+            _ => None,
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::BF16 => "bf16",
+        }
+    }
+
+    /// Burn's float type.
+    pub fn dtype(self) -> FloatDType {
+        match self {
+            Precision::F32 => FloatDType::F32,
+            Precision::F16 => FloatDType::F16,
+            Precision::BF16 => FloatDType::BF16,
+        }
+    }
+}
+
+/// The precisions `device` computes in.
+pub fn supported_precisions(device: &Device) -> Vec<String> {
+    [Precision::F32, Precision::F16, Precision::BF16]
+        .into_iter()
+        .filter(|p| device.supports_dtype(p.dtype()))
+        .map(|p| p.name().to_string())
+        .collect()
+}
+
+/// The probe entry of a backend whose only device is the host CPU.
+pub fn cpu_device_report(device: &Device) -> DeviceReport {
+    DeviceReport {
+        spec: "cpu".into(),
+        name: fingerprint::cpu_model(),
+        kind: "cpu".into(),
+        available: true,
+        reason: None,
+        precisions: supported_precisions(device),
+        default: true,
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Kiln runner: trains one benchmark cell on this backend and prints JSON lines",
+    after_help = "Run by `cargo xtask bench`; can be run directly. See the README."
+)]
+struct Args {
+    /// Print this backend's devices as JSON and exit.
+    #[arg(long)]
+    probe: bool,
+    /// Model: mnist-cnn, resnet18 or resnet18-gray.
+    #[arg(long)]
+    model: Option<String>,
+    /// Device spec from --probe (`default` picks the backend's default device).
+    #[arg(long, default_value = "default")]
+    device: String,
+    /// f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    precision: String,
+    /// Epochs (default: 20, or 2 with --quick).
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Batch size (default 128).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Training time budget of the cell: 90s, 5m, 1h or none (default: 20m, or 150s with --quick).
+    #[arg(long)]
+    budget: Option<String>,
+    /// Seed of initialisation, shuffling and synthetic data.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Dataset: mnist, fashion-mnist, fashion-mnist-sample, cifar-10 or synthetic.
+    #[arg(long)]
+    dataset: Option<String>,
+    /// Directory holding dataset files (directly or in a subfolder named after the dataset).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Train on generated data of the model's input shape.
+    #[arg(long)]
+    synthetic: bool,
+    /// Quick profile: embedded sample, 2 epochs, 150 s budget.
+    #[arg(long)]
+    quick: bool,
+    /// Evaluate at most this many test samples after each epoch.
+    #[arg(long)]
+    eval_limit: Option<usize>,
+    /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
+    #[arg(long)]
+    bare: bool,
+}
+
+fn emit(event: &Event) {
+    let mut out = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(event) {
+        // A closed pipe means the parent is gone; there is nobody left to tell.
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// Everything about a cell that is known before it trains.
+struct Cell {
+    id: CellId,
+    device_name: String,
+    protocol: Protocol,
+    dataset: String,
+    data_note: Option<String>,
+    started_at: u64,
+    started: Instant,
+    args: Vec<String>,
+    threads: usize,
+}
+
+impl Cell {
+    fn record(&self, status: Status, reason: Option<String>, outcome: Option<Outcome>) -> Record {
+        let mut r = Record::not_run(&self.id, status, "");
+        r.reason = reason;
+        r.device_name = self.device_name.clone();
+        r.batch_size = self.protocol.batch_size;
+        r.epochs_requested = self.protocol.epochs;
+        r.seed = self.protocol.seed;
+        r.dataset = self.dataset.clone();
+        r.fingerprint = fingerprint::collect(self.threads);
+        r.started_at = self.started_at;
+        r.wall_seconds = self.started.elapsed().as_secs_f64();
+        r.args = self.args.clone();
+        r.peak_memory_bytes = memory::peak_rss_bytes();
+        r.obtained.budget_seconds = self.protocol.budget.map(|b| b.as_secs_f64());
+        if let Some(o) = outcome {
+            r.epoch_seconds = o.epoch_seconds;
+            r.first_epoch_seconds = o.first_epoch_seconds;
+            r.first_step_seconds = o.first_step_seconds;
+            r.images_per_second = o.images_per_second;
+            r.device_memory = o.device_memory;
+            r.test_accuracy = o.test_accuracy;
+            r.test_samples = o.test_samples;
+            r.train_samples = o.train_samples;
+            r.obtained = o.obtained;
+            r.epochs = o.epochs;
+            let notes: Vec<String> = [r.reason.take(), o.note, self.data_note.clone()]
+                .into_iter()
+                .flatten()
+                .collect();
+            r.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        }
+        r
+    }
+}
+
+fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Record, CoreError> {
+    let kind = args
+        .model
+        .as_deref()
+        .and_then(ModelKind::parse)
+        .ok_or_else(|| CoreError::Config("--model is required".into()))?;
+    let precision = Precision::parse(&args.precision).ok_or_else(|| {
+        CoreError::Config(format!(
+            "unknown precision {:?}; known: {}",
+            args.precision,
+            PRECISION_NAMES.join(", ")
+        ))
+    })?;
+    let (mut device, device_name) = match binding.device(&args.device) {
+        Ok(found) => found,
+        Err(why) => {
+            return Ok(cell.record(
+                Status::Skipped,
+                Some(format!("device {} unavailable: {why}", args.device)),
+                None,
+            ));
+        }
+    };
+    cell.device_name = device_name;
+    if !device.supports_dtype(precision.dtype()) {
+        return Ok(cell.record(
+            Status::Skipped,
+            Some(format!(
+                "{} does not support {} on this device (supported: {})",
+                binding.name(),
+                precision.name(),
+                supported_precisions(&device).join(", ")
+            )),
+            None,
+        ));
+    }
+    if precision != Precision::F32 {
+        device
+            .configure(precision.dtype())
+            .map_err(|e| CoreError::Device(format!("cannot use {}: {e:?}", precision.name())))?;
+    }
+    device.seed(args.seed);
+    let device = device.autodiff();
+
+    let profile = if args.quick { Profile::Quick } else { Profile::Full };
+    let geometry = kind.geometry();
+    let (dataset_name, note) = match (&args.dataset, args.synthetic) {
+        (_, true) => ("synthetic".to_string(), None),
+        (Some(name), false) => (name.clone(), None),
+        (None, false) => kiln_data::default_dataset(geometry, args.quick, args.data_dir.as_deref())?,
+    };
+    if let Some(g) = kiln_data::geometry_of(&dataset_name)
+        && g != geometry
+    {
+        return Err(CoreError::Config(format!(
+            "dataset {dataset_name} has {}x{}x{} images; model {} takes {}x{}x{}",
+            g.channels,
+            g.height,
+            g.width,
+            kind.name(),
+            geometry.channels,
+            geometry.height,
+            geometry.width
+        )));
+    }
+    let standard_epoch = if geometry == kiln_data::Geometry::CIFAR { 50_000 } else { 60_000 };
+    let dataset = kiln_data::load(&Request {
+        name: dataset_name.clone(),
+        geometry,
+        data_dir: args.data_dir.clone(),
+        seed: args.seed,
+        synthetic_sizes: profile.synthetic_sizes(standard_epoch),
+    })?;
+    cell.dataset = dataset.name.clone();
+    cell.data_note = note;
+    for (path, verdict) in &dataset.files {
+        eprintln!("kiln: {} ({verdict:?})", path.display());
+    }
+
+    let data = DeviceData::upload(&dataset, &device, cell.protocol.eval_limit);
+    let id = &cell.id;
+    emit(&protocol::start_event(
+        kind.name(),
+        (&id.backend, &id.device, &cell.device_name, &id.precision),
+        &dataset,
+        &data,
+        &cell.protocol,
+    ));
+
+    let mut sink = |e: &Event| emit(e);
+    let result = if args.bare {
+        let (rounds, steps) = if args.quick { (3, 10) } else { (5, 20) };
+        let overhead = match kind {
+            ModelKind::MnistCnn => {
+                protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &cell.protocol, rounds, steps)
+            }
+            ModelKind::ResNet18 => protocol::loop_overhead(
+                ResNet::resnet18(3, 10, &device),
+                &device,
+                &data,
+                &cell.protocol,
+                rounds,
+                steps,
+            ),
+            ModelKind::ResNet18Gray => protocol::loop_overhead(
+                ResNet::resnet18(1, 10, &device),
+                &device,
+                &data,
+                &cell.protocol,
+                rounds,
+                steps,
+            ),
+        }?;
+        let mut r = cell.record(Status::Ok, None, None);
+        r.train_samples = data.train_len;
+        r.loop_overhead = Some(overhead);
+        r.reason = Some("loop-overhead measurement (--bare): no epoch time".into());
+        Ok(r)
+    } else {
+        let outcome = match kind {
+            ModelKind::MnistCnn => {
+                protocol::train(MnistCnn::new(&device), &device, &data, standard_epoch, &cell.protocol, &mut sink)
+            }
+            ModelKind::ResNet18 => protocol::train(
+                ResNet::resnet18(3, 10, &device),
+                &device,
+                &data,
+                standard_epoch,
+                &cell.protocol,
+                &mut sink,
+            ),
+            ModelKind::ResNet18Gray => protocol::train(
+                ResNet::resnet18(1, 10, &device),
+                &device,
+                &data,
+                standard_epoch,
+                &cell.protocol,
+                &mut sink,
+            ),
+        }?;
+        let status = if outcome.diverged.is_some() {
+            Status::Diverged
+        } else {
+            Status::Ok
+        };
+        Ok(cell.record(status, outcome.diverged.clone(), Some(outcome)))
+    };
+    result.map(|mut r: Record| {
+        r.data = match dataset.origin {
+            Origin::Real => DataKind::Real,
+            Origin::Synthetic => DataKind::Synthetic,
+        };
+        r
+    })
+}
+
+/// The runner's `main`: parse arguments, probe or train, print JSON lines.
+pub fn main(binding: &dyn Binding) -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let args = match Args::try_parse_from(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    if args.probe {
+        let report = ProbeReport {
+            backend: binding.name().into(),
+            backend_version: binding.version().into(),
+            devices: binding.probe(),
+        };
+        match serde_json::to_string(&report) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("kiln: cannot encode the probe report: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    let usage = |msg: String| {
+        eprintln!("error: {msg}");
+        ExitCode::from(2)
+    };
+    let Some(model) = args.model.clone() else {
+        return usage(format!("--model is required (one of {})", MODEL_NAMES.join(", ")));
+    };
+    if ModelKind::parse(&model).is_none() {
+        return usage(format!("unknown model {model:?}; known: {}", MODEL_NAMES.join(", ")));
+    }
+    let profile = if args.quick { Profile::Quick } else { Profile::Full };
+    let budget = match &args.budget {
+        Some(text) => match parse_duration(text) {
+            Ok(b) => b,
+            Err(e) => return usage(format!("--budget: {e}")),
+        },
+        None => profile.budget(),
+    };
+    let epochs = args.epochs.unwrap_or(profile.epochs());
+    let batch_size = args.batch.unwrap_or(profile.batch_size());
+    if epochs == 0 {
+        return usage("--epochs must be at least 1".into());
+    }
+    if batch_size == 0 {
+        return usage("--batch must be at least 1".into());
+    }
+    let mut cell = Cell {
+        id: CellId {
+            model: model.clone(),
+            backend: binding.name().into(),
+            device: args.device.clone(),
+            precision: args.precision.clone(),
+        },
+        device_name: args.device.clone(),
+        protocol: Protocol {
+            epochs,
+            batch_size,
+            budget,
+            seed: args.seed,
+            eval_limit: args.eval_limit,
+            ..Protocol::default()
+        },
+        dataset: String::new(),
+        data_note: None,
+        started_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        started: Instant::now(),
+        args: argv[1..].to_vec(),
+        threads: binding.threads(),
+    };
+    // A panic inside a backend (an unsupported op, an allocation failure) becomes this cell's
+    // failed record instead of a silent crash.
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_cell(binding, &args, &mut cell)));
+    let (record, code) = match result {
+        Ok(Ok(record)) => (record, ExitCode::SUCCESS),
+        Ok(Err(e)) => {
+            eprintln!("kiln: {e}");
+            (cell.record(Status::Failed, Some(e.to_string()), None), ExitCode::from(1))
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            (
+                cell.record(Status::Failed, Some(format!("the backend panicked: {what}")), None),
+                ExitCode::from(1),
+            )
+        }
+    };
+    debug_assert_eq!(record.schema, SCHEMA_VERSION);
+    emit(&Event::Final(Box::new(record)));
+    code
+}
+
+/// Threads a rayon-based CPU backend uses: `RAYON_NUM_THREADS`, else one per logical core.
+pub fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}

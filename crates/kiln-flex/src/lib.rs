@@ -1,0 +1,34 @@
+//! Kiln's binding of Burn's `flex` backend: pure-Rust CPU execution (SIMD and rayon threads).
+
+use burn::Device;
+use kiln_core::Binding;
+use kiln_core::runner::cpu_device_report;
+use kiln_results::DeviceReport;
+
+/// The flex backend: one device, the host CPU.
+pub struct FlexBinding;
+
+impl Binding for FlexBinding {
+    fn name(&self) -> &'static str {
+        "flex"
+    }
+
+    fn version(&self) -> &'static str {
+        kiln_core::BURN_VERSION
+    }
+
+    fn probe(&self) -> Vec<DeviceReport> {
+        vec![cpu_device_report(&Device::flex())]
+    }
+
+    fn device(&self, spec: &str) -> Result<(Device, String), String> {
+        match spec {
+            "default" | "cpu" => Ok((Device::flex(), kiln_core::fingerprint::cpu_model())),
+            other => Err(format!("flex has one device, `cpu`; {other:?} is not one")),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        kiln_core::runner::rayon_threads()
+    }
+}

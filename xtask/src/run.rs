@@ -1,0 +1,694 @@
+//! Running cells: plan, one child process per cell, records appended as they arrive, report.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use kiln_results::read::RESULTS_FILE;
+use kiln_results::render::{human_seconds, obtained_text};
+use kiln_results::{CellId, Event, Profile, Record, Status, parse_duration};
+
+use crate::backends::{self, Backend};
+use crate::{CommonArgs, time, workspace_root};
+
+/// Models Kiln knows (the runners define them; this list is checked before any work).
+pub const MODELS: &[&str] = &["mnist-cnn", "resnet18", "resnet18-gray"];
+/// Precisions a cell can use.
+pub const PRECISIONS: &[&str] = &["f32", "f16", "bf16"];
+/// Marker file of a run directory.
+pub const RUN_FILE: &str = "run.json";
+
+/// The settings every cell of a run shares.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub profile: String,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub budget_seconds: Option<f64>,
+    pub seed: u64,
+    pub data_dir: Option<PathBuf>,
+    pub eval_limit: Option<usize>,
+    pub bare: bool,
+}
+
+/// One cell as planned, with the dataset chosen for it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    pub id: CellId,
+    pub dataset: String,
+    /// Why this dataset (a fallback), if it is not the obvious one.
+    pub dataset_note: Option<String>,
+}
+
+/// `run.json`: what a run directory is and what it was asked to do.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct RunFile {
+    pub kiln_run: u32,
+    pub created_at: u64,
+    pub command: Vec<String>,
+    pub config: RunConfig,
+    pub cells: Vec<PlannedCell>,
+}
+
+fn check_name(kind: &str, value: &str, known: &[&str]) -> Result<()> {
+    if !known.contains(&value) {
+        bail!("unknown {kind} {value:?}; known: {}", known.join(", "));
+    }
+    Ok(())
+}
+
+fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
+    let profile = if common.quick {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
+    let budget = match &common.budget {
+        Some(text) => parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}"))?,
+        None => profile.budget(),
+    };
+    let epochs = common.epochs.unwrap_or(profile.epochs());
+    let batch_size = common.batch.unwrap_or(profile.batch_size());
+    if epochs == 0 {
+        bail!("--epochs must be at least 1 (got 0)");
+    }
+    if batch_size == 0 {
+        bail!("--batch must be at least 1 (got 0)");
+    }
+    if common.eval_limit == Some(0) {
+        bail!("--eval-limit must be at least 1 (got 0)");
+    }
+    if let Some(dir) = &common.data_dir
+        && !dir.is_dir()
+    {
+        bail!("--data-dir {}: no such directory", dir.display());
+    }
+    if let Some(d) = &common.dataset {
+        check_name(
+            "dataset",
+            d,
+            &["mnist", "fashion-mnist", "fashion-mnist-sample", "cifar-10", "synthetic"],
+        )?;
+    }
+    Ok((
+        profile,
+        RunConfig {
+            profile: if common.quick { "quick" } else { "full" }.into(),
+            epochs,
+            batch_size,
+            budget_seconds: budget.map(|b| b.as_secs_f64()),
+            seed: common.seed,
+            data_dir: common.data_dir.clone(),
+            eval_limit: common.eval_limit,
+            bare,
+        },
+    ))
+}
+
+/// The dataset for `model`, resolved once so every backend trains on the same data.
+fn dataset_for(model: &str, common: &CommonArgs) -> Result<(String, Option<String>)> {
+    let geometry = if model == "resnet18" {
+        kiln_data::Geometry::CIFAR
+    } else {
+        kiln_data::Geometry::MNIST
+    };
+    if common.synthetic {
+        return Ok(("synthetic".into(), None));
+    }
+    if let Some(name) = &common.dataset {
+        if let Some(g) = kiln_data::geometry_of(name)
+            && g != geometry
+        {
+            bail!("dataset {name} does not fit model {model} (different image shape)");
+        }
+        kiln_data::available(name, common.data_dir.as_deref())?;
+        return Ok((name.clone(), None));
+    }
+    Ok(kiln_data::default_dataset(
+        geometry,
+        common.quick,
+        common.data_dir.as_deref(),
+    )?)
+}
+
+/// Create (or validate) the run directory before any work.
+fn prepare_out(out: Option<&Path>) -> Result<PathBuf> {
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => workspace_root()
+            .join("results")
+            .join(time::stamp(time::unix_now())),
+    };
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("--out {}: exists and is not a directory", dir.display());
+        }
+        let empty = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty {
+            if dir.join(RUN_FILE).is_file() {
+                bail!(
+                    "--out {}: already holds a Kiln run; choose another directory (its results \
+                     stay as they are; `cargo xtask report {}` re-renders them)",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            bail!(
+                "--out {}: exists, is not empty and is not a Kiln run; choose an empty or new directory",
+                dir.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .current_dir(workspace_root())
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Append one record as one line, flushed and synced, so a killed run loses nothing finished.
+pub fn append_record(path: &Path, record: &Record) -> Result<()> {
+    let mut line = serde_json::to_string(record)?;
+    line.push('\n');
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    file.write_all(line.as_bytes())
+        .and_then(|_| file.sync_data())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Progress display on standard error: one rewritten line on a terminal, a line now and then
+/// otherwise.
+struct Display {
+    tty: bool,
+    last_line: Instant,
+    width: usize,
+}
+
+impl Display {
+    fn new() -> Self {
+        Display {
+            tty: std::io::stderr().is_terminal(),
+            last_line: Instant::now() - Duration::from_secs(3600),
+            width: 0,
+        }
+    }
+
+    fn status(&mut self, text: &str) {
+        if self.tty {
+            let pad = self.width.saturating_sub(text.chars().count());
+            eprint!("\r{text}{}", " ".repeat(pad));
+            self.width = text.chars().count();
+        } else if self.last_line.elapsed() >= Duration::from_secs(30) {
+            eprintln!("{text}");
+            self.last_line = Instant::now();
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        if self.tty && self.width > 0 {
+            eprint!("\r{}\r", " ".repeat(self.width));
+            self.width = 0;
+        }
+        eprintln!("{text}");
+    }
+}
+
+/// Where the matrix is, for progress lines.
+struct Position {
+    index: usize,
+    total: usize,
+    /// Upper bound of the seconds the cells after this one will take.
+    later_seconds: f64,
+}
+
+fn tail_of(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// Run one cell in its own process and return its record (a failed one if it produced none).
+fn run_cell(
+    runner: &Path,
+    cell: &PlannedCell,
+    cfg: &RunConfig,
+    out: &Path,
+    position: &Position,
+    display: &mut Display,
+) -> Result<Record> {
+    let id = &cell.id;
+    let log = out.join("logs").join(format!(
+        "{}-{}-{}-{}.stderr",
+        id.model,
+        id.backend,
+        id.device.replace([':', '/'], "_"),
+        id.precision
+    ));
+    let mut cmd = Command::new(runner);
+    cmd.args(["--model", &id.model, "--device", &id.device])
+        .args(["--precision", &id.precision])
+        .args(["--epochs", &cfg.epochs.to_string()])
+        .args(["--batch", &cfg.batch_size.to_string()])
+        .args(["--seed", &cfg.seed.to_string()])
+        .args(["--dataset", &cell.dataset])
+        .args([
+            "--budget",
+            &cfg.budget_seconds
+                .map(|b| format!("{b}s"))
+                .unwrap_or_else(|| "none".into()),
+        ]);
+    if cfg.profile == "quick" {
+        cmd.arg("--quick");
+    }
+    if let Some(dir) = &cfg.data_dir {
+        cmd.arg("--data-dir").arg(dir);
+    }
+    if let Some(n) = cfg.eval_limit {
+        cmd.args(["--eval-limit", &n.to_string()]);
+    }
+    if cfg.bare {
+        cmd.arg("--bare");
+    }
+    if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
+        cmd.env("KILN_COMMIT", commit);
+    }
+    if let Some(status) = git(&["status", "--porcelain", "--untracked-files=no"]) {
+        cmd.env("KILN_DIRTY", if status.is_empty() { "0" } else { "1" });
+    }
+    cmd.env("KILN_WORKSPACE", workspace_root());
+    let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stdout = child.stdout.take().context("runner has no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    // Wall-clock limit: the budget plus room for data loading and evaluation.
+    let limit = Duration::from_secs_f64(cfg.budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0));
+    let started = Instant::now();
+    let label = format!(
+        "[{}/{}] {} {} {} ({})",
+        position.index, position.total, id.backend, id.device, id.model, id.precision
+    );
+    display.line(&format!("{label}: starting, data {}", cell.dataset));
+    let mut final_record = None;
+    let mut unparsed = Vec::new();
+    let mut timed_out = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
+                Ok(Event::Final(record)) => final_record = Some(*record),
+                Ok(Event::Start(s)) => display.line(&format!(
+                    "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
+                    s.train_samples,
+                    s.test_samples,
+                    s.steps_per_epoch,
+                    s.epochs,
+                    s.budget_seconds.map(human_seconds).unwrap_or_else(|| "none".into())
+                )),
+                Ok(Event::Epoch(e)) => display.line(&format!(
+                    "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
+                    e.epoch,
+                    if e.partial { " (cut by the budget)" } else { "" },
+                    human_seconds(e.seconds),
+                    e.steps,
+                    e.mean_loss,
+                    e.test_accuracy
+                        .map(|a| format!("{:.1}%", a * 100.0))
+                        .unwrap_or_else(|| "–".into())
+                )),
+                Ok(Event::Progress(p)) => {
+                    let eta = p.eta_seconds.unwrap_or(0.0);
+                    display.status(&format!(
+                        "{label}: epoch {} step {}/{} | {} elapsed | cell ETA {} | run ETA ≤{}",
+                        p.epoch,
+                        p.step,
+                        p.steps_per_epoch,
+                        time::short(p.elapsed_seconds),
+                        time::short(eta),
+                        time::short(eta + position.later_seconds)
+                    ))
+                }
+                Err(_) => unparsed.push(line),
+            },
+            Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if started.elapsed() > limit {
+                    let _ = child.kill();
+                    timed_out = true;
+                    break;
+                }
+            }
+        }
+    }
+    let status = child.wait()?;
+    let record = match final_record {
+        Some(r) => r,
+        None => {
+            let why = if timed_out {
+                format!("timed out after {}", human_seconds(limit.as_secs_f64()))
+            } else {
+                format!("the runner exited ({status}) without a final record")
+            };
+            let mut detail = tail_of(&log, 5);
+            if !unparsed.is_empty() {
+                detail = format!(
+                    "{detail} | unparsable output: {}",
+                    unparsed.last().cloned().unwrap_or_default()
+                );
+            }
+            Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
+        }
+    };
+    let summary = match (record.status, &record.epoch_seconds) {
+        (Status::Ok, Some(e)) => format!(
+            "{} per {}-sample epoch, test accuracy {} ({})",
+            human_seconds(e.median),
+            record.obtained.standard_epoch_samples,
+            record
+                .test_accuracy
+                .map(|a| format!("{:.1}%", a * 100.0))
+                .unwrap_or_else(|| "–".into()),
+            obtained_text(&record)
+        ),
+        (Status::Ok, None) => match &record.loop_overhead {
+            Some(o) => format!(
+                "Kiln loop {:.1} ms/step, bare loop {:.1} ms/step: overhead {:+.2}% (median of {} rounds of {} steps)",
+                o.kiln_step_seconds.median * 1e3,
+                o.bare_step_seconds.median * 1e3,
+                o.overhead_percent,
+                o.rounds,
+                o.steps_per_round
+            ),
+            None => "done".into(),
+        },
+        (s, _) => format!(
+            "{}: {}",
+            s.as_str(),
+            record.reason.clone().unwrap_or_default()
+        ),
+    };
+    display.line(&format!(
+        "{label}: {summary} [{} wall]",
+        time::short(started.elapsed().as_secs_f64())
+    ));
+    Ok(record)
+}
+
+/// Run planned cells, append their records, render the report. Returns false if any failed.
+fn execute(
+    cells: Vec<PlannedCell>,
+    runners: &[(&'static Backend, PathBuf)],
+    cfg: RunConfig,
+    out: &Path,
+) -> Result<bool> {
+    let results = out.join(RESULTS_FILE);
+    let run_file = RunFile {
+        kiln_run: 1,
+        created_at: time::unix_now(),
+        command: std::env::args().collect(),
+        config: cfg.clone(),
+        cells: cells.clone(),
+    };
+    std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&run_file)?)
+        .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))?;
+    eprintln!(
+        "kiln: {} cells; results go to {}",
+        cells.len(),
+        results.display()
+    );
+    let mut display = Display::new();
+    let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
+    let mut all_ok = true;
+    for (i, cell) in cells.iter().enumerate() {
+        let position = Position {
+            index: i + 1,
+            total: cells.len(),
+            later_seconds: per_cell_bound * (cells.len() - i - 1) as f64,
+        };
+        let runner = runners
+            .iter()
+            .find(|(b, _)| b.name == cell.id.backend)
+            .map(|(_, p)| p.clone());
+        let record = match runner {
+            Some(runner) => run_cell(&runner, cell, &cfg, out, &position, &mut display)?,
+            None => Record::not_run(&cell.id, Status::Skipped, "backend not built"),
+        };
+        all_ok &= matches!(record.status, Status::Ok | Status::Skipped);
+        append_record(&results, &record)?;
+    }
+    let loaded = kiln_results::read::load(&[results.clone()])?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let markdown = kiln_results::render::markdown(&loaded.records, None);
+    let report = out.join("report.md");
+    std::fs::write(&report, &markdown)
+        .with_context(|| format!("cannot write {}", report.display()))?;
+    std::fs::write(
+        out.join("results.csv"),
+        kiln_results::render::csv(&loaded.records),
+    )
+    .with_context(|| format!("cannot write results.csv in {}", out.display()))?;
+    println!("\n{markdown}");
+    eprintln!(
+        "kiln: report written to {} (re-render with `cargo xtask report {}`)",
+        report.display(),
+        out.display()
+    );
+    Ok(all_ok)
+}
+
+/// Build the runners of `wanted` and probe them; returns each built backend with its runner.
+fn build_and_probe(
+    wanted: &[&'static Backend],
+) -> Result<Vec<(&'static Backend, PathBuf, kiln_results::ProbeReport)>> {
+    let buildable: Vec<&Backend> = wanted
+        .iter()
+        .copied()
+        .filter(|b| backends::unbuildable(b).is_none())
+        .collect();
+    for b in wanted {
+        if let Some(why) = backends::unbuildable(b) {
+            eprintln!("kiln: skipping {}: {why}", b.name);
+        }
+    }
+    backends::build(&buildable)?;
+    let mut out = Vec::new();
+    for b in buildable {
+        let Some(path) = backends::runner_path(b) else {
+            continue;
+        };
+        let report = backends::probe(&path)?;
+        out.push((b, path, report));
+    }
+    Ok(out)
+}
+
+/// `cargo xtask bench-all`.
+pub fn bench_all(
+    common: &CommonArgs,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<String>>,
+    precisions: Option<Vec<String>>,
+) -> Result<bool> {
+    let (profile, cfg) = config(common, false)?;
+    let models: Vec<String> = models
+        .unwrap_or_else(|| profile.models().iter().map(|m| m.to_string()).collect());
+    let precisions = precisions.unwrap_or_else(|| vec!["f32".into()]);
+    for m in &models {
+        check_name("model", m, MODELS)?;
+    }
+    for p in &precisions {
+        check_name("precision", p, PRECISIONS)?;
+    }
+    let wanted: Vec<&'static Backend> = match backend_names {
+        Some(names) => names
+            .iter()
+            .map(|n| backends::find(n))
+            .collect::<Result<_>>()?,
+        None => backends::BACKENDS.iter().filter(|b| b.default).collect(),
+    };
+    let datasets: Vec<(String, (String, Option<String>))> = models
+        .iter()
+        .map(|m| dataset_for(m, common).map(|d| (m.clone(), d)))
+        .collect::<Result<_>>()?;
+    let out = prepare_out(common.out.as_deref())?;
+    let built = build_and_probe(&wanted)?;
+
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    for (model, (dataset, note)) in &datasets {
+        for (b, _, report) in &built {
+            for device in report.devices.iter().filter(|d| d.default || !d.available) {
+                for precision in &precisions {
+                    let id = CellId {
+                        model: model.clone(),
+                        backend: b.name.into(),
+                        device: device.spec.clone(),
+                        precision: precision.clone(),
+                    };
+                    if !device.available {
+                        let why = device.reason.clone().unwrap_or_else(|| "unavailable".into());
+                        skipped.push(Record::not_run(&id, Status::Skipped, format!("device unavailable: {why}")));
+                    } else if !device.precisions.contains(precision) {
+                        skipped.push(Record::not_run(
+                            &id,
+                            Status::Skipped,
+                            format!(
+                                "{} {} does not support {precision} (supported: {})",
+                                b.name,
+                                device.spec,
+                                device.precisions.join(", ")
+                            ),
+                        ));
+                    } else {
+                        cells.push(PlannedCell {
+                            id,
+                            dataset: dataset.clone(),
+                            dataset_note: note.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for (_, (_, note)) in &datasets {
+        if let Some(note) = note {
+            eprintln!("kiln: {note}");
+        }
+    }
+    for r in &skipped {
+        eprintln!(
+            "kiln: skipping {}: {}",
+            r.cell(),
+            r.reason.clone().unwrap_or_default()
+        );
+        append_record(&out.join(RESULTS_FILE), r)?;
+    }
+    if cells.is_empty() {
+        bail!("no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)");
+    }
+    let runners: Vec<(&'static Backend, PathBuf)> =
+        built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    execute(cells, &runners, cfg, &out)
+}
+
+/// `cargo xtask bench`: one cell.
+pub fn bench_one(
+    common: &CommonArgs,
+    backend: &str,
+    device: Option<String>,
+    model: &str,
+    precision: &str,
+    bare: bool,
+) -> Result<bool> {
+    let (_, cfg) = config(common, bare)?;
+    check_name("model", model, MODELS)?;
+    check_name("precision", precision, PRECISIONS)?;
+    let b = backends::find(backend)?;
+    if let Some(why) = backends::unbuildable(b) {
+        bail!("backend {backend} cannot run here: {why}");
+    }
+    let (dataset, note) = dataset_for(model, common)?;
+    if let Some(note) = note {
+        eprintln!("kiln: {note}");
+    }
+    let out = prepare_out(common.out.as_deref())?;
+    let built = build_and_probe(&[b])?;
+    let (_, runner, report) = built
+        .into_iter()
+        .next()
+        .context("the runner was not built")?;
+    let spec = match device {
+        Some(d) => d,
+        None => report
+            .devices
+            .iter()
+            .find(|d| d.default)
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| "default".into()),
+    };
+    let cell = PlannedCell {
+        id: CellId {
+            model: model.into(),
+            backend: backend.into(),
+            device: spec,
+            precision: precision.into(),
+        },
+        dataset,
+        dataset_note: None,
+    };
+    execute(vec![cell], &[(b, runner)], cfg, &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_dir_rules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fresh = tmp.path().join("new");
+        assert!(prepare_out(Some(&fresh)).is_ok());
+        // Now it holds logs/: not empty and not a run.
+        let err = prepare_out(Some(&fresh)).unwrap_err().to_string();
+        assert!(err.contains("not a Kiln run"), "{err}");
+        std::fs::write(fresh.join(RUN_FILE), "{}").unwrap();
+        let err = prepare_out(Some(&fresh)).unwrap_err().to_string();
+        assert!(err.contains("already holds a Kiln run"), "{err}");
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(prepare_out(Some(&file)).is_err());
+    }
+
+    #[test]
+    fn records_are_appended_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(RESULTS_FILE);
+        let id = CellId {
+            model: "mnist-cnn".into(),
+            backend: "flex".into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+        };
+        for _ in 0..3 {
+            append_record(&path, &Record::not_run(&id, Status::Skipped, "x")).unwrap();
+        }
+        let loaded = kiln_results::read::load(&[tmp.path().to_path_buf()]).unwrap();
+        assert_eq!(loaded.records.len(), 3);
+        assert!(loaded.warnings.is_empty());
+    }
+}
