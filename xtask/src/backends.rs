@@ -93,17 +93,29 @@ pub fn target_dir() -> PathBuf {
     workspace_root().join("target")
 }
 
-/// Where the release runner of `b` lands once built.
+/// Directory of prebuilt runners, if the user points Kiln at one (`KILN_RUNNER_DIR`).
+fn prebuilt_dir() -> Option<PathBuf> {
+    std::env::var_os("KILN_RUNNER_DIR").map(PathBuf::from)
+}
+
+/// Where the release runner of `b` lands once built (or waits, prebuilt, in `KILN_RUNNER_DIR`).
 pub fn runner_path(b: &Backend) -> Option<PathBuf> {
     let package = b.package?;
     let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
-    Some(target_dir().join("release").join(exe))
+    Some(match prebuilt_dir() {
+        Some(dir) => dir.join(exe),
+        None => target_dir().join("release").join(exe),
+    })
 }
 
 /// Build the release runners of `backends` in one cargo invocation.
 pub fn build(backends: &[&Backend]) -> Result<()> {
     let packages: Vec<&str> = backends.iter().filter_map(|b| b.package).collect();
     if packages.is_empty() {
+        return Ok(());
+    }
+    if let Some(dir) = prebuilt_dir() {
+        eprintln!("kiln: using prebuilt runners from {} (KILN_RUNNER_DIR)", dir.display());
         return Ok(());
     }
     eprintln!(

@@ -61,6 +61,10 @@ pub struct CommonArgs {
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
     pub eval_limit: Option<usize>,
+    /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
+    /// standard epoch and labelled).
+    #[arg(long)]
+    pub train_limit: Option<usize>,
 }
 
 #[derive(Subcommand)]

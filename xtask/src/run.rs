@@ -34,6 +34,7 @@ pub struct RunConfig {
     pub seed: u64,
     pub data_dir: Option<PathBuf>,
     pub eval_limit: Option<usize>,
+    pub train_limit: Option<usize>,
     pub bare: bool,
 }
 
@@ -81,8 +82,8 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
     if batch_size == 0 {
         bail!("--batch must be at least 1 (got 0)");
     }
-    if common.eval_limit == Some(0) {
-        bail!("--eval-limit must be at least 1 (got 0)");
+    if common.eval_limit == Some(0) || common.train_limit == Some(0) {
+        bail!("--eval-limit and --train-limit must be at least 1 (got 0)");
     }
     if let Some(dir) = &common.data_dir
         && !dir.is_dir()
@@ -106,6 +107,7 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
             seed: common.seed,
             data_dir: common.data_dir.clone(),
             eval_limit: common.eval_limit,
+            train_limit: common.train_limit,
             bare,
         },
     ))
@@ -250,6 +252,7 @@ fn tail_of(path: &Path, lines: usize) -> String {
 }
 
 /// Run one cell in its own process and return its record (a failed one if it produced none).
+/// The wall-clock limit is the budget plus room for data loading and evaluation.
 fn run_cell(
     runner: &Path,
     cell: &PlannedCell,
@@ -257,6 +260,19 @@ fn run_cell(
     out: &Path,
     position: &Position,
     display: &mut Display,
+) -> Result<Record> {
+    let limit = Duration::from_secs_f64(cfg.budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0));
+    run_cell_with_limit(runner, cell, cfg, out, position, display, limit)
+}
+
+fn run_cell_with_limit(
+    runner: &Path,
+    cell: &PlannedCell,
+    cfg: &RunConfig,
+    out: &Path,
+    position: &Position,
+    display: &mut Display,
+    limit: Duration,
 ) -> Result<Record> {
     let id = &cell.id;
     let log = out.join("logs").join(format!(
@@ -288,6 +304,9 @@ fn run_cell(
     if let Some(n) = cfg.eval_limit {
         cmd.args(["--eval-limit", &n.to_string()]);
     }
+    if let Some(n) = cfg.train_limit {
+        cmd.args(["--train-limit", &n.to_string()]);
+    }
     if cfg.bare {
         cmd.arg("--bare");
     }
@@ -315,8 +334,6 @@ fn run_cell(
         }
     });
 
-    // Wall-clock limit: the budget plus room for data loading and evaluation.
-    let limit = Duration::from_secs_f64(cfg.budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0));
     let started = Instant::now();
     let label = format!(
         "[{}/{}] {} {} {} ({})",
@@ -672,6 +689,85 @@ mod tests {
         let file = tmp.path().join("f");
         std::fs::write(&file, "x").unwrap();
         assert!(prepare_out(Some(&file)).is_err());
+    }
+
+    fn cfg() -> RunConfig {
+        RunConfig {
+            profile: "quick".into(),
+            epochs: 1,
+            batch_size: 8,
+            budget_seconds: Some(5.0),
+            seed: 1,
+            data_dir: None,
+            eval_limit: None,
+            train_limit: None,
+            bare: false,
+        }
+    }
+
+    fn cell(backend: &str) -> PlannedCell {
+        PlannedCell {
+            id: CellId {
+                model: "mnist-cnn".into(),
+                backend: backend.into(),
+                device: "cpu".into(),
+                precision: "f32".into(),
+            },
+            dataset: "synthetic".into(),
+            dataset_note: None,
+        }
+    }
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_failing_runner_becomes_a_failed_record_and_the_matrix_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let good = Record::not_run(&cell("ndarray").id, Status::Ok, "");
+        let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
+        std::fs::write(tmp.path().join("final.json"), event).unwrap();
+        let crash = script(tmp.path(), "crash", "echo 'not json'\necho 'boom: out of cheese' >&2\nexit 3");
+        let fine = script(
+            tmp.path(),
+            "fine",
+            &format!("cat {}", tmp.path().join("final.json").display()),
+        );
+        let out = tmp.path().join("run");
+        prepare_out(Some(&out)).unwrap();
+        let runners = vec![(backends::find("flex").unwrap(), crash), (backends::find("ndarray").unwrap(), fine)];
+        let all_ok = execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
+        assert!(!all_ok);
+        let loaded = kiln_results::read::load(&[out.clone()]).unwrap();
+        assert_eq!(loaded.records.len(), 2);
+        let failed = &loaded.records[0];
+        assert_eq!(failed.status, Status::Failed);
+        let reason = failed.reason.clone().unwrap();
+        assert!(reason.contains("without a final record") && reason.contains("out of cheese"), "{reason}");
+        assert!(reason.contains("unparsable output: not json"), "{reason}");
+        assert_eq!(loaded.records[1].status, Status::Ok);
+        assert!(out.join("report.md").is_file() && out.join(RUN_FILE).is_file());
+    }
+
+    #[test]
+    fn a_runner_past_its_wall_clock_limit_is_killed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let hang = script(tmp.path(), "hang", "sleep 30");
+        let out = tmp.path().join("run");
+        prepare_out(Some(&out)).unwrap();
+        let mut config = cfg();
+        config.budget_seconds = None;
+        // Exercise the limit directly with a tiny one.
+        let mut display = Display::new();
+        let position = Position { index: 1, total: 1, later_seconds: 0.0 };
+        let record = run_cell_with_limit(&hang, &cell("flex"), &config, &out, &position, &mut display, Duration::from_millis(300)).unwrap();
+        assert_eq!(record.status, Status::Failed);
+        assert!(record.reason.unwrap().contains("timed out"));
     }
 
     #[test]

@@ -102,11 +102,16 @@ pub struct MnistCnn {
 impl MnistCnn {
     /// A freshly initialised network (PyTorch's default init: uniform ±1/sqrt(fan_in)).
     pub fn new(device: &Device) -> Self {
+        Self::with_dropout(device, 0.1)
+    }
+
+    /// The same network with another channel-dropout probability (0 makes it deterministic).
+    pub fn with_dropout(device: &Device, prob: f64) -> Self {
         Self {
             conv1: Conv2dConfig::new([1, 64], [3, 3]).init(device),
             conv2: Conv2dConfig::new([64, 512], [3, 3]).init(device),
             pool: MaxPool2dConfig::new([2, 2]).init(),
-            dropout: ChannelDropout::new(0.1),
+            dropout: ChannelDropout::new(prob),
             fc1: LinearConfig::new(512, 1024).init(device),
             fc2: LinearConfig::new(1024, 10).init(device),
         }

@@ -145,6 +145,9 @@ struct Args {
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
     eval_limit: Option<usize>,
+    /// Train on at most this many training samples (smoke runs and tests).
+    #[arg(long)]
+    train_limit: Option<usize>,
     /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
     #[arg(long)]
     bare: bool,
@@ -274,13 +277,16 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         )));
     }
     let standard_epoch = if geometry == kiln_data::Geometry::CIFAR { 50_000 } else { 60_000 };
-    let dataset = kiln_data::load(&Request {
+    let mut dataset = kiln_data::load(&Request {
         name: dataset_name.clone(),
         geometry,
         data_dir: args.data_dir.clone(),
         seed: args.seed,
         synthetic_sizes: profile.synthetic_sizes(standard_epoch),
     })?;
+    if let Some(n) = args.train_limit {
+        dataset.train = dataset.train.truncated(n, geometry);
+    }
     cell.dataset = dataset.name.clone();
     cell.data_note = note;
     for (path, verdict) in &dataset.files {
@@ -414,6 +420,9 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     }
     if batch_size == 0 {
         return usage("--batch must be at least 1".into());
+    }
+    if args.train_limit == Some(0) || args.eval_limit == Some(0) {
+        return usage("--train-limit and --eval-limit must be at least 1".into());
     }
     let mut cell = Cell {
         id: CellId {

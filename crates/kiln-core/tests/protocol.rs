@@ -1,0 +1,80 @@
+//! The protocol on tiny inputs: what it measures, projects and reports (never how fast).
+
+use std::time::Duration;
+
+use burn::prelude::*;
+use kiln_core::protocol::{self, DeviceData, Protocol};
+use kiln_core::MnistCnn;
+use kiln_data::Geometry;
+use kiln_results::{Event, Method};
+
+fn setup(train: usize) -> (Device, DeviceData) {
+    let device = Device::flex();
+    device.seed(1);
+    let device = device.autodiff();
+    let data = kiln_data::synthetic(Geometry::MNIST, train, 32, 5);
+    let on_device = DeviceData::upload(&data, &device, None);
+    (device, on_device)
+}
+
+#[test]
+fn whole_epochs_after_warm_up_are_measured() {
+    let (device, data) = setup(96);
+    let protocol = Protocol {
+        epochs: 3,
+        batch_size: 32,
+        ..Protocol::default()
+    };
+    let mut events = Vec::new();
+    let mut sink = |e: &Event| events.push(e.clone());
+    let out =
+        protocol::train(MnistCnn::new(&device), &device, &data, 60_000, &protocol, &mut sink).unwrap();
+    assert!(out.diverged.is_none());
+    assert_eq!(out.obtained.method, Method::Measured);
+    assert_eq!(out.obtained.epochs, 2, "epochs 2 and 3; the first is warm-up");
+    assert_eq!(out.obtained.steps, 6);
+    assert_eq!(out.epochs.len(), 3);
+    assert!(out.first_epoch_seconds.is_some() && out.first_step_seconds.is_some());
+    let stats = out.epoch_seconds.unwrap();
+    assert_eq!(stats.n, 2);
+    // Scaled from 96-sample epochs to the 60,000-sample standard.
+    let raw = out.epochs[1].seconds.min(out.epochs[2].seconds);
+    assert!((stats.min - raw * 60_000.0 / 96.0).abs() < 1e-6 * stats.min);
+    assert!(out.test_accuracy.is_some_and(|a| (0.0..=1.0).contains(&a)));
+    assert_eq!(out.test_samples, 32);
+    assert_eq!(events.iter().filter(|e| matches!(e, Event::Epoch(_))).count(), 3);
+}
+
+#[test]
+fn a_cell_cut_by_its_budget_is_projected() {
+    let (device, data) = setup(320);
+    let protocol = Protocol {
+        epochs: 5,
+        batch_size: 16,
+        budget: Some(Duration::from_millis(1)),
+        min_timed_steps: 3,
+        ..Protocol::default()
+    };
+    let mut sink = |_: &Event| {};
+    let out =
+        protocol::train(MnistCnn::new(&device), &device, &data, 60_000, &protocol, &mut sink).unwrap();
+    assert_eq!(out.obtained.method, Method::Projected);
+    assert!(out.obtained.budget_exhausted);
+    assert_eq!(out.obtained.steps, 3, "stops as soon as the minimum is timed");
+    assert_eq!(out.epochs.len(), 1);
+    assert!(out.epochs[0].partial);
+    assert!(out.first_epoch_seconds.is_none(), "the first epoch never finished");
+    assert!(out.epoch_seconds.is_some());
+}
+
+#[test]
+fn loop_overhead_compares_the_same_steps() {
+    let (device, data) = setup(128);
+    let protocol = Protocol {
+        batch_size: 32,
+        ..Protocol::default()
+    };
+    let o = protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
+    assert_eq!((o.rounds, o.steps_per_round), (2, 2));
+    assert!(o.kiln_step_seconds.median > 0.0 && o.bare_step_seconds.median > 0.0);
+}
