@@ -58,7 +58,11 @@ pub const BACKENDS: &[Backend] = &[
 
 /// Backend names, comma-separated, for messages.
 pub fn names() -> String {
-    BACKENDS.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
+    BACKENDS
+        .iter()
+        .map(|b| b.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The backend called `name`, or an error listing the known ones.
@@ -115,7 +119,10 @@ pub fn build(backends: &[&Backend]) -> Result<()> {
         return Ok(());
     }
     if let Some(dir) = prebuilt_dir() {
-        eprintln!("kiln: using prebuilt runners from {} (KILN_RUNNER_DIR)", dir.display());
+        eprintln!(
+            "kiln: using prebuilt runners from {} (KILN_RUNNER_DIR)",
+            dir.display()
+        );
         return Ok(());
     }
     eprintln!(
@@ -128,7 +135,9 @@ pub fn build(backends: &[&Backend]) -> Result<()> {
     for p in &packages {
         cmd.args(["-p", p]);
     }
-    let status = cmd.status().context("cannot start cargo to build the runners")?;
+    let status = cmd
+        .status()
+        .context("cannot start cargo to build the runners")?;
     if !status.success() {
         bail!(
             "building the runners failed ({status}); the compiler output above says why. \
@@ -161,14 +170,18 @@ pub fn probe(runner: &Path) -> Result<ProbeReport> {
     }
     let out = child.wait_with_output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with('{')).with_context(|| {
-        format!(
-            "{} --probe printed no report ({}); stderr: {}",
-            runner.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-    })?;
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .with_context(|| {
+            format!(
+                "{} --probe printed no report ({}); stderr: {}",
+                runner.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })?;
     serde_json::from_str(line)
         .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
 }

@@ -66,9 +66,7 @@ pub fn doctor(json: bool, build: bool) -> Result<bool> {
         backends::build(&buildable)?;
     }
     let all = statuses();
-    let usable = all
-        .iter()
-        .any(|s| s.devices.iter().any(|d| d.available));
+    let usable = all.iter().any(|s| s.devices.iter().any(|d| d.available));
     if json {
         println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(usable);

@@ -14,8 +14,16 @@ use kiln_data::{locate, manifest};
 #[derive(Debug)]
 pub enum FetchError {
     Network(String),
-    Checksum { url: String, expected: String, got: String },
-    Size { url: String, expected: u64, got: u64 },
+    Checksum {
+        url: String,
+        expected: String,
+        got: String,
+    },
+    Size {
+        url: String,
+        expected: u64,
+        got: u64,
+    },
     Io(String),
 }
 
@@ -40,7 +48,12 @@ impl std::error::Error for FetchError {}
 
 /// Download `url` to `dest`, streaming through SHA-256; the file appears only if its digest is
 /// one of `accepted` (and its size is `size`, when given).
-pub fn download(url: &str, dest: &Path, accepted: &[String], size: Option<u64>) -> Result<(), FetchError> {
+pub fn download(
+    url: &str,
+    dest: &Path,
+    accepted: &[String],
+    size: Option<u64>,
+) -> Result<(), FetchError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_connect(Some(Duration::from_secs(20)))
         .timeout_global(Some(Duration::from_secs(3600)))
@@ -81,7 +94,11 @@ pub fn download(url: &str, dest: &Path, accepted: &[String], size: Option<u64>) 
                 got: total,
             });
         }
-        let got: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let got: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         if !accepted.contains(&got) {
             return Err(FetchError::Checksum {
                 url: url.into(),
@@ -138,7 +155,10 @@ pub fn fetch_data(name: &str, dest: Option<PathBuf>, base_url: Option<&str>) -> 
     } else {
         format!("{base}/")
     };
-    eprintln!("kiln: {} ({}), licence: {}", entry.title, entry.homepage, entry.licence);
+    eprintln!(
+        "kiln: {} ({}), licence: {}",
+        entry.title, entry.homepage, entry.licence
+    );
 
     if let Some(archive) = &entry.archive {
         let tarball = dest.join(&archive.name);
@@ -263,7 +283,11 @@ mod tests {
         assert!(matches!(err, FetchError::Checksum { .. }), "{err}");
         assert!(err.to_string().contains("checksum mismatch"));
         assert!(!dest.exists());
-        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "no partial file left");
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            0,
+            "no partial file left"
+        );
     }
 
     #[test]
@@ -277,7 +301,11 @@ mod tests {
     #[test]
     fn unreachable_server_names_offline_routes() {
         // Bind then drop: nothing listens on this port any more.
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let tmp = tempfile::tempdir().unwrap();
         let err = fetch_data(
             "fashion-mnist",
@@ -286,7 +314,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("apt-get install dataset-fashion-mnist"), "{err}");
+        assert!(
+            err.contains("apt-get install dataset-fashion-mnist"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -22,7 +22,10 @@ pub fn workspace_root() -> PathBuf {
 }
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Kiln: which Burn backend trains fastest here?")]
+#[command(
+    name = "cargo xtask",
+    about = "Kiln: which Burn backend trains fastest here?"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -152,7 +155,10 @@ fn report(paths: &[PathBuf], baseline: Option<&str>, csv: Option<&Path>) -> Resu
                 .join(", ")
         );
     }
-    print!("{}", kiln_results::render::markdown(&loaded.records, baseline));
+    print!(
+        "{}",
+        kiln_results::render::markdown(&loaded.records, baseline)
+    );
     if let Some(csv) = csv {
         std::fs::write(csv, kiln_results::render::csv(&loaded.records))
             .with_context(|| format!("cannot write {}", csv.display()))?;

@@ -94,7 +94,13 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
         check_name(
             "dataset",
             d,
-            &["mnist", "fashion-mnist", "fashion-mnist-sample", "cifar-10", "synthetic"],
+            &[
+                "mnist",
+                "fashion-mnist",
+                "fashion-mnist-sample",
+                "cifar-10",
+                "synthetic",
+            ],
         )?;
     }
     Ok((
@@ -261,7 +267,10 @@ fn run_cell(
     position: &Position,
     display: &mut Display,
 ) -> Result<Record> {
-    let limit = Duration::from_secs_f64(cfg.budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0));
+    let limit = Duration::from_secs_f64(
+        cfg.budget_seconds
+            .map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
+    );
     run_cell_with_limit(runner, cell, cfg, out, position, display, limit)
 }
 
@@ -353,12 +362,18 @@ fn run_cell_with_limit(
                     s.test_samples,
                     s.steps_per_epoch,
                     s.epochs,
-                    s.budget_seconds.map(human_seconds).unwrap_or_else(|| "none".into())
+                    s.budget_seconds
+                        .map(human_seconds)
+                        .unwrap_or_else(|| "none".into())
                 )),
                 Ok(Event::Epoch(e)) => display.line(&format!(
                     "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
                     e.epoch,
-                    if e.partial { " (cut by the budget)" } else { "" },
+                    if e.partial {
+                        " (cut by the budget)"
+                    } else {
+                        ""
+                    },
                     human_seconds(e.seconds),
                     e.steps,
                     e.mean_loss,
@@ -486,7 +501,7 @@ fn execute(
         all_ok &= matches!(record.status, Status::Ok | Status::Skipped);
         append_record(&results, &record)?;
     }
-    let loaded = kiln_results::read::load(&[results.clone()])?;
+    let loaded = kiln_results::read::load(std::slice::from_ref(&results))?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
@@ -542,8 +557,8 @@ pub fn bench_all(
     precisions: Option<Vec<String>>,
 ) -> Result<bool> {
     let (profile, cfg) = config(common, false)?;
-    let models: Vec<String> = models
-        .unwrap_or_else(|| profile.models().iter().map(|m| m.to_string()).collect());
+    let models: Vec<String> =
+        models.unwrap_or_else(|| profile.models().iter().map(|m| m.to_string()).collect());
     let precisions = precisions.unwrap_or_else(|| vec!["f32".into()]);
     for m in &models {
         check_name("model", m, MODELS)?;
@@ -578,8 +593,15 @@ pub fn bench_all(
                         precision: precision.clone(),
                     };
                     if !device.available {
-                        let why = device.reason.clone().unwrap_or_else(|| "unavailable".into());
-                        skipped.push(Record::not_run(&id, Status::Skipped, format!("device unavailable: {why}")));
+                        let why = device
+                            .reason
+                            .clone()
+                            .unwrap_or_else(|| "unavailable".into());
+                        skipped.push(Record::not_run(
+                            &id,
+                            Status::Skipped,
+                            format!("device unavailable: {why}"),
+                        ));
                     } else if !device.precisions.contains(precision) {
                         skipped.push(Record::not_run(
                             &id,
@@ -616,7 +638,9 @@ pub fn bench_all(
         append_record(&out.join(RESULTS_FILE), r)?;
     }
     if cells.is_empty() {
-        bail!("no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)");
+        bail!(
+            "no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)"
+        );
     }
     let runners: Vec<(&'static Backend, PathBuf)> =
         built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
@@ -732,7 +756,11 @@ mod tests {
         let good = Record::not_run(&cell("ndarray").id, Status::Ok, "");
         let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
         std::fs::write(tmp.path().join("final.json"), event).unwrap();
-        let crash = script(tmp.path(), "crash", "echo 'not json'\necho 'boom: out of cheese' >&2\nexit 3");
+        let crash = script(
+            tmp.path(),
+            "crash",
+            "echo 'not json'\necho 'boom: out of cheese' >&2\nexit 3",
+        );
         let fine = script(
             tmp.path(),
             "fine",
@@ -740,15 +768,21 @@ mod tests {
         );
         let out = tmp.path().join("run");
         prepare_out(Some(&out)).unwrap();
-        let runners = vec![(backends::find("flex").unwrap(), crash), (backends::find("ndarray").unwrap(), fine)];
+        let runners = vec![
+            (backends::find("flex").unwrap(), crash),
+            (backends::find("ndarray").unwrap(), fine),
+        ];
         let all_ok = execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
         assert!(!all_ok);
-        let loaded = kiln_results::read::load(&[out.clone()]).unwrap();
+        let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
         assert_eq!(loaded.records.len(), 2);
         let failed = &loaded.records[0];
         assert_eq!(failed.status, Status::Failed);
         let reason = failed.reason.clone().unwrap();
-        assert!(reason.contains("without a final record") && reason.contains("out of cheese"), "{reason}");
+        assert!(
+            reason.contains("without a final record") && reason.contains("out of cheese"),
+            "{reason}"
+        );
         assert!(reason.contains("unparsable output: not json"), "{reason}");
         assert_eq!(loaded.records[1].status, Status::Ok);
         assert!(out.join("report.md").is_file() && out.join(RUN_FILE).is_file());
@@ -764,8 +798,21 @@ mod tests {
         config.budget_seconds = None;
         // Exercise the limit directly with a tiny one.
         let mut display = Display::new();
-        let position = Position { index: 1, total: 1, later_seconds: 0.0 };
-        let record = run_cell_with_limit(&hang, &cell("flex"), &config, &out, &position, &mut display, Duration::from_millis(300)).unwrap();
+        let position = Position {
+            index: 1,
+            total: 1,
+            later_seconds: 0.0,
+        };
+        let record = run_cell_with_limit(
+            &hang,
+            &cell("flex"),
+            &config,
+            &out,
+            &position,
+            &mut display,
+            Duration::from_millis(300),
+        )
+        .unwrap();
         assert_eq!(record.status, Status::Failed);
         assert!(record.reason.unwrap().contains("timed out"));
     }

@@ -28,7 +28,12 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 pub fn stamp(unix: u64) -> String {
     let (y, m, d) = civil_from_days((unix / 86_400) as i64);
     let s = unix % 86_400;
-    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", s / 3600, s / 60 % 60, s % 60)
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 /// `1m05s`-style durations for progress lines.

@@ -10,7 +10,10 @@ fn read_trimmed(path: &str) -> Option<String> {
 }
 
 fn command_output(program: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(program).args(args).output().ok()?;
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -54,9 +57,7 @@ fn os_name() -> String {
                 .find_map(|l| l.strip_prefix("PRETTY_NAME="))
                 .map(|v| v.trim_matches('"').to_string())
         })
-        .or_else(|| {
-            command_output("sw_vers", &["-productVersion"]).map(|v| format!("macOS {v}"))
-        })
+        .or_else(|| command_output("sw_vers", &["-productVersion"]).map(|v| format!("macOS {v}")))
         .unwrap_or_else(|| std::env::consts::OS.to_string())
 }
 

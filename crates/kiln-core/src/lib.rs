@@ -7,7 +7,7 @@ pub mod models;
 pub mod protocol;
 pub mod runner;
 
-pub use models::{Classifier, ModelKind, MnistCnn, ResNet};
+pub use models::{Classifier, MnistCnn, ModelKind, ResNet};
 pub use protocol::{DeviceData, Protocol, Trainer};
 pub use runner::{Binding, Precision};
 

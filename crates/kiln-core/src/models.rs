@@ -240,7 +240,11 @@ pub fn training_flops_per_sample(kind: ModelKind) -> u64 {
             conv_macs(1, 64, 3, 26) + conv_macs(64, 512, 3, 11) + 512 * 1024 + 1024 * 10
         }
         ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
-            let (cin, side) = if kind == ModelKind::ResNet18 { (3, 32) } else { (1, 28) };
+            let (cin, side) = if kind == ModelKind::ResNet18 {
+                (3, 32)
+            } else {
+                (1, 28)
+            };
             let mut side = (side + 2 * 3 - 7) / 2 + 1; // conv1, stride 2
             let mut macs = conv_macs(cin, 64, 7, side);
             side = (side + 2 - 3) / 2 + 1; // maxpool 3x3 s2 p1

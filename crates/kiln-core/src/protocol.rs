@@ -292,7 +292,11 @@ impl<M: Classifier> Run<'_, M> {
     }
 
     /// One epoch of the Kiln loop. Returns the summary and whether the budget cut it short.
-    fn epoch(&mut self, epoch: usize, sink: &mut dyn Sink) -> Result<(EpochSummary, bool), CoreError> {
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        sink: &mut dyn Sink,
+    ) -> Result<(EpochSummary, bool), CoreError> {
         let n = self.data.train_len;
         let batch = self.protocol.batch_size;
         let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
@@ -308,7 +312,9 @@ impl<M: Classifier> Run<'_, M> {
         for step in 0..self.steps_per_epoch {
             let start = step * batch;
             let end = (start + batch).min(n);
-            let loss = self.trainer.step(self.data, order.clone().slice(start..end));
+            let loss = self
+                .trainer
+                .step(self.data, order.clone().slice(start..end));
             loss_sum = loss_sum
                 + loss
                     .detach()
@@ -412,7 +418,10 @@ pub fn train<M: Classifier>(
             break;
         }
         // Evaluation is outside the timed region (the epoch's clock stopped at its last sync).
-        summary.test_accuracy = Some(run.trainer.test_accuracy(data, protocol.batch_size.max(256))?);
+        summary.test_accuracy = Some(
+            run.trainer
+                .test_accuracy(data, protocol.batch_size.max(256))?,
+        );
         sink.event(&Event::Epoch(summary.clone()));
         epochs.push(summary);
         if partial {

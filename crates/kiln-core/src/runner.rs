@@ -255,12 +255,18 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
     device.seed(args.seed);
     let device = device.autodiff();
 
-    let profile = if args.quick { Profile::Quick } else { Profile::Full };
+    let profile = if args.quick {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
     let geometry = kind.geometry();
     let (dataset_name, note) = match (&args.dataset, args.synthetic) {
         (_, true) => ("synthetic".to_string(), None),
         (Some(name), false) => (name.clone(), None),
-        (None, false) => kiln_data::default_dataset(geometry, args.quick, args.data_dir.as_deref())?,
+        (None, false) => {
+            kiln_data::default_dataset(geometry, args.quick, args.data_dir.as_deref())?
+        }
     };
     if let Some(g) = kiln_data::geometry_of(&dataset_name)
         && g != geometry
@@ -276,7 +282,11 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
             geometry.width
         )));
     }
-    let standard_epoch = if geometry == kiln_data::Geometry::CIFAR { 50_000 } else { 60_000 };
+    let standard_epoch = if geometry == kiln_data::Geometry::CIFAR {
+        50_000
+    } else {
+        60_000
+    };
     let mut dataset = kiln_data::load(&Request {
         name: dataset_name.clone(),
         geometry,
@@ -307,9 +317,14 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
     let result = if args.bare {
         let (rounds, steps) = if args.quick { (3, 10) } else { (5, 20) };
         let overhead = match kind {
-            ModelKind::MnistCnn => {
-                protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &cell.protocol, rounds, steps)
-            }
+            ModelKind::MnistCnn => protocol::loop_overhead(
+                MnistCnn::new(&device),
+                &device,
+                &data,
+                &cell.protocol,
+                rounds,
+                steps,
+            ),
             ModelKind::ResNet18 => protocol::loop_overhead(
                 ResNet::resnet18(3, 10, &device),
                 &device,
@@ -334,9 +349,14 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         Ok(r)
     } else {
         let outcome = match kind {
-            ModelKind::MnistCnn => {
-                protocol::train(MnistCnn::new(&device), &device, &data, standard_epoch, &cell.protocol, &mut sink)
-            }
+            ModelKind::MnistCnn => protocol::train(
+                MnistCnn::new(&device),
+                &device,
+                &data,
+                standard_epoch,
+                &cell.protocol,
+                &mut sink,
+            ),
             ModelKind::ResNet18 => protocol::train(
                 ResNet::resnet18(3, 10, &device),
                 &device,
@@ -400,12 +420,22 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         ExitCode::from(2)
     };
     let Some(model) = args.model.clone() else {
-        return usage(format!("--model is required (one of {})", MODEL_NAMES.join(", ")));
+        return usage(format!(
+            "--model is required (one of {})",
+            MODEL_NAMES.join(", ")
+        ));
     };
     if ModelKind::parse(&model).is_none() {
-        return usage(format!("unknown model {model:?}; known: {}", MODEL_NAMES.join(", ")));
+        return usage(format!(
+            "unknown model {model:?}; known: {}",
+            MODEL_NAMES.join(", ")
+        ));
     }
-    let profile = if args.quick { Profile::Quick } else { Profile::Full };
+    let profile = if args.quick {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
     let budget = match &args.budget {
         Some(text) => match parse_duration(text) {
             Ok(b) => b,
@@ -457,7 +487,10 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         Ok(Ok(record)) => (record, ExitCode::SUCCESS),
         Ok(Err(e)) => {
             eprintln!("kiln: {e}");
-            (cell.record(Status::Failed, Some(e.to_string()), None), ExitCode::from(1))
+            (
+                cell.record(Status::Failed, Some(e.to_string()), None),
+                ExitCode::from(1),
+            )
         }
         Err(panic) => {
             let what = panic
@@ -466,7 +499,11 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
             (
-                cell.record(Status::Failed, Some(format!("the backend panicked: {what}")), None),
+                cell.record(
+                    Status::Failed,
+                    Some(format!("the backend panicked: {what}")),
+                    None,
+                ),
                 ExitCode::from(1),
             )
         }
@@ -482,5 +519,9 @@ pub fn rayon_threads() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
 }

@@ -8,8 +8,8 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use kiln_core::models::Classifier;
 use kiln_core::MnistCnn;
+use kiln_core::models::Classifier;
 
 struct Grads<'a> {
     grads: &'a GradientsParams,
@@ -24,7 +24,11 @@ impl ModuleVisitor for Grads<'_> {
     }
 }
 
-fn loss_and_grads<M: Classifier>(model: &M, x: Tensor<4>, y: Tensor<1, Int>) -> (f32, Vec<Vec<f32>>) {
+fn loss_and_grads<M: Classifier>(
+    model: &M,
+    x: Tensor<4>,
+    y: Tensor<1, Int>,
+) -> (f32, Vec<Vec<f32>>) {
     let loss = burn::nn::loss::CrossEntropyLossConfig::new()
         .init(&x.device())
         .forward(model.forward(x), y);
@@ -62,12 +66,18 @@ fn flex_and_ndarray_agree_on_loss_and_gradients() {
     let (x, y) = batch(&ndarray);
     let (loss_b, grads_b) = loss_and_grads(&twin, x, y);
 
-    assert!((loss_a - loss_b).abs() <= 1e-3 * loss_a.abs(), "loss {loss_a} vs {loss_b}");
+    assert!(
+        (loss_a - loss_b).abs() <= 1e-3 * loss_a.abs(),
+        "loss {loss_a} vs {loss_b}"
+    );
     assert_eq!(grads_a.len(), 8, "4 layers x (weight, bias)");
     assert_eq!(grads_a.len(), grads_b.len());
     for (a, b) in grads_a.iter().zip(&grads_b) {
         let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
         let worst = a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
-        assert!(worst <= 1e-3 * scale + 1e-7, "max gradient difference {worst} at scale {scale}");
+        assert!(
+            worst <= 1e-3 * scale + 1e-7,
+            "max gradient difference {worst} at scale {scale}"
+        );
     }
 }

@@ -4,8 +4,8 @@
 use burn::module::Module;
 use burn::prelude::*;
 use kiln_core::models::{Classifier, ModelKind, training_flops_per_sample};
-use kiln_core::{MnistCnn, ResNet, Trainer};
 use kiln_core::protocol::DeviceData;
+use kiln_core::{MnistCnn, ResNet, Trainer};
 
 fn device() -> Device {
     let d = Device::flex();
@@ -29,11 +29,19 @@ fn resnet18_shapes_and_parameter_counts() {
     // torchvision.models.resnet18(num_classes=10): 11,181,642 parameters.
     let rgb = ResNet::resnet18(3, 10, &device);
     assert_eq!(rgb.num_params(), 11_181_642);
-    assert_eq!(rgb.forward(Tensor::<4>::zeros([2, 3, 32, 32], &device)).dims(), [2, 10]);
+    assert_eq!(
+        rgb.forward(Tensor::<4>::zeros([2, 3, 32, 32], &device))
+            .dims(),
+        [2, 10]
+    );
     // The article's variant: first conv 1->64, 7x7, no bias (6,272 fewer weights).
     let gray = ResNet::resnet18(1, 10, &device);
     assert_eq!(gray.num_params(), 11_181_642 - 3 * 64 * 49 + 64 * 49);
-    assert_eq!(gray.forward(Tensor::<4>::zeros([2, 1, 28, 28], &device)).dims(), [2, 10]);
+    assert_eq!(
+        gray.forward(Tensor::<4>::zeros([2, 1, 28, 28], &device))
+            .dims(),
+        [2, 10]
+    );
 }
 
 #[test]
@@ -58,13 +66,24 @@ fn loss_falls<M: Classifier>(model: M, kind: ModelKind, device: &Device) {
     for _ in 0..6 {
         last = read(trainer.step(&on_device, indices()));
     }
-    assert!(last.is_finite() && last < first * 0.8, "{kind:?}: loss {first} -> {last}");
+    assert!(
+        last.is_finite() && last < first * 0.8,
+        "{kind:?}: loss {first} -> {last}"
+    );
 }
 
 #[test]
 fn a_few_steps_on_a_fixed_batch_lower_the_loss() {
     let device = device();
     loss_falls(MnistCnn::new(&device), ModelKind::MnistCnn, &device);
-    loss_falls(ResNet::resnet18(3, 10, &device), ModelKind::ResNet18, &device);
-    loss_falls(ResNet::resnet18(1, 10, &device), ModelKind::ResNet18Gray, &device);
+    loss_falls(
+        ResNet::resnet18(3, 10, &device),
+        ModelKind::ResNet18,
+        &device,
+    );
+    loss_falls(
+        ResNet::resnet18(1, 10, &device),
+        ModelKind::ResNet18Gray,
+        &device,
+    );
 }

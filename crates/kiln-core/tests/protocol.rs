@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use burn::prelude::*;
-use kiln_core::protocol::{self, DeviceData, Protocol};
 use kiln_core::MnistCnn;
+use kiln_core::protocol::{self, DeviceData, Protocol};
 use kiln_data::Geometry;
 use kiln_results::{Event, Method};
 
@@ -27,11 +27,21 @@ fn whole_epochs_after_warm_up_are_measured() {
     };
     let mut events = Vec::new();
     let mut sink = |e: &Event| events.push(e.clone());
-    let out =
-        protocol::train(MnistCnn::new(&device), &device, &data, 60_000, &protocol, &mut sink).unwrap();
+    let out = protocol::train(
+        MnistCnn::new(&device),
+        &device,
+        &data,
+        60_000,
+        &protocol,
+        &mut sink,
+    )
+    .unwrap();
     assert!(out.diverged.is_none());
     assert_eq!(out.obtained.method, Method::Measured);
-    assert_eq!(out.obtained.epochs, 2, "epochs 2 and 3; the first is warm-up");
+    assert_eq!(
+        out.obtained.epochs, 2,
+        "epochs 2 and 3; the first is warm-up"
+    );
     assert_eq!(out.obtained.steps, 6);
     assert_eq!(out.epochs.len(), 3);
     assert!(out.first_epoch_seconds.is_some() && out.first_step_seconds.is_some());
@@ -42,7 +52,13 @@ fn whole_epochs_after_warm_up_are_measured() {
     assert!((stats.min - raw * 60_000.0 / 96.0).abs() < 1e-6 * stats.min);
     assert!(out.test_accuracy.is_some_and(|a| (0.0..=1.0).contains(&a)));
     assert_eq!(out.test_samples, 32);
-    assert_eq!(events.iter().filter(|e| matches!(e, Event::Epoch(_))).count(), 3);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Epoch(_)))
+            .count(),
+        3
+    );
 }
 
 #[test]
@@ -56,14 +72,27 @@ fn a_cell_cut_by_its_budget_is_projected() {
         ..Protocol::default()
     };
     let mut sink = |_: &Event| {};
-    let out =
-        protocol::train(MnistCnn::new(&device), &device, &data, 60_000, &protocol, &mut sink).unwrap();
+    let out = protocol::train(
+        MnistCnn::new(&device),
+        &device,
+        &data,
+        60_000,
+        &protocol,
+        &mut sink,
+    )
+    .unwrap();
     assert_eq!(out.obtained.method, Method::Projected);
     assert!(out.obtained.budget_exhausted);
-    assert_eq!(out.obtained.steps, 3, "stops as soon as the minimum is timed");
+    assert_eq!(
+        out.obtained.steps, 3,
+        "stops as soon as the minimum is timed"
+    );
     assert_eq!(out.epochs.len(), 1);
     assert!(out.epochs[0].partial);
-    assert!(out.first_epoch_seconds.is_none(), "the first epoch never finished");
+    assert!(
+        out.first_epoch_seconds.is_none(),
+        "the first epoch never finished"
+    );
     assert!(out.epoch_seconds.is_some());
 }
 
@@ -74,7 +103,8 @@ fn loop_overhead_compares_the_same_steps() {
         batch_size: 32,
         ..Protocol::default()
     };
-    let o = protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
+    let o =
+        protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
     assert_eq!((o.rounds, o.steps_per_round), (2, 2));
     assert!(o.kiln_step_seconds.median > 0.0 && o.bare_step_seconds.median > 0.0);
 }

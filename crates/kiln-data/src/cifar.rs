@@ -8,7 +8,7 @@ pub const RECORD: usize = 1 + 3 * 32 * 32;
 
 /// Split one batch file into pixels (`n * 3072`, planar RGB) and labels.
 pub fn parse(bytes: &[u8], file: &str) -> Result<(Vec<u8>, Vec<u8>), DataError> {
-    if bytes.is_empty() || bytes.len() % RECORD != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(RECORD) {
         return Err(DataError::Corrupt {
             file: file.to_string(),
             why: format!(
@@ -25,7 +25,10 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<(Vec<u8>, Vec<u8>), DataError> 
         if record[0] >= 10 {
             return Err(DataError::Corrupt {
                 file: file.to_string(),
-                why: format!("record {i} has label {}, CIFAR-10 has 10 classes", record[0]),
+                why: format!(
+                    "record {i} has label {}, CIFAR-10 has 10 classes",
+                    record[0]
+                ),
             });
         }
         labels.push(record[0]);
@@ -63,10 +66,20 @@ mod tests {
     #[test]
     fn partial_record_and_bad_label() {
         let bytes = encode(&[0u8; 3072], &[1]);
-        let err = parse(&bytes[..100], "data_batch_1.bin").unwrap_err().to_string();
-        assert!(err.contains("data_batch_1.bin") && err.contains("whole number"), "{err}");
+        let err = parse(&bytes[..100], "data_batch_1.bin")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data_batch_1.bin") && err.contains("whole number"),
+            "{err}"
+        );
         let mut bytes = bytes;
         bytes[0] = 10;
-        assert!(parse(&bytes, "x").unwrap_err().to_string().contains("label 10"));
+        assert!(
+            parse(&bytes, "x")
+                .unwrap_err()
+                .to_string()
+                .contains("label 10")
+        );
     }
 }

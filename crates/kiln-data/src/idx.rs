@@ -106,6 +106,15 @@ pub fn parse(bytes: Vec<u8>, rank: usize, file: &str) -> Result<Idx, DataError> 
     Ok(Idx { dims, data })
 }
 
+/// Images and their labels, checked against each other.
+#[derive(Debug)]
+pub struct Labelled {
+    pub rows: usize,
+    pub cols: usize,
+    pub pixels: Vec<u8>,
+    pub labels: Vec<u8>,
+}
+
 /// Images `[n, rows, cols]` and labels `[n]` of one split, checked against each other.
 pub fn images_and_labels(
     images: Idx,
@@ -113,7 +122,7 @@ pub fn images_and_labels(
     images_file: &str,
     labels_file: &str,
     classes: usize,
-) -> Result<(usize, usize, usize, Vec<u8>, Vec<u8>), DataError> {
+) -> Result<Labelled, DataError> {
     let [n, rows, cols] = images.dims[..] else {
         return Err(DataError::Corrupt {
             file: images_file.into(),
@@ -140,7 +149,12 @@ pub fn images_and_labels(
             why: format!("label {bad} at index {i} is not one of the {classes} classes"),
         });
     }
-    Ok((n, rows, cols, images.data, labels.data))
+    Ok(Labelled {
+        rows,
+        cols,
+        pixels: images.data,
+        labels: labels.data,
+    })
 }
 
 /// Encode `data` with `dims` as an IDX file of unsigned bytes (for tests and fixtures).
@@ -170,14 +184,20 @@ mod tests {
         let mut bytes = encode(&[1], &[0]);
         bytes[2] = 0x0d;
         let err = parse(bytes, 1, "labels.idx").unwrap_err().to_string();
-        assert!(err.contains("labels.idx") && err.contains("wrong magic"), "{err}");
+        assert!(
+            err.contains("labels.idx") && err.contains("wrong magic"),
+            "{err}"
+        );
     }
 
     #[test]
     fn huge_header_claims_do_not_allocate() {
         let bytes = encode(&[u32::MAX as usize, u32::MAX as usize, 28], &[0; 10]);
         let err = parse(bytes, 3, "big").unwrap_err().to_string();
-        assert!(err.contains("claims more data") || err.contains("overflow"), "{err}");
+        assert!(
+            err.contains("claims more data") || err.contains("overflow"),
+            "{err}"
+        );
     }
 
     #[test]

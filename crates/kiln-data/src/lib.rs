@@ -22,7 +22,9 @@ pub enum DataError {
     },
     #[error("{file}: {why}")]
     Corrupt { file: String, why: String },
-    #[error("{file}: checksum mismatch (expected {expected}); the file is damaged or not the official one: delete it and fetch it again")]
+    #[error(
+        "{file}: checksum mismatch (expected {expected}); the file is damaged or not the official one: delete it and fetch it again"
+    )]
     Checksum { file: String, expected: String },
     #[error("{file}: cannot read ({source})")]
     Io {
@@ -175,7 +177,10 @@ fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
 }
 
 /// Read, decompress and verify one manifest file found at `path`.
-fn read_verified(file: &manifest::ManifestFile, path: &Path) -> Result<(Vec<u8>, Verdict), DataError> {
+fn read_verified(
+    file: &manifest::ManifestFile,
+    path: &Path,
+) -> Result<(Vec<u8>, Verdict), DataError> {
     let stored = read_file(path)?;
     let cached = manifest::cached_verdict(path);
     let content = idx::decompress_if_gzip(
@@ -209,14 +214,15 @@ fn load_idx_split(
                 file: entry.name.clone(),
                 why: format!("no file for role {role}"),
             })?;
-        let spec = entry
-            .files
-            .iter()
-            .find(|f| f.role == role)
-            .ok_or_else(|| DataError::Corrupt {
-                file: entry.name.clone(),
-                why: format!("manifest has no role {role}"),
-            })?;
+        let spec =
+            entry
+                .files
+                .iter()
+                .find(|f| f.role == role)
+                .ok_or_else(|| DataError::Corrupt {
+                    file: entry.name.clone(),
+                    why: format!("manifest has no role {role}"),
+                })?;
         let (content, verdict) = read_verified(spec, &hit.path)?;
         let shown = hit.path.display().to_string();
         files.push((hit.path.clone(), verdict));
@@ -224,15 +230,17 @@ fn load_idx_split(
     };
     let (images, images_file) = read(images_role, 3)?;
     let (labels, labels_file) = read(labels_role, 1)?;
-    let (_, rows, cols, pixels, labels) =
-        idx::images_and_labels(images, labels, &images_file, &labels_file, 10)?;
-    if (rows, cols) != (28, 28) {
+    let pair = idx::images_and_labels(images, labels, &images_file, &labels_file, 10)?;
+    if (pair.rows, pair.cols) != (28, 28) {
         return Err(DataError::Corrupt {
             file: images_file,
-            why: format!("images are {rows}x{cols}, expected 28x28"),
+            why: format!("images are {}x{}, expected 28x28", pair.rows, pair.cols),
         });
     }
-    Ok(Split { pixels, labels })
+    Ok(Split {
+        pixels: pair.pixels,
+        labels: pair.labels,
+    })
 }
 
 fn load_cifar(
@@ -252,7 +260,11 @@ fn load_cifar(
         let (content, verdict) = read_verified(spec, &hit.path)?;
         files.push((hit.path.clone(), verdict));
         let (pixels, labels) = cifar::parse(&content, &hit.path.display().to_string())?;
-        let target = if spec.role == "test" { &mut test } else { &mut train };
+        let target = if spec.role == "test" {
+            &mut test
+        } else {
+            &mut train
+        };
         target.pixels.extend(pixels);
         target.labels.extend(labels);
     }
@@ -265,8 +277,9 @@ pub fn load_sample() -> Result<Dataset, DataError> {
     let labels = idx::decompress_if_gzip(SAMPLE_LABELS.to_vec(), 20_000, "embedded sample")?;
     let images = idx::parse(images, 3, "embedded sample images")?;
     let labels = idx::parse(labels, 1, "embedded sample labels")?;
-    let (n, _, _, pixels, labels) =
-        idx::images_and_labels(images, labels, "embedded images", "embedded labels", 10)?;
+    let pair = idx::images_and_labels(images, labels, "embedded images", "embedded labels", 10)?;
+    let n = pair.labels.len();
+    let (pixels, labels) = (pair.pixels, pair.labels);
     let px = Geometry::MNIST.pixels();
     let split_at = SAMPLE_TRAIN.min(n);
     Ok(Dataset {
@@ -322,7 +335,11 @@ pub fn synthetic(geometry: Geometry, train: usize, test: usize, seed: u64) -> Da
         test: make(test, seed ^ 0x9e37_79b9_7f4a_7c15),
         mean: vec![0.5; channels],
         std: vec![0.5; channels],
-        standard_epoch: if geometry == Geometry::CIFAR { 50_000 } else { 60_000 },
+        standard_epoch: if geometry == Geometry::CIFAR {
+            50_000
+        } else {
+            60_000
+        },
         files: Vec::new(),
     }
 }
@@ -402,7 +419,9 @@ pub fn default_dataset(
             Ok(()) => ("cifar-10".into(), None),
             Err(e) => (
                 "synthetic".into(),
-                Some(format!("CIFAR-10 not found, synthetic data used instead ({e})")),
+                Some(format!(
+                    "CIFAR-10 not found, synthetic data used instead ({e})"
+                )),
             ),
         });
     }
@@ -433,7 +452,10 @@ mod tests {
         assert_eq!(d.train.pixels.len(), 8_000 * 784);
         let mut counts = [0usize; 10];
         d.test.labels.iter().for_each(|&l| counts[l as usize] += 1);
-        assert!(counts.iter().all(|&c| c > 150), "classes are balanced: {counts:?}");
+        assert!(
+            counts.iter().all(|&c| c > 150),
+            "classes are balanced: {counts:?}"
+        );
     }
 
     #[test]

@@ -217,12 +217,25 @@ mod tests {
         };
         let p = Path::new("x");
         assert_eq!(verify(&file, p, b"abc", b"abc").unwrap(), Verdict::Verified);
-        assert!(verify(&file, p, b"abd", b"abd").unwrap_err().to_string().contains("sha256"));
-        assert!(verify(&file, p, b"ab", b"ab").unwrap_err().to_string().contains("2 bytes"));
+        assert!(
+            verify(&file, p, b"abd", b"abd")
+                .unwrap_err()
+                .to_string()
+                .contains("sha256")
+        );
+        assert!(
+            verify(&file, p, b"ab", b"ab")
+                .unwrap_err()
+                .to_string()
+                .contains("2 bytes")
+        );
         let unknown = ManifestFile {
             content_sha256: None,
             ..file
         };
-        assert_eq!(verify(&unknown, p, b"abd", b"abd").unwrap(), Verdict::SizeOnly);
+        assert_eq!(
+            verify(&unknown, p, b"abd", b"abd").unwrap(),
+            Verdict::SizeOnly
+        );
     }
 }

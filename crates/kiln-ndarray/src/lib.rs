@@ -31,7 +31,9 @@ impl Binding for NdarrayBinding {
     fn device(&self, spec: &str) -> Result<(Device, String), String> {
         match spec {
             "default" | "cpu" => Ok((ndarray_device(), kiln_core::fingerprint::cpu_model())),
-            other => Err(format!("ndarray has one device, `cpu`; {other:?} is not one")),
+            other => Err(format!(
+                "ndarray has one device, `cpu`; {other:?} is not one"
+            )),
         }
     }
 

@@ -92,8 +92,14 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("90").unwrap(), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1m30s").unwrap(), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2h").unwrap(), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            parse_duration("1m30s").unwrap(),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("2h").unwrap(),
+            Some(Duration::from_secs(7200))
+        );
         assert_eq!(parse_duration("none").unwrap(), None);
         for bad in ["", "0", "-5", "5x", "m", "5m3", "nan"] {
             assert!(parse_duration(bad).is_err(), "{bad}");

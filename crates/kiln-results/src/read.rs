@@ -59,9 +59,9 @@ pub fn read_into(reader: impl BufRead, origin: &Path, loaded: &mut Loaded) {
         let bytes = match line {
             Ok(bytes) => bytes,
             Err(err) => {
-                loaded
-                    .warnings
-                    .push(format!("{origin}:{line_no}: read error ({err}); stopped here"));
+                loaded.warnings.push(format!(
+                    "{origin}:{line_no}: read error ({err}); stopped here"
+                ));
                 return;
             }
         };
@@ -125,7 +125,11 @@ mod tests {
         read_into(text.as_bytes(), Path::new("r.jsonl"), &mut loaded);
         assert_eq!(loaded.records.len(), 2);
         assert_eq!(loaded.warnings.len(), 1);
-        assert!(loaded.warnings[0].contains("r.jsonl:3"), "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings[0].contains("r.jsonl:3"),
+            "{:?}",
+            loaded.warnings
+        );
         assert!(loaded.warnings[0].contains("incomplete"));
     }
 

@@ -77,7 +77,7 @@ fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -110,7 +110,9 @@ pub fn obtained_text(r: &Record) -> String {
         Method::Projected => format!(
             "PROJECTED from {} steps (budget {}){scaled}",
             o.steps,
-            o.budget_seconds.map(human_seconds).unwrap_or_else(|| "none".into())
+            o.budget_seconds
+                .map(human_seconds)
+                .unwrap_or_else(|| "none".into())
         ),
         Method::None => "not timed".into(),
     };
@@ -227,19 +229,29 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
         }
         let _ = writeln!(out);
     }
-    if let Some(fp) = records.iter().map(|r| &r.fingerprint).find(|f| !f.cpu_model.is_empty()) {
+    if let Some(fp) = records
+        .iter()
+        .map(|r| &r.fingerprint)
+        .find(|f| !f.cpu_model.is_empty())
+    {
         let _ = writeln!(
             out,
             "Machine: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
             fp.cpu_model,
             fp.logical_cores,
             fp.threads,
-            fp.memory_bytes.map(human_bytes).unwrap_or_else(|| "memory unknown".into()),
+            fp.memory_bytes
+                .map(human_bytes)
+                .unwrap_or_else(|| "memory unknown".into()),
             fp.os,
             fp.burn_version,
             fp.kiln_version,
             fp.kiln_commit,
-            if fp.kiln_dirty == Some(true) { ", dirty tree" } else { "" }
+            if fp.kiln_dirty == Some(true) {
+                ", dirty tree"
+            } else {
+                ""
+            }
         );
     }
     out
@@ -374,10 +386,16 @@ mod tests {
         let records = vec![timed("ndarray", 100.0), timed("flex", 10.0)];
         let md = markdown(&records, None);
         assert!(md.contains("Speed-up vs flex/cpu/f32"), "{md}");
-        assert!(md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10×"), "{md}");
+        assert!(
+            md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10×"),
+            "{md}"
+        );
         assert!(md.contains("8,000-sample epochs scaled to 60,000"), "{md}");
         let md = markdown(&records, Some("ndarray"));
-        assert!(md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 10.00× ± 1.41"), "{md}");
+        assert!(
+            md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 10.00× ± 1.41"),
+            "{md}"
+        );
     }
 
     #[test]

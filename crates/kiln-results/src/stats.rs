@@ -70,8 +70,16 @@ impl Stats {
 /// as hyperfine reports relative speed.
 pub fn ratio_with_uncertainty(a: &Stats, b: &Stats) -> (f64, f64) {
     let ratio = a.median / b.median;
-    let rel_a = if a.mean != 0.0 { a.stddev / a.mean } else { 0.0 };
-    let rel_b = if b.mean != 0.0 { b.stddev / b.mean } else { 0.0 };
+    let rel_a = if a.mean != 0.0 {
+        a.stddev / a.mean
+    } else {
+        0.0
+    };
+    let rel_b = if b.mean != 0.0 {
+        b.stddev / b.mean
+    } else {
+        0.0
+    };
     (ratio, ratio * (rel_a.powi(2) + rel_b.powi(2)).sqrt())
 }
 
