@@ -56,11 +56,12 @@ fn status_field(name: &str) -> Option<u64> {
 mod tests {
     #[test]
     fn peak_is_at_least_current() {
-        let peak = super::peak_rss_bytes();
         if cfg!(target_os = "linux") {
-            let peak = peak.expect("VmHWM is readable on Linux");
+            // Current first: the peak read afterwards can only be higher.
+            let current = super::current_rss_bytes().expect("VmRSS is readable on Linux");
+            let peak = super::peak_rss_bytes().expect("VmHWM is readable on Linux");
             assert!(peak > 1 << 20);
-            assert!(peak >= super::current_rss_bytes().unwrap_or(0));
+            assert!(peak >= current, "peak {peak} < current {current}");
         }
     }
 }

@@ -229,6 +229,23 @@ impl Classifier for ResNet {
     }
 }
 
+/// Trainable parameters of a model on an autodiff device: what PyTorch's `parameters()` counts
+/// (BatchNorm's running statistics are state, not parameters; Burn's `num_params` counts them).
+pub fn trainable_parameters<M: Module>(model: &M) -> usize {
+    struct Count(usize);
+    impl burn::module::ModuleVisitor for Count {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            if value.is_require_grad() {
+                self.0 += value.shape().num_elements();
+            }
+        }
+    }
+    let mut count = Count(0);
+    model.visit(&mut count);
+    count.0
+}
+
 /// Floating-point operations of one training sample (forward + backward = 3 x forward, with a
 /// multiply-add counted as 2), from the layer shapes of the convolutions and linear layers.
 pub fn training_flops_per_sample(kind: ModelKind) -> u64 {

@@ -302,7 +302,7 @@ impl<M: Classifier> Run<'_, M> {
         let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
         let order = Tensor::<1, Int>::from_data(TensorData::new(order, [n]), self.device);
         let chunk_len = (self.steps_per_epoch / 10).max(1);
-        let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32));
+        let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
 
         sync(self.device)?;
         let t0 = Instant::now();

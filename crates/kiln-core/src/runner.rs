@@ -235,6 +235,11 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         }
     };
     cell.device_name = device_name;
+    if args.device == "default"
+        && let Some(d) = binding.probe().into_iter().find(|d| d.default)
+    {
+        cell.id.device = d.spec;
+    }
     if !device.supports_dtype(precision.dtype()) {
         return Ok(cell.record(
             Status::Skipped,

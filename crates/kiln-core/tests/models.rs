@@ -3,7 +3,7 @@
 
 use burn::module::Module;
 use burn::prelude::*;
-use kiln_core::models::{Classifier, ModelKind, training_flops_per_sample};
+use kiln_core::models::{Classifier, ModelKind, trainable_parameters, training_flops_per_sample};
 use kiln_core::protocol::DeviceData;
 use kiln_core::{MnistCnn, ResNet, Trainer};
 
@@ -18,6 +18,7 @@ fn mnist_cnn_shape_and_parameter_count() {
     let device = device();
     let model = MnistCnn::new(&device);
     // PyTorch: sum(p.numel() for p in model.parameters()) for the same definition.
+    assert_eq!(trainable_parameters(&model), 831_626);
     assert_eq!(model.num_params(), 831_626);
     let logits = model.forward(Tensor::<4>::zeros([4, 1, 28, 28], &device));
     assert_eq!(logits.dims(), [4, 10]);
@@ -28,7 +29,9 @@ fn resnet18_shapes_and_parameter_counts() {
     let device = device();
     // torchvision.models.resnet18(num_classes=10): 11,181,642 parameters.
     let rgb = ResNet::resnet18(3, 10, &device);
-    assert_eq!(rgb.num_params(), 11_181_642);
+    assert_eq!(trainable_parameters(&rgb), 11_181_642);
+    // Burn also counts BatchNorm's running mean and variance (2 x 4,800 values).
+    assert_eq!(rgb.num_params(), 11_181_642 + 9_600);
     assert_eq!(
         rgb.forward(Tensor::<4>::zeros([2, 3, 32, 32], &device))
             .dims(),
@@ -36,7 +39,10 @@ fn resnet18_shapes_and_parameter_counts() {
     );
     // The article's variant: first conv 1->64, 7x7, no bias (6,272 fewer weights).
     let gray = ResNet::resnet18(1, 10, &device);
-    assert_eq!(gray.num_params(), 11_181_642 - 3 * 64 * 49 + 64 * 49);
+    assert_eq!(
+        trainable_parameters(&gray),
+        11_181_642 - 3 * 64 * 49 + 64 * 49
+    );
     assert_eq!(
         gray.forward(Tensor::<4>::zeros([2, 1, 28, 28], &device))
             .dims(),

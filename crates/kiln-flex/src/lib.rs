@@ -1,6 +1,6 @@
 //! Kiln's binding of Burn's `flex` backend: pure-Rust CPU execution (SIMD and rayon threads).
 
-use burn::Device;
+use burn::tensor::Device;
 use kiln_core::Binding;
 use kiln_core::runner::cpu_device_report;
 use kiln_results::DeviceReport;

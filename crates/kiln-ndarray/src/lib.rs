@@ -1,7 +1,7 @@
 //! Kiln's binding of Burn's `ndarray` backend (deprecated upstream since Burn 0.22, kept in the
 //! matrix because users still run it and want to know what they lose).
 
-use burn::Device;
+use burn::tensor::Device;
 use kiln_core::Binding;
 use kiln_core::runner::cpu_device_report;
 use kiln_results::DeviceReport;
