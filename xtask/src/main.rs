@@ -34,13 +34,13 @@ struct Cli {
 /// Options shared by `bench-all` and `bench`.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Quick profile: embedded Fashion-MNIST sample, 2 epochs, 150 s per cell.
+    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 150 s per cell.
     #[arg(long)]
     pub quick: bool,
     /// Run directory (default: results/<UTC timestamp>/).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Epochs per cell (default: 20, or 2 with --quick).
+    /// Epochs per cell (default: 20, or 3 with --quick).
     #[arg(long)]
     pub epochs: Option<usize>,
     /// Batch size (default: 128).

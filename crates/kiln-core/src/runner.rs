@@ -118,7 +118,7 @@ struct Args {
     /// f32, f16 or bf16.
     #[arg(long, default_value = "f32")]
     precision: String,
-    /// Epochs (default: 20, or 2 with --quick).
+    /// Epochs (default: 20, or 3 with --quick).
     #[arg(long)]
     epochs: Option<usize>,
     /// Batch size (default 128).
@@ -139,7 +139,7 @@ struct Args {
     /// Train on generated data of the model's input shape.
     #[arg(long)]
     synthetic: bool,
-    /// Quick profile: embedded sample, 2 epochs, 150 s budget.
+    /// Quick profile: embedded sample, 3 epochs, 150 s budget.
     #[arg(long)]
     quick: bool,
     /// Evaluate at most this many test samples after each epoch.

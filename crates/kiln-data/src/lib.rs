@@ -478,3 +478,122 @@ mod tests {
         assert_eq!((x[0], x[1024], x[2048]), (1.0, 1.0, 0.0));
     }
 }
+
+#[cfg(test)]
+mod locate_tests {
+    use super::*;
+
+    fn request(name: &str, dir: &Path) -> Request {
+        Request {
+            name: name.into(),
+            geometry: geometry_of(name).unwrap_or(Geometry::MNIST),
+            data_dir: Some(dir.to_path_buf()),
+            seed: 0,
+            synthetic_sizes: (0, 0),
+        }
+    }
+
+    #[test]
+    fn cifar_batches_in_the_official_layout_are_found_and_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        // `--data-dir DIR` with the files in DIR/cifar-10/cifar-10-batches-bin/.
+        let dir = tmp.path().join("cifar-10").join("cifar-10-batches-bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = 10_000;
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        for (k, name) in [
+            "data_batch_1.bin",
+            "data_batch_2.bin",
+            "data_batch_3.bin",
+            "data_batch_4.bin",
+            "data_batch_5.bin",
+            "test_batch.bin",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let pixels: Vec<u8> = (0..n * 3072).map(|i| ((i + k) % 251) as u8).collect();
+            std::fs::write(dir.join(name), cifar::encode(&pixels, &labels)).unwrap();
+        }
+        let d = load(&request("cifar-10", tmp.path())).unwrap();
+        assert_eq!((d.train.len(), d.test.len()), (50_000, 10_000));
+        assert_eq!(d.geometry, Geometry::CIFAR);
+        assert_eq!(d.train.labels[..3], [0, 1, 2]);
+        assert_eq!(d.files.len(), 6);
+        assert!(d.files.iter().all(|(_, v)| *v == Verdict::SizeOnly));
+    }
+
+    #[test]
+    fn a_truncated_cifar_batch_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        for name in [
+            "data_batch_1.bin",
+            "data_batch_2.bin",
+            "data_batch_3.bin",
+            "data_batch_4.bin",
+            "data_batch_5.bin",
+            "test_batch.bin",
+        ] {
+            std::fs::write(tmp.path().join(name), vec![0u8; 3073 * 2]).unwrap();
+        }
+        let err = load(&request("cifar-10", tmp.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data_batch_1.bin") && err.contains("6146 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_partial_dataset_directory_lists_what_is_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("train-images-idx3-ubyte.gz"), b"x").unwrap();
+        let err = available("mnist", Some(tmp.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("1 of 4 files") && err.contains("t10k-labels-idx1-ubyte"),
+            "{err}"
+        );
+        assert!(err.contains("cargo xtask fetch-data mnist"), "{err}");
+    }
+
+    #[test]
+    fn the_embedded_files_match_the_manifest_digests() {
+        let entry = manifest::dataset("fashion-mnist").unwrap();
+        for (role, stored) in [
+            ("test-images", SAMPLE_IMAGES),
+            ("test-labels", SAMPLE_LABELS),
+        ] {
+            let file = entry.files.iter().find(|f| f.role == role).unwrap();
+            let content = idx::decompress_if_gzip(stored.to_vec(), file.raw_size, role).unwrap();
+            let verdict = manifest::verify(file, Path::new(role), stored, &content).unwrap();
+            assert_eq!(verdict, Verdict::Verified);
+        }
+    }
+
+    /// The Debian package's full Fashion-MNIST, where installed (CI installs it).
+    #[test]
+    fn the_system_fashion_mnist_is_found_and_verified_when_installed() {
+        let system = Path::new("/usr/share/datasets/fashion-mnist");
+        if !system.join("train-images-idx3-ubyte.gz").is_file() {
+            eprintln!("dataset-fashion-mnist is not installed: nothing to check");
+            return;
+        }
+        let d = load(&Request {
+            name: "fashion-mnist".into(),
+            geometry: Geometry::MNIST,
+            data_dir: None,
+            seed: 0,
+            synthetic_sizes: (0, 0),
+        })
+        .unwrap();
+        assert_eq!((d.train.len(), d.test.len()), (60_000, 10_000));
+        assert!(
+            d.files.iter().all(|(_, v)| *v == Verdict::Verified),
+            "{:?}",
+            d.files
+        );
+    }
+}

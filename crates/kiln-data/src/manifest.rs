@@ -178,6 +178,8 @@ pub fn remember_verdict(path: &Path, verdict: &Verdict) {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    // Forget files that are gone (temporary directories, moved datasets).
+    cache.entries.retain(|k, _| Path::new(k).exists());
     cache.entries.insert(
         key,
         CachedVerdict {

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// `--quick` or the article's protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
-    /// About ten minutes for the CPU backends: embedded sample, 2 epochs, small budget.
+    /// About ten minutes for the CPU backends: embedded sample, 3 epochs, small budget.
     Quick,
     /// The article's protocol: batch 128, 20 epochs, full datasets, a per-cell budget.
     Full,
@@ -15,7 +15,7 @@ impl Profile {
     /// Epochs per cell.
     pub fn epochs(self) -> usize {
         match self {
-            Profile::Quick => 2,
+            Profile::Quick => 3,
             Profile::Full => 20,
         }
     }

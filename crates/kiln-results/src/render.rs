@@ -183,10 +183,12 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
             match (&r.status, &r.epoch_seconds) {
                 (Status::Ok, Some(epoch)) => {
                     let speedup = match base.and_then(|b| b.epoch_seconds.as_ref()) {
-                        Some(b) => {
+                        Some(b) if b.n > 1 && epoch.n > 1 => {
                             let (ratio, err) = ratio_with_uncertainty(b, epoch);
                             format!("{ratio:.2}× ± {err:.2}")
                         }
+                        // One sample on either side: no spread to propagate.
+                        Some(b) => format!("{:.2}×", b.median / epoch.median),
                         None => "–".into(),
                     };
                     let warm = r
