@@ -112,9 +112,11 @@ pub fn runner_path(b: &Backend) -> Option<PathBuf> {
     })
 }
 
-/// Build the release runners of `backends` in one cargo invocation.
-pub fn build(backends: &[&Backend]) -> Result<()> {
-    let packages: Vec<&str> = backends.iter().filter_map(|b| b.package).collect();
+/// Build every buildable runner in one cargo invocation. Building all of them, not just the
+/// ones asked for, keeps Burn's feature set (the union over runners) the same from one command
+/// to the next, so cargo never rebuilds Burn just because another backend was requested.
+pub fn build_all() -> Result<()> {
+    let packages: Vec<&str> = BACKENDS.iter().filter_map(|b| b.package).collect();
     if packages.is_empty() {
         return Ok(());
     }

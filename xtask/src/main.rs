@@ -2,6 +2,7 @@
 //! process per cell, collects their records and renders reports. It never trains.
 
 mod backends;
+mod chart;
 mod doctor;
 mod fetch;
 mod run;
@@ -34,7 +35,7 @@ struct Cli {
 /// Options shared by `bench-all` and `bench`.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 150 s per cell.
+    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
     #[arg(long)]
     pub quick: bool,
     /// Run directory (default: results/<UTC timestamp>/).
@@ -46,7 +47,7 @@ pub struct CommonArgs {
     /// Batch size (default: 128).
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 150s with --quick).
+    /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
     #[arg(long)]
     pub budget: Option<String>,
     /// Seed of initialisation, shuffling and synthetic data.
@@ -126,6 +127,12 @@ enum Cmd {
         /// Also write the table as CSV to this file.
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Also write the merged records as a JSON array to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
     /// Download a dataset (mnist, fashion-mnist, cifar-10) with checksum verification.
     FetchData {
@@ -140,7 +147,32 @@ enum Cmd {
     },
 }
 
-fn report(paths: &[PathBuf], baseline: Option<&str>, csv: Option<&Path>) -> Result<()> {
+/// Where the chart of `model` goes when the user asked for `--svg target`.
+fn svg_path(target: &Path, model: &str, several: bool) -> PathBuf {
+    if !several {
+        return target.with_extension("svg");
+    }
+    let stem = target
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "chart".into());
+    target.with_file_name(format!("{stem}-{model}.svg"))
+}
+
+/// Outputs `report` writes besides the Markdown it prints.
+struct Outputs<'a> {
+    csv: Option<&'a Path>,
+    json: Option<&'a Path>,
+    svg: Option<&'a Path>,
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("kiln: wrote {}", path.display());
+    Ok(())
+}
+
+fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Result<()> {
     let loaded = kiln_results::read::load(paths)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
@@ -159,10 +191,17 @@ fn report(paths: &[PathBuf], baseline: Option<&str>, csv: Option<&Path>) -> Resu
         "{}",
         kiln_results::render::markdown(&loaded.records, baseline)
     );
-    if let Some(csv) = csv {
-        std::fs::write(csv, kiln_results::render::csv(&loaded.records))
-            .with_context(|| format!("cannot write {}", csv.display()))?;
-        eprintln!("kiln: wrote {}", csv.display());
+    if let Some(path) = outputs.csv {
+        write(path, &kiln_results::render::csv(&loaded.records))?;
+    }
+    if let Some(path) = outputs.json {
+        write(path, &kiln_results::render::json(&loaded.records))?;
+    }
+    if let Some(target) = outputs.svg {
+        let charts = chart::charts(&loaded.records, baseline)?;
+        for (model, svg) in &charts {
+            write(&svg_path(target, model, charts.len() > 1), svg)?;
+        }
     }
     Ok(())
 }
@@ -189,7 +228,18 @@ fn main() -> ExitCode {
             paths,
             baseline,
             csv,
-        } => report(&paths, baseline.as_deref(), csv.as_deref()).map(|_| true),
+            json,
+            svg,
+        } => report(
+            &paths,
+            baseline.as_deref(),
+            Outputs {
+                csv: csv.as_deref(),
+                json: json.as_deref(),
+                svg: svg.as_deref(),
+            },
+        )
+        .map(|_| true),
         Cmd::FetchData {
             name,
             dest,

@@ -505,7 +505,13 @@ fn execute(
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let markdown = kiln_results::render::markdown(&loaded.records, None);
+    let mut markdown = kiln_results::render::markdown(&loaded.records, None);
+    for (model, svg) in crate::chart::charts(&loaded.records, None)? {
+        let name = format!("chart-{model}.svg");
+        std::fs::write(out.join(&name), svg)
+            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
+        markdown.push_str(&format!("![{model}]({name})\n\n"));
+    }
     let report = out.join("report.md");
     std::fs::write(&report, &markdown)
         .with_context(|| format!("cannot write {}", report.display()))?;
@@ -537,7 +543,7 @@ fn build_and_probe(
             eprintln!("kiln: skipping {}: {why}", b.name);
         }
     }
-    backends::build(&buildable)?;
+    backends::build_all()?;
     let mut out = Vec::new();
     for b in buildable {
         let Some(path) = backends::runner_path(b) else {

@@ -78,6 +78,10 @@ pub fn collect(threads: usize) -> Fingerprint {
             .or_else(|| command_output("uname", &["-r"]))
             .unwrap_or_default(),
         gpu_name: None,
+        gpu_driver: None,
+        gpu_memory_bytes: None,
+        backend_version: String::new(),
+        rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
         burn_version: crate::BURN_VERSION.into(),
         kiln_version: env!("CARGO_PKG_VERSION").into(),
         // xtask passes the revision; a runner started by hand asks git itself.

@@ -20,7 +20,7 @@ use kiln_results::{
 
 use crate::models::{MODEL_NAMES, MnistCnn, ModelKind, ResNet};
 use crate::protocol::{self, DeviceData, Outcome, Protocol};
-use crate::{CoreError, fingerprint, memory};
+use crate::{CoreError, calibrate, fingerprint, memory};
 
 /// What a thin backend crate tells the runner about its backend.
 pub trait Binding {
@@ -124,7 +124,7 @@ struct Args {
     /// Batch size (default 128).
     #[arg(long)]
     batch: Option<usize>,
-    /// Training time budget of the cell: 90s, 5m, 1h or none (default: 20m, or 150s with --quick).
+    /// Training time budget of the cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
     #[arg(long)]
     budget: Option<String>,
     /// Seed of initialisation, shuffling and synthetic data.
@@ -139,7 +139,7 @@ struct Args {
     /// Train on generated data of the model's input shape.
     #[arg(long)]
     synthetic: bool,
-    /// Quick profile: embedded sample, 3 epochs, 150 s budget.
+    /// Quick profile: embedded sample, 3 epochs, 200 s budget.
     #[arg(long)]
     quick: bool,
     /// Evaluate at most this many test samples after each epoch.
@@ -148,6 +148,12 @@ struct Args {
     /// Train on at most this many training samples (smoke runs and tests).
     #[arg(long)]
     train_limit: Option<usize>,
+    /// Skip the GEMM calibration (no efficiency figures in the record).
+    #[arg(long)]
+    no_calibrate: bool,
+    /// Measure the device's GEMM peak again even if it is cached.
+    #[arg(long)]
+    recalibrate: bool,
     /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
     #[arg(long)]
     bare: bool,
@@ -173,6 +179,9 @@ struct Cell {
     started: Instant,
     args: Vec<String>,
     threads: usize,
+    backend_version: String,
+    flops_per_sample: Option<u64>,
+    peak: Option<kiln_results::Calibration>,
 }
 
 impl Cell {
@@ -185,6 +194,9 @@ impl Cell {
         r.seed = self.protocol.seed;
         r.dataset = self.dataset.clone();
         r.fingerprint = fingerprint::collect(self.threads);
+        r.fingerprint.backend_version = self.backend_version.clone();
+        r.flops_per_sample = self.flops_per_sample;
+        r.peak = self.peak.clone();
         r.started_at = self.started_at;
         r.wall_seconds = self.started.elapsed().as_secs_f64();
         r.args = self.args.clone();
@@ -195,6 +207,10 @@ impl Cell {
             r.first_epoch_seconds = o.first_epoch_seconds;
             r.first_step_seconds = o.first_step_seconds;
             r.images_per_second = o.images_per_second;
+            r.achieved_gflops = o
+                .images_per_second
+                .zip(self.flops_per_sample)
+                .map(|(ips, flops)| ips * flops as f64 / 1e9);
             r.device_memory = o.device_memory;
             r.test_accuracy = o.test_accuracy;
             r.test_samples = o.test_samples;
@@ -257,6 +273,31 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
             .configure(precision.dtype())
             .map_err(|e| CoreError::Device(format!("cannot use {}: {e:?}", precision.name())))?;
     }
+    // Calibrate before seeding, so the model's initialisation never depends on the cache.
+    if !args.no_calibrate {
+        let key = format!(
+            "{}|{}|{}|{} threads|{}",
+            binding.name(),
+            cell.id.device,
+            cell.device_name,
+            cell.threads,
+            precision.name()
+        );
+        match calibrate::peak(&device, &key, args.recalibrate) {
+            Ok(c) => {
+                eprintln!(
+                    "kiln: GEMM peak {:.1} GFLOP/s ({}x{}{})",
+                    c.gflops,
+                    c.matrix,
+                    c.matrix,
+                    if c.cached { ", cached" } else { "" }
+                );
+                cell.peak = Some(c);
+            }
+            Err(e) => eprintln!("kiln: GEMM calibration failed, no efficiency figures: {e}"),
+        }
+    }
+    cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
     device.seed(args.seed);
     let device = device.autodiff();
 
@@ -484,6 +525,9 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         started: Instant::now(),
         args: argv[1..].to_vec(),
         threads: binding.threads(),
+        backend_version: binding.version().into(),
+        flops_per_sample: None,
+        peak: None,
     };
     // A panic inside a backend (an unsupported op, an allocation failure) becomes this cell's
     // failed record instead of a silent crash.

@@ -28,7 +28,7 @@ impl Profile {
     /// Per-cell training budget.
     pub fn budget(self) -> Option<Duration> {
         match self {
-            Profile::Quick => Some(Duration::from_secs(150)),
+            Profile::Quick => Some(Duration::from_secs(200)),
             Profile::Full => Some(Duration::from_secs(20 * 60)),
         }
     }

@@ -49,22 +49,27 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
     Ok(loaded)
 }
 
-/// Parse JSON lines from `reader`, appending records and warnings to `loaded`.
-pub fn read_into(reader: impl BufRead, origin: &Path, loaded: &mut Loaded) {
+/// Parse JSON lines from `reader`, appending records and warnings to `loaded`. A last line
+/// without its newline is what an interrupted write leaves: it is reported as cut, not as bad.
+pub fn read_into(mut reader: impl BufRead, origin: &Path, loaded: &mut Loaded) {
     let origin = origin.display();
-    let mut lines = reader.split(b'\n').enumerate().peekable();
-    while let Some((index, line)) = lines.next() {
-        let line_no = index + 1;
-        let is_last = lines.peek().is_none();
-        let bytes = match line {
-            Ok(bytes) => bytes,
+    let mut bytes = Vec::new();
+    let mut line_no = 0;
+    loop {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes) {
+            Ok(0) => return,
+            Ok(_) => {}
             Err(err) => {
                 loaded.warnings.push(format!(
-                    "{origin}:{line_no}: read error ({err}); stopped here"
+                    "{origin}:{}: read error ({err}); stopped here",
+                    line_no + 1
                 ));
                 return;
             }
-        };
+        }
+        line_no += 1;
+        let complete = bytes.ends_with(b"\n");
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
         if text.is_empty() {
@@ -72,9 +77,9 @@ pub fn read_into(reader: impl BufRead, origin: &Path, loaded: &mut Loaded) {
         }
         match parse_line(text) {
             Ok(record) => loaded.records.push(record),
-            Err(why) if is_last => loaded.warnings.push(format!(
-                "{origin}:{line_no}: last line is incomplete or invalid ({why}); it was probably \
-                 cut by an interrupted run and is ignored"
+            Err(why) if !complete => loaded.warnings.push(format!(
+                "{origin}:{line_no}: last line is cut short ({why}); an interrupted run leaves \
+                 this, it is ignored"
             )),
             Err(why) => loaded
                 .warnings
@@ -130,7 +135,7 @@ mod tests {
             "{:?}",
             loaded.warnings
         );
-        assert!(loaded.warnings[0].contains("incomplete"));
+        assert!(loaded.warnings[0].contains("cut short"));
     }
 
     #[test]
@@ -145,5 +150,32 @@ mod tests {
         for text in ["", "{", "[]", "null", "{\"schema\":1}", "\u{0}\u{1}"] {
             let _ = parse_line(text);
         }
+    }
+
+    #[test]
+    fn valid_rows_still_render_beside_a_bad_file() {
+        let mut loaded = Loaded::default();
+        let good = record_line("mnist-cnn");
+        let other_version = record_line("resnet18").replace("\"schema\":1", "\"schema\":2");
+        read_into(
+            format!("{good}\n{other_version}\n").as_bytes(),
+            Path::new("a.jsonl"),
+            &mut loaded,
+        );
+        read_into(
+            format!("{good}\n{}", &good[..20]).as_bytes(),
+            Path::new("b.jsonl"),
+            &mut loaded,
+        );
+        assert_eq!(loaded.records.len(), 2);
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings[0].starts_with("a.jsonl:2: skipped (schema version 2"),
+            "{:?}",
+            loaded.warnings
+        );
+        assert!(loaded.warnings[1].starts_with("b.jsonl:2: last line is cut short"));
+        let md = crate::render::markdown(&loaded.records, None);
+        assert_eq!(md.matches("| flex / cpu |").count(), 2, "{md}");
     }
 }

@@ -11,15 +11,30 @@ pub fn row_label(r: &Record) -> String {
     format!("{}/{}/{}", r.backend, r.device, r.precision)
 }
 
+/// The machine a record comes from (its host name, else its CPU).
+pub fn machine(r: &Record) -> String {
+    if r.fingerprint.hostname.is_empty() {
+        r.fingerprint.cpu_model.clone()
+    } else {
+        r.fingerprint.hostname.clone()
+    }
+}
+
+/// The row label with its machine: `machine:backend/device/precision`.
+pub fn machine_label(r: &Record) -> String {
+    format!("{}:{}", machine(r), row_label(r))
+}
+
 /// The baseline of one model's table: the row matching `wanted` (a prefix of
-/// `backend/device/precision`), else the first ok `flex` f32 row, else the first ok row.
+/// `backend/device/precision`, or of `machine:backend/device/precision`), else the first ok
+/// `flex` f32 row (the CPU row, as in the article), else the first ok row.
 pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'a Record> {
     let ok = |r: &&&'a Record| r.status == Status::Ok && r.epoch_seconds.is_some();
     if let Some(wanted) = wanted {
         return rows
             .iter()
             .filter(ok)
-            .find(|r| row_label(r).starts_with(wanted))
+            .find(|r| row_label(r).starts_with(wanted) || machine_label(r).starts_with(wanted))
             .copied();
     }
     rows.iter()
@@ -148,6 +163,16 @@ fn memory_cell(r: &Record) -> String {
     out
 }
 
+fn efficiency_cell(r: &Record) -> String {
+    match (r.achieved_gflops, &r.peak) {
+        (Some(a), Some(p)) if p.gflops > 0.0 => {
+            format!("{a:.1} ({:.0}% of {:.0})", a / p.gflops * 100.0, p.gflops)
+        }
+        (Some(a), _) => format!("{a:.1}"),
+        _ => "–".into(),
+    }
+}
+
 fn accuracy_cell(r: &Record) -> String {
     match r.test_accuracy {
         Some(a) => format!("{:.1}% (n={})", a * 100.0, thousands(r.test_samples)),
@@ -158,6 +183,10 @@ fn accuracy_cell(r: &Record) -> String {
 /// The Markdown report: one table per model, shaped like the article's, plus notes.
 pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
     let mut out = String::new();
+    let mut machines: Vec<String> = records.iter().map(machine).collect();
+    machines.sort();
+    machines.dedup();
+    let several = machines.len() > 1;
     for (model, rows) in by_model(records) {
         let base = pick_baseline(&rows, baseline);
         let standard = rows
@@ -168,18 +197,32 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
         let _ = writeln!(out, "### {model}\n");
         let _ = writeln!(
             out,
-            "| Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} | Warm-up epoch | Peak memory | Test accuracy | Obtained |",
+            "| {}Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} | Warm-up epoch | Images/s | GFLOP/s (% of GEMM peak) | Peak memory | Test accuracy | Obtained |",
+            if several { "Machine | " } else { "" },
             thousands(standard),
-            base.map(row_label).unwrap_or_else(|| "baseline".into())
+            base.map(|b| if several {
+                machine_label(b)
+            } else {
+                row_label(b)
+            })
+            .unwrap_or_else(|| "baseline".into())
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "|{}---|---|---|---|---|---|---|---|---|---|",
+            if several { "---|" } else { "" }
+        );
         for r in &rows {
             let device = if r.device_name.is_empty() || r.device_name == r.device {
                 r.device.clone()
             } else {
                 format!("{} ({})", r.device, r.device_name)
             };
-            let label = format!("{} / {device}", r.backend);
+            let label = if several {
+                format!("{} | {} / {device}", machine(r), r.backend)
+            } else {
+                format!("{} / {device}", r.backend)
+            };
             match (&r.status, &r.epoch_seconds) {
                 (Status::Ok, Some(epoch)) => {
                     let speedup = match base.and_then(|b| b.epoch_seconds.as_ref()) {
@@ -195,11 +238,16 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
                         .first_epoch_seconds
                         .map(human_seconds)
                         .unwrap_or_else(|| "–".into());
+                    let ips = r
+                        .images_per_second
+                        .map(|i| format!("{i:.0}"))
+                        .unwrap_or_else(|| "–".into());
                     let _ = writeln!(
                         out,
-                        "| {label} | {} | {} | {speedup} | {warm} | {} | {} | {} |",
+                        "| {label} | {} | {} | {speedup} | {warm} | {ips} | {} | {} | {} | {} |",
                         r.precision,
                         epoch_cell(epoch),
+                        efficiency_cell(r),
                         memory_cell(r),
                         accuracy_cell(r),
                         obtained_text(r)
@@ -209,7 +257,7 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
                     let reason = r.reason.clone().unwrap_or_default().replace('|', "/");
                     let _ = writeln!(
                         out,
-                        "| {label} | {} | **{}**: {reason} | – | – | {} | {} | {} |",
+                        "| {label} | {} | **{}**: {reason} | – | – | – | – | {} | {} | {} |",
                         r.precision,
                         r.status.as_str(),
                         memory_cell(r),
@@ -226,19 +274,28 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
         let _ = writeln!(out);
         for r in &rows {
             for w in warnings(r) {
-                let _ = writeln!(out, "- {}: {w}", row_label(r));
+                let who = if several {
+                    machine_label(r)
+                } else {
+                    row_label(r)
+                };
+                let _ = writeln!(out, "- {who}: {w}");
             }
         }
         let _ = writeln!(out);
     }
-    if let Some(fp) = records
-        .iter()
-        .map(|r| &r.fingerprint)
-        .find(|f| !f.cpu_model.is_empty())
-    {
+    for name in &machines {
+        let Some(fp) = records
+            .iter()
+            .filter(|r| &machine(r) == name)
+            .map(|r| &r.fingerprint)
+            .find(|f| !f.cpu_model.is_empty())
+        else {
+            continue;
+        };
         let _ = writeln!(
             out,
-            "Machine: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
+            "Machine {name}: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
             fp.cpu_model,
             fp.logical_cores,
             fp.threads,
@@ -257,6 +314,11 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
         );
     }
     out
+}
+
+/// The records as one pretty JSON array (the merged data behind a report).
+pub fn json(records: &[Record]) -> String {
+    serde_json::to_string_pretty(records).unwrap_or_else(|_| "[]".into())
 }
 
 /// Things a reader should know before trusting a row.
@@ -304,17 +366,19 @@ fn csv_field(s: &str) -> String {
 /// One CSV row per record, numbers unrounded.
 pub fn csv(records: &[Record]) -> String {
     let mut out = String::from(
-        "model,backend,device,device_name,precision,status,epoch_seconds_median,epoch_seconds_min,\
+        "machine,model,backend,device,device_name,precision,status,epoch_seconds_median,epoch_seconds_min,\
          epoch_seconds_max,epoch_seconds_stddev,epochs_timed,first_epoch_seconds,first_step_seconds,\
          images_per_second,peak_memory_bytes,device_peak_in_use_bytes,device_peak_reserved_bytes,\
          test_accuracy,test_samples,method,timed_steps,epoch_samples,standard_epoch_samples,data,\
-         dataset,batch_size,seed,cpu_model,threads,kiln_commit,reason\n",
+         dataset,batch_size,seed,cpu_model,threads,kiln_commit,flops_per_sample,achieved_gflops,\
+         peak_gflops,reason\n",
     );
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for r in records {
         let e = r.epoch_seconds.as_ref();
         let fields = [
+            machine(r),
             r.model.clone(),
             r.backend.clone(),
             r.device.clone(),
@@ -345,6 +409,9 @@ pub fn csv(records: &[Record]) -> String {
             r.fingerprint.cpu_model.clone(),
             r.fingerprint.threads.to_string(),
             r.fingerprint.kiln_commit.clone(),
+            optu(r.flops_per_sample),
+            opt(r.achieved_gflops),
+            opt(r.peak.as_ref().map(|p| p.gflops)),
             r.reason.clone().unwrap_or_default(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -352,6 +419,38 @@ pub fn csv(records: &[Record]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Split CSV text (as [`csv`] writes it: quoted fields may hold commas, quotes and newlines)
+/// into rows of fields.
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -417,5 +516,76 @@ mod tests {
         assert_eq!(lines.len(), 3);
         let columns = lines[0].split(',').count();
         assert!(lines[1..].iter().all(|l| l.split(',').count() == columns));
+    }
+
+    fn on(host: &str, backend: &str, median: f64) -> Record {
+        let mut r = timed(backend, median);
+        r.fingerprint.hostname = host.into();
+        r.fingerprint.cpu_model = format!("{host} cpu");
+        r
+    }
+
+    #[test]
+    fn two_machines_merge_into_one_table_with_propagated_uncertainty() {
+        let records = vec![
+            on("laptop", "flex", 10.0),
+            on("laptop", "ndarray", 100.0),
+            on("gpu-box", "flex", 4.0),
+        ];
+        let md = markdown(&records, None);
+        assert!(md.contains("| Machine | Backend / device |"), "{md}");
+        assert!(md.contains("Speed-up vs laptop:flex/cpu/f32"), "{md}");
+        // 10 / 4 = 2.5; each side has a 10% relative spread: 2.5 x sqrt(0.1² + 0.1²) = 0.35.
+        assert!(
+            md.contains("| gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s) | 2.50× ± 0.35 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10× ± 0.01 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Machine laptop: laptop cpu")
+                && md.contains("Machine gpu-box: gpu-box cpu"),
+            "{md}"
+        );
+        let md = markdown(&records, Some("gpu-box:flex"));
+        assert!(
+            md.contains("| laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 0.40× ± 0.06 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let mut r = on("a", "flex", 3.0);
+        r.reason = Some("a \"quoted\", comma\nand newline".into());
+        let records = vec![r, on("b", "ndarray", 7.0)];
+        let back: Vec<Record> = serde_json::from_str(&json(&records)).unwrap();
+        assert_eq!(back, records);
+    }
+
+    #[test]
+    fn csv_round_trips_through_its_parser() {
+        let mut r = on("a", "flex", 3.0);
+        r.reason = Some("a \"quoted\", comma\nand newline".into());
+        r.achieved_gflops = Some(12.5);
+        let records = vec![r.clone(), on("b", "ndarray", 7.0)];
+        let rows = parse_csv(&csv(&records));
+        assert_eq!(rows.len(), 3);
+        let header = &rows[0];
+        assert!(rows.iter().all(|row| row.len() == header.len()));
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        assert_eq!(rows[1][col("machine")], "a");
+        assert_eq!(rows[1][col("reason")], r.reason.unwrap());
+        assert_eq!(
+            rows[1][col("epoch_seconds_median")].parse::<f64>().unwrap(),
+            3.0
+        );
+        assert_eq!(
+            rows[1][col("achieved_gflops")].parse::<f64>().unwrap(),
+            12.5
+        );
+        assert_eq!(rows[2][col("backend")], "ndarray");
     }
 }

@@ -143,6 +143,19 @@ pub struct LoopOverhead {
     pub overhead_percent: f64,
 }
 
+/// A device's measured matrix-multiply peak (a short large-GEMM calibration).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// Best GFLOP/s of the square products timed.
+    pub gflops: f64,
+    /// Side of the square matrices.
+    pub matrix: usize,
+    /// Products timed.
+    pub reps: usize,
+    /// True when the value came from the calibration cache.
+    pub cached: bool,
+}
+
 /// Where and with what a record was produced.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Fingerprint {
@@ -154,6 +167,15 @@ pub struct Fingerprint {
     pub os: String,
     pub kernel: String,
     pub gpu_name: Option<String>,
+    #[serde(default)]
+    pub gpu_driver: Option<String>,
+    #[serde(default)]
+    pub gpu_memory_bytes: Option<u64>,
+    /// Version of the Burn backend crate the runner was built with.
+    #[serde(default)]
+    pub backend_version: String,
+    #[serde(default)]
+    pub rustc_version: Option<String>,
     pub burn_version: String,
     pub kiln_version: String,
     pub kiln_commit: String,
@@ -193,6 +215,15 @@ pub struct Record {
     pub seed: u64,
     pub epochs: Vec<EpochSummary>,
     pub loop_overhead: Option<LoopOverhead>,
+    /// Floating-point operations of one training sample (forward and backward).
+    #[serde(default)]
+    pub flops_per_sample: Option<u64>,
+    /// `flops_per_sample` x `images_per_second`, in GFLOP/s.
+    #[serde(default)]
+    pub achieved_gflops: Option<f64>,
+    /// The device's measured GEMM peak in this precision.
+    #[serde(default)]
+    pub peak: Option<Calibration>,
     pub fingerprint: Fingerprint,
     /// Seconds since the Unix epoch when the cell started.
     pub started_at: u64,
@@ -239,6 +270,9 @@ impl Record {
             seed: 0,
             epochs: Vec::new(),
             loop_overhead: None,
+            flops_per_sample: None,
+            achieved_gflops: None,
+            peak: None,
             fingerprint: Fingerprint::default(),
             started_at: 0,
             wall_seconds: 0.0,
