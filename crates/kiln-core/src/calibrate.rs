@@ -12,7 +12,7 @@ use kiln_results::Calibration;
 use crate::CoreError;
 
 /// Bump when the calibration method changes: older cached values are then ignored.
-const METHOD_VERSION: u32 = 1;
+const METHOD_VERSION: u32 = 2;
 
 fn cache_file() -> Option<PathBuf> {
     kiln_data::manifest::cache_dir().map(|d| d.join("calibration.json"))
@@ -37,8 +37,9 @@ fn store(key: &str, value: &Calibration) {
     }
 }
 
-/// Best GFLOP/s of `reps` square `n x n` matrix products on `device`, each synced.
-fn measure(device: &Device, n: usize, reps: usize) -> Result<f64, CoreError> {
+/// Best GFLOP/s and best seconds of `reps` square `n x n` matrix products on `device`, each
+/// synced.
+fn measure(device: &Device, n: usize, reps: usize) -> Result<(f64, f64), CoreError> {
     let a = Tensor::<2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
     let b = Tensor::<2>::random([n, n], Distribution::Uniform(-1.0, 1.0), device);
     let sync = || {
@@ -49,21 +50,20 @@ fn measure(device: &Device, n: usize, reps: usize) -> Result<f64, CoreError> {
     // Warm-up (kernel selection, allocation).
     let _ = a.clone().matmul(b.clone());
     sync()?;
-    let mut best = 0f64;
+    let mut fastest = f64::INFINITY;
     for _ in 0..reps {
         let t = Instant::now();
         let c = a.clone().matmul(b.clone());
         sync()?;
-        let seconds = t.elapsed().as_secs_f64();
+        fastest = fastest.min(t.elapsed().as_secs_f64());
         drop(c);
-        best = best.max(2.0 * (n as f64).powi(3) / seconds / 1e9);
     }
-    Ok(best)
+    Ok((2.0 * (n as f64).powi(3) / fastest / 1e9, fastest))
 }
 
 /// The device's GEMM peak, from the cache when `key` (backend, device, threads, precision and
 /// the CPU or adapter name) was calibrated before, else measured now: matrices grow from 512
-/// until one product takes a tenth of a second (at most 4096), then the best of five products.
+/// until one product takes a tenth of a second (at most 8192), then the best of five products.
 pub fn peak(device: &Device, key: &str, recalibrate: bool) -> Result<Calibration, CoreError> {
     let key = format!("v{METHOD_VERSION}|{key}");
     if !recalibrate && let Some(hit) = load_cache().get(&key) {
@@ -74,16 +74,11 @@ pub fn peak(device: &Device, key: &str, recalibrate: bool) -> Result<Calibration
     }
     let device = device.clone().without_autodiff();
     let mut n = 512;
-    loop {
-        let t = Instant::now();
-        measure(&device, n, 1)?;
-        if t.elapsed().as_secs_f64() >= 0.1 || n >= 4096 {
-            break;
-        }
+    while n < 8192 && measure(&device, n, 1)?.1 < 0.1 {
         n *= 2;
     }
     let reps = 5;
-    let gflops = measure(&device, n, reps)?;
+    let (gflops, _) = measure(&device, n, reps)?;
     let value = Calibration {
         gflops,
         matrix: n,

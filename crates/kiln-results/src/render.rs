@@ -180,10 +180,47 @@ fn accuracy_cell(r: &Record) -> String {
     }
 }
 
+/// The loop-overhead measurements (`bench --bare`) as a small table.
+fn overhead_table(records: &[&Record]) -> String {
+    let mut out = String::from(
+        "### Kiln loop overhead\n\n| Model | Backend / device | Precision | Kiln loop (ms/step) | Bare loop (ms/step) | Overhead |\n|---|---|---|---|---|---|\n",
+    );
+    for r in records {
+        if let Some(o) = &r.loop_overhead {
+            let _ = writeln!(
+                out,
+                "| {} | {} / {} | {} | {:.1} ({:.1}–{:.1}) | {:.1} ({:.1}–{:.1}) | {:+.2}% (median of {} rounds of {} steps) |",
+                r.model,
+                r.backend,
+                r.device,
+                r.precision,
+                o.kiln_step_seconds.median * 1e3,
+                o.kiln_step_seconds.min * 1e3,
+                o.kiln_step_seconds.max * 1e3,
+                o.bare_step_seconds.median * 1e3,
+                o.bare_step_seconds.min * 1e3,
+                o.bare_step_seconds.max * 1e3,
+                o.overhead_percent,
+                o.rounds,
+                o.steps_per_round
+            );
+        }
+    }
+    out.push('\n');
+    out
+}
+
 /// The Markdown report: one table per model, shaped like the article's, plus notes.
-pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
+pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
     let mut out = String::new();
-    let mut machines: Vec<String> = records.iter().map(machine).collect();
+    let (overheads, records): (Vec<&Record>, Vec<&Record>) =
+        all.iter().partition(|r| r.loop_overhead.is_some());
+    if !overheads.is_empty() {
+        out.push_str(&overhead_table(&overheads));
+    }
+    let records: Vec<Record> = records.into_iter().cloned().collect();
+    let records = &records[..];
+    let mut machines: Vec<String> = all.iter().map(machine).collect();
     machines.sort();
     machines.dedup();
     let several = machines.len() > 1;
@@ -285,7 +322,7 @@ pub fn markdown(records: &[Record], baseline: Option<&str>) -> String {
         let _ = writeln!(out);
     }
     for name in &machines {
-        let Some(fp) = records
+        let Some(fp) = all
             .iter()
             .filter(|r| &machine(r) == name)
             .map(|r| &r.fingerprint)
