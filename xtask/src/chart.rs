@@ -16,7 +16,8 @@ pub const SPEEDUP_COLOR: RGBColor = RGBColor(0xd9, 0x6c, 0x1e);
 fn bounds(values: &[f64]) -> (f64, f64) {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(0f64, f64::max);
-    (min / 3.0, max * 3.0)
+    // Room on the right for the label written after the longest bar.
+    (min / 3.0, max * 60.0)
 }
 
 /// One SVG document per model that has at least one timed cell: `(model, svg)`.
@@ -84,7 +85,7 @@ fn draw(
             &format!("{model}: epoch time and speed-up per cell (log scales)"),
             ("sans-serif", 18),
         )?;
-        let (left, right) = root.split_horizontally(560);
+        let (left, right) = root.split_horizontally(600);
         let panels = [
             (
                 left,
@@ -107,14 +108,22 @@ fn draw(
                 .caption(caption, ("sans-serif", 14))
                 .margin(12)
                 .x_label_area_size(28)
-                .y_label_area_size(if labelled { 200 } else { 10 })
+                .y_label_area_size(10)
                 .build_cartesian_2d((lo..hi).log_scale(), -0.5f64..(n as f64 - 0.5))?;
             chart
                 .configure_mesh()
                 .disable_y_mesh()
                 .disable_y_axis()
                 .x_labels(6)
-                .x_label_formatter(&|v| format!("{v:.3}"))
+                .x_label_formatter(&|v| {
+                    if *v >= 10.0 {
+                        format!("{v:.0}")
+                    } else if *v >= 1.0 {
+                        format!("{v:.1}")
+                    } else {
+                        format!("{v:.3}")
+                    }
+                })
                 .draw()?;
             chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
                 let y = (n - 1 - i) as f64;
@@ -123,13 +132,13 @@ fn draw(
             chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
                 let y = (n - 1 - i) as f64;
                 let text = if labelled {
-                    format!("{}  {v:.1} s", label(rows[i]))
+                    format!("{}: {v:.1} s", label(rows[i]))
                 } else {
-                    format!("{v:.2}×")
+                    format!("{}: {v:.2}×", label(rows[i]))
                 };
                 Text::new(
                     text,
-                    (lo * 1.05, y + 0.1),
+                    (v * 1.15, y + 0.12),
                     ("sans-serif", 12).into_font().color(&BLACK),
                 )
             }))?;

@@ -50,9 +50,9 @@ pub struct CommonArgs {
     /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
     #[arg(long)]
     pub budget: Option<String>,
-    /// Seed of initialisation, shuffling and synthetic data.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Directory holding dataset files (directly or in DIR/<dataset>/).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -86,6 +86,10 @@ enum Cmd {
         /// Precisions, comma-separated (default: f32).
         #[arg(long, value_delimiter = ',')]
         precisions: Option<Vec<String>>,
+        /// Finish an interrupted run: run only its cells that have no final record, with its
+        /// configuration (flags given with --resume must match it).
+        #[arg(long, value_name = "DIR", conflicts_with = "out")]
+        resume: Option<PathBuf>,
     },
     /// Run one cell.
     Bench {
@@ -208,12 +212,21 @@ fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Result
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    run::install_interrupt_handler();
     let result = match cli.command {
         Cmd::BenchAll {
             common,
             backends,
             models,
             precisions,
+            resume: Some(dir),
+        } => run::resume(&dir, &common, backends, models, precisions),
+        Cmd::BenchAll {
+            common,
+            backends,
+            models,
+            precisions,
+            resume: None,
         } => run::bench_all(&common, backends, models, precisions),
         Cmd::Bench {
             common,
@@ -246,6 +259,9 @@ fn main() -> ExitCode {
             base_url,
         } => fetch::fetch_data(&name, dest, base_url.as_deref()).map(|_| true),
     };
+    if run::interrupted() {
+        return ExitCode::from(130);
+    }
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -4,6 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,25 @@ pub struct RunFile {
     pub command: Vec<String>,
     pub config: RunConfig,
     pub cells: Vec<PlannedCell>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Ctrl-C stops the current cell (it is not recorded, so `--resume` runs it again), keeps every
+/// finished one and still writes the report.
+pub fn install_interrupt_handler() {
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            // A second Ctrl-C: leave now.
+            std::process::exit(130);
+        }
+        eprintln!("\nkiln: interrupted; stopping the current cell (Ctrl-C again to quit at once)");
+    });
+}
+
+/// True once Ctrl-C was pressed.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
 }
 
 fn check_name(kind: &str, value: &str, known: &[&str]) -> Result<()> {
@@ -110,7 +130,7 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
             epochs,
             batch_size,
             budget_seconds: budget.map(|b| b.as_secs_f64()),
-            seed: common.seed,
+            seed: common.seed.unwrap_or(42),
             data_dir: common.data_dir.clone(),
             eval_limit: common.eval_limit,
             train_limit: common.train_limit,
@@ -266,7 +286,7 @@ fn run_cell(
     out: &Path,
     position: &Position,
     display: &mut Display,
-) -> Result<Record> {
+) -> Result<Option<Record>> {
     let limit = Duration::from_secs_f64(
         cfg.budget_seconds
             .map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
@@ -282,7 +302,7 @@ fn run_cell_with_limit(
     position: &Position,
     display: &mut Display,
     limit: Duration,
-) -> Result<Record> {
+) -> Result<Option<Record>> {
     let id = &cell.id;
     let log = out.join("logs").join(format!(
         "{}-{}-{}-{}.stderr",
@@ -397,6 +417,10 @@ fn run_cell_with_limit(
             },
             Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                if interrupted() {
+                    let _ = child.kill();
+                    break;
+                }
                 if started.elapsed() > limit {
                     let _ = child.kill();
                     timed_out = true;
@@ -406,6 +430,10 @@ fn run_cell_with_limit(
         }
     }
     let status = child.wait()?;
+    if interrupted() {
+        display.line(&format!("{label}: interrupted, not recorded"));
+        return Ok(None);
+    }
     let record = match final_record {
         Some(r) => r,
         None => {
@@ -456,10 +484,24 @@ fn run_cell_with_limit(
         "{label}: {summary} [{} wall]",
         time::short(started.elapsed().as_secs_f64())
     ));
-    Ok(record)
+    Ok(Some(record))
 }
 
-/// Run planned cells, append their records, render the report. Returns false if any failed.
+/// Write `run.json`, which marks `out` as a Kiln run and lets `--resume` finish it.
+fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell]) -> Result<()> {
+    let run_file = RunFile {
+        kiln_run: 1,
+        created_at: time::unix_now(),
+        command: std::env::args().collect(),
+        config: cfg.clone(),
+        cells: cells.to_vec(),
+    };
+    std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&run_file)?)
+        .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))
+}
+
+/// Run planned cells, append their records, render the report. Returns false if any failed or
+/// the run was interrupted.
 fn execute(
     cells: Vec<PlannedCell>,
     runners: &[(&'static Backend, PathBuf)],
@@ -467,15 +509,6 @@ fn execute(
     out: &Path,
 ) -> Result<bool> {
     let results = out.join(RESULTS_FILE);
-    let run_file = RunFile {
-        kiln_run: 1,
-        created_at: time::unix_now(),
-        command: std::env::args().collect(),
-        config: cfg.clone(),
-        cells: cells.clone(),
-    };
-    std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&run_file)?)
-        .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))?;
     eprintln!(
         "kiln: {} cells; results go to {}",
         cells.len(),
@@ -496,7 +529,21 @@ fn execute(
             .map(|(_, p)| p.clone());
         let record = match runner {
             Some(runner) => run_cell(&runner, cell, &cfg, out, &position, &mut display)?,
-            None => Record::not_run(&cell.id, Status::Skipped, "backend not built"),
+            None => Some(Record::not_run(
+                &cell.id,
+                Status::Skipped,
+                "backend not built",
+            )),
+        };
+        let Some(record) = record else {
+            all_ok = false;
+            eprintln!(
+                "kiln: {} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
+                i,
+                cells.len(),
+                out.display()
+            );
+            break;
         };
         all_ok &= matches!(record.status, Status::Ok | Status::Skipped);
         append_record(&results, &record)?;
@@ -650,7 +697,136 @@ pub fn bench_all(
     }
     let runners: Vec<(&'static Backend, PathBuf)> =
         built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    write_run_file(&out, &cfg, &cells)?;
     execute(cells, &runners, cfg, &out)
+}
+
+/// Describe how `stored` and `wanted` differ, field by field.
+fn config_differences(stored: &RunConfig, wanted: &RunConfig) -> Vec<String> {
+    let a = serde_json::to_value(stored).unwrap_or_default();
+    let b = serde_json::to_value(wanted).unwrap_or_default();
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["unreadable configuration".into()];
+    };
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, v)| {
+            format!(
+                "{k}: run has {v}, flags give {}",
+                b.get(k).cloned().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The planned cells of a run that have no final record in its results file yet.
+fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCell>> {
+    let results = dir.join(RESULTS_FILE);
+    let done: Vec<CellId> = if results.exists() {
+        kiln_results::read::load(std::slice::from_ref(&results))?
+            .records
+            .iter()
+            .map(Record::cell)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(run
+        .cells
+        .iter()
+        .filter(|c| !done.contains(&c.id))
+        .cloned()
+        .collect())
+}
+
+/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record.
+pub fn resume(
+    dir: &Path,
+    common: &CommonArgs,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<String>>,
+    precisions: Option<Vec<String>>,
+) -> Result<bool> {
+    let run_path = dir.join(RUN_FILE);
+    let text = std::fs::read_to_string(&run_path).with_context(|| {
+        format!(
+            "--resume {}: no {RUN_FILE} there, so it is not a Kiln run directory",
+            dir.display()
+        )
+    })?;
+    let run: RunFile = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a run file this Kiln can read", run_path.display()))?;
+    let explicit = common.quick
+        || common.epochs.is_some()
+        || common.batch.is_some()
+        || common.budget.is_some()
+        || common.seed.is_some()
+        || common.data_dir.is_some()
+        || common.eval_limit.is_some()
+        || common.train_limit.is_some();
+    let mut differences = Vec::new();
+    if explicit {
+        let (_, wanted) = config(common, false)?;
+        differences = config_differences(&run.config, &wanted);
+    }
+    let planned = |f: fn(&CellId) -> &String| {
+        let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    for (flag, given, stored) in [
+        ("--backends", backend_names, planned(|c| &c.backend)),
+        ("--models", models, planned(|c| &c.model)),
+        ("--precisions", precisions, planned(|c| &c.precision)),
+    ] {
+        if let Some(mut given) = given {
+            given.sort();
+            given.dedup();
+            if given != stored {
+                differences.push(format!(
+                    "{flag}: run has {}, flags give {}",
+                    stored.join(","),
+                    given.join(",")
+                ));
+            }
+        }
+    }
+    if common.synthetic || common.dataset.is_some() {
+        differences
+            .push("--synthetic/--dataset: the run's datasets are fixed in its run.json".into());
+    }
+    if !differences.is_empty() {
+        bail!(
+            "--resume {}: the flags differ from that run's configuration ({}); run --resume \
+             without them, or start a new run",
+            dir.display(),
+            differences.join("; ")
+        );
+    }
+    let remaining = remaining_cells(&run, dir)?;
+    if remaining.is_empty() {
+        eprintln!("kiln: every cell of {} has its final record", dir.display());
+    }
+    let wanted: Vec<&'static Backend> = {
+        let mut names: Vec<&str> = remaining.iter().map(|c| c.id.backend.as_str()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .map(|n| backends::find(n))
+            .collect::<Result<_>>()?
+    };
+    let built = build_and_probe(&wanted)?;
+    let runners: Vec<(&'static Backend, PathBuf)> =
+        built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    eprintln!(
+        "kiln: resuming {}: {} of {} cells left",
+        dir.display(),
+        remaining.len(),
+        run.cells.len()
+    );
+    execute(remaining, &runners, run.config, dir)
 }
 
 /// `cargo xtask bench`: one cell.
@@ -698,6 +874,7 @@ pub fn bench_one(
         dataset,
         dataset_note: None,
     };
+    write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
     execute(vec![cell], &[(b, runner)], cfg, &out)
 }
 
@@ -774,6 +951,7 @@ mod tests {
         );
         let out = tmp.path().join("run");
         prepare_out(Some(&out)).unwrap();
+        write_run_file(&out, &cfg(), &[cell("flex"), cell("ndarray")]).unwrap();
         let runners = vec![
             (backends::find("flex").unwrap(), crash),
             (backends::find("ndarray").unwrap(), fine),
@@ -818,9 +996,64 @@ mod tests {
             &mut display,
             Duration::from_millis(300),
         )
-        .unwrap();
+        .unwrap()
+        .expect("a timed-out cell is recorded");
         assert_eq!(record.status, Status::Failed);
         assert!(record.reason.unwrap().contains("timed out"));
+    }
+
+    fn common() -> CommonArgs {
+        CommonArgs {
+            quick: false,
+            out: None,
+            epochs: None,
+            batch: None,
+            budget: None,
+            seed: None,
+            data_dir: None,
+            synthetic: false,
+            dataset: None,
+            eval_limit: None,
+            train_limit: None,
+        }
+    }
+
+    #[test]
+    fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("run");
+        prepare_out(Some(&out)).unwrap();
+        let mut stored = cfg();
+        stored.epochs = 3;
+        write_run_file(&out, &stored, &[cell("flex"), cell("ndarray")]).unwrap();
+        append_record(
+            &out.join(RESULTS_FILE),
+            &Record::not_run(&cell("flex").id, Status::Ok, ""),
+        )
+        .unwrap();
+        let run: RunFile =
+            serde_json::from_str(&std::fs::read_to_string(out.join(RUN_FILE)).unwrap()).unwrap();
+        let left = remaining_cells(&run, &out).unwrap();
+        assert_eq!(left, vec![cell("ndarray")]);
+
+        let mut other = common();
+        other.quick = true;
+        other.epochs = Some(5);
+        let err = resume(&out, &other, None, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("epochs: run has 3, flags give 5"), "{err}");
+        let err = resume(&out, &common(), Some(vec!["flex".into()]), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--backends: run has flex,ndarray, flags give flex"),
+            "{err}"
+        );
+        let err = resume(&tmp.path().join("nope"), &common(), None, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a Kiln run directory"), "{err}");
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Protocol {
     pub eval_limit: Option<usize>,
     /// Steps timed after the warm-up step before a budget may stop the cell.
     pub min_timed_steps: usize,
+    /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
+    pub inject_nan_at_step: Option<usize>,
 }
 
 impl Default for Protocol {
@@ -46,6 +48,7 @@ impl Default for Protocol {
             learning_rate: 1e-3,
             eval_limit: None,
             min_timed_steps: 2,
+            inject_nan_at_step: None,
         }
     }
 }
@@ -312,9 +315,12 @@ impl<M: Classifier> Run<'_, M> {
         for step in 0..self.steps_per_epoch {
             let start = step * batch;
             let end = (start + batch).min(n);
-            let loss = self
+            let mut loss = self
                 .trainer
                 .step(self.data, order.clone().slice(start..end));
+            if self.protocol.inject_nan_at_step == Some(self.steps_done + 1) {
+                loss = loss.mul_scalar(f64::NAN);
+            }
             loss_sum = loss_sum
                 + loss
                     .detach()

@@ -154,6 +154,9 @@ struct Args {
     /// Measure the device's GEMM peak again even if it is cached.
     #[arg(long)]
     recalibrate: bool,
+    /// Fault injection (tests): make the loss of this step NaN.
+    #[arg(long, hide = true)]
+    inject_nan_at_step: Option<usize>,
     /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
     #[arg(long)]
     bare: bool,
@@ -514,6 +517,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             budget,
             seed: args.seed,
             eval_limit: args.eval_limit,
+            inject_nan_at_step: args.inject_nan_at_step,
             ..Protocol::default()
         },
         dataset: String::new(),

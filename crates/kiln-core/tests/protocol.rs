@@ -108,3 +108,33 @@ fn loop_overhead_compares_the_same_steps() {
     assert_eq!((o.rounds, o.steps_per_round), (2, 2));
     assert!(o.kiln_step_seconds.median > 0.0 && o.bare_step_seconds.median > 0.0);
 }
+
+#[test]
+fn a_nan_loss_makes_the_cell_diverged_with_no_time() {
+    let (device, data) = setup(128);
+    let protocol = Protocol {
+        epochs: 3,
+        batch_size: 32,
+        inject_nan_at_step: Some(6),
+        ..Protocol::default()
+    };
+    let mut sink = |_: &Event| {};
+    let out = protocol::train(
+        MnistCnn::new(&device),
+        &device,
+        &data,
+        60_000,
+        &protocol,
+        &mut sink,
+    )
+    .unwrap();
+    let why = out.diverged.expect("diverged");
+    assert!(why.contains("NaN") && why.contains("epoch 2"), "{why}");
+    assert!(out.epoch_seconds.is_none() && out.images_per_second.is_none());
+    assert_eq!(out.obtained.method, Method::None);
+    assert_eq!(
+        out.epochs.len(),
+        2,
+        "training stopped in the epoch that diverged"
+    );
+}

@@ -137,10 +137,11 @@ pub fn obtained_text(r: &Record) -> String {
 fn epoch_cell(s: &Stats) -> String {
     if s.n > 1 {
         format!(
-            "{} ({}–{})",
+            "{} ({}–{}, CV {:.1}%)",
             human_seconds(s.median),
             human_seconds(s.min),
-            human_seconds(s.max)
+            human_seconds(s.max),
+            s.cv() * 100.0
         )
     } else {
         human_seconds(s.median)
@@ -404,7 +405,7 @@ fn csv_field(s: &str) -> String {
 pub fn csv(records: &[Record]) -> String {
     let mut out = String::from(
         "machine,model,backend,device,device_name,precision,status,epoch_seconds_median,epoch_seconds_min,\
-         epoch_seconds_max,epoch_seconds_stddev,epochs_timed,first_epoch_seconds,first_step_seconds,\
+         epoch_seconds_max,epoch_seconds_stddev,epoch_seconds_cv,epochs_timed,first_epoch_seconds,first_step_seconds,\
          images_per_second,peak_memory_bytes,device_peak_in_use_bytes,device_peak_reserved_bytes,\
          test_accuracy,test_samples,method,timed_steps,epoch_samples,standard_epoch_samples,data,\
          dataset,batch_size,seed,cpu_model,threads,kiln_commit,flops_per_sample,achieved_gflops,\
@@ -426,6 +427,7 @@ pub fn csv(records: &[Record]) -> String {
             opt(e.map(|e| e.min)),
             opt(e.map(|e| e.max)),
             opt(e.map(|e| e.stddev)),
+            opt(e.map(|e| e.cv())),
             e.map(|e| e.n.to_string()).unwrap_or_default(),
             opt(r.first_epoch_seconds),
             opt(r.first_step_seconds),
@@ -525,13 +527,13 @@ mod tests {
         let md = markdown(&records, None);
         assert!(md.contains("Speed-up vs flex/cpu/f32"), "{md}");
         assert!(
-            md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10×"),
+            md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s, CV 10.0%) | 0.10×"),
             "{md}"
         );
         assert!(md.contains("8,000-sample epochs scaled to 60,000"), "{md}");
         let md = markdown(&records, Some("ndarray"));
         assert!(
-            md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 10.00× ± 1.41"),
+            md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, CV 10.0%) | 10.00× ± 1.41"),
             "{md}"
         );
     }
@@ -574,11 +576,15 @@ mod tests {
         assert!(md.contains("Speed-up vs laptop:flex/cpu/f32"), "{md}");
         // 10 / 4 = 2.5; each side has a 10% relative spread: 2.5 x sqrt(0.1² + 0.1²) = 0.35.
         assert!(
-            md.contains("| gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s) | 2.50× ± 0.35 |"),
+            md.contains(
+                "| gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s, CV 10.0%) | 2.50× ± 0.35 |"
+            ),
             "{md}"
         );
         assert!(
-            md.contains("| laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s) | 0.10× ± 0.01 |"),
+            md.contains(
+                "| laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s, CV 10.0%) | 0.10× ± 0.01 |"
+            ),
             "{md}"
         );
         assert!(
@@ -588,7 +594,9 @@ mod tests {
         );
         let md = markdown(&records, Some("gpu-box:flex"));
         assert!(
-            md.contains("| laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s) | 0.40× ± 0.06 |"),
+            md.contains(
+                "| laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, CV 10.0%) | 0.40× ± 0.06 |"
+            ),
             "{md}"
         );
     }
