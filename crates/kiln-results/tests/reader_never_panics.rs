@@ -46,7 +46,7 @@ proptest! {
         let line = valid_line();
         let cut = cut.min(line.len());
         let mut loaded = Loaded::default();
-        read_into(line[..cut].as_bytes(), Path::new("fuzz"), &mut loaded);
+        read_into(&line.as_bytes()[..cut], Path::new("fuzz"), &mut loaded);
         prop_assert!(loaded.records.len() <= 1);
     }
 }
