@@ -65,6 +65,9 @@ pub struct CommonArgs {
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
     pub eval_limit: Option<usize>,
+    /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
+    #[arg(long)]
+    pub accum_steps: Option<usize>,
     /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
     /// standard epoch and labelled).
     #[arg(long)]

@@ -36,7 +36,13 @@ pub struct RunConfig {
     pub data_dir: Option<PathBuf>,
     pub eval_limit: Option<usize>,
     pub train_limit: Option<usize>,
+    #[serde(default = "one")]
+    pub accum_steps: usize,
     pub bare: bool,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One cell as planned, with the dataset chosen for it.
@@ -102,6 +108,12 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
     if batch_size == 0 {
         bail!("--batch must be at least 1 (got 0)");
     }
+    let accum_steps = common.accum_steps.unwrap_or(1);
+    if accum_steps == 0 || !batch_size.is_multiple_of(accum_steps) {
+        bail!(
+            "--accum-steps {accum_steps} must be at least 1 and divide the batch size {batch_size}"
+        );
+    }
     if common.eval_limit == Some(0) || common.train_limit == Some(0) {
         bail!("--eval-limit and --train-limit must be at least 1 (got 0)");
     }
@@ -134,6 +146,7 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
             data_dir: common.data_dir.clone(),
             eval_limit: common.eval_limit,
             train_limit: common.train_limit,
+            accum_steps,
             bare,
         },
     ))
@@ -165,8 +178,17 @@ fn dataset_for(model: &str, common: &CommonArgs) -> Result<(String, Option<Strin
     )?)
 }
 
-/// Create (or validate) the run directory before any work.
+/// Validate and create the run directory.
 fn prepare_out(out: Option<&Path>) -> Result<PathBuf> {
+    let dir = check_out(out)?;
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The run directory `--out` names (or the default), checked before any work: it must be new or
+/// empty, and never an existing run, whose results must not be mixed with new ones.
+fn check_out(out: Option<&Path>) -> Result<PathBuf> {
     let dir = match out {
         Some(d) => d.to_path_buf(),
         None => workspace_root()
@@ -196,8 +218,6 @@ fn prepare_out(out: Option<&Path>) -> Result<PathBuf> {
             );
         }
     }
-    std::fs::create_dir_all(dir.join("logs"))
-        .with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
 }
 
@@ -335,6 +355,9 @@ fn run_cell_with_limit(
     }
     if let Some(n) = cfg.train_limit {
         cmd.args(["--train-limit", &n.to_string()]);
+    }
+    if cfg.accum_steps > 1 {
+        cmd.args(["--accum-steps", &cfg.accum_steps.to_string()]);
     }
     if cfg.bare {
         cmd.arg("--bare");
@@ -630,7 +653,7 @@ pub fn bench_all(
         .iter()
         .map(|m| dataset_for(m, common).map(|d| (m.clone(), d)))
         .collect::<Result<_>>()?;
-    let out = prepare_out(common.out.as_deref())?;
+    let out = check_out(common.out.as_deref())?;
     let built = build_and_probe(&wanted)?;
 
     let mut cells = Vec::new();
@@ -682,6 +705,7 @@ pub fn bench_all(
             eprintln!("kiln: {note}");
         }
     }
+    let out = prepare_out(Some(&out))?;
     for r in &skipped {
         eprintln!(
             "kiln: skipping {}: {}",
@@ -763,7 +787,8 @@ pub fn resume(
         || common.seed.is_some()
         || common.data_dir.is_some()
         || common.eval_limit.is_some()
-        || common.train_limit.is_some();
+        || common.train_limit.is_some()
+        || common.accum_steps.is_some();
     let mut differences = Vec::new();
     if explicit {
         let (_, wanted) = config(common, false)?;
@@ -849,7 +874,7 @@ pub fn bench_one(
     if let Some(note) = note {
         eprintln!("kiln: {note}");
     }
-    let out = prepare_out(common.out.as_deref())?;
+    let out = check_out(common.out.as_deref())?;
     let built = build_and_probe(&[b])?;
     let (_, runner, report) = built
         .into_iter()
@@ -864,6 +889,30 @@ pub fn bench_one(
             .map(|d| d.spec.clone())
             .unwrap_or_else(|| "default".into()),
     };
+    if let Some(d) = report.devices.iter().find(|d| d.spec == spec) {
+        if !d.available {
+            bail!(
+                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`)",
+                d.reason.clone().unwrap_or_default()
+            );
+        }
+        if !d.precisions.iter().any(|p| p == precision) {
+            bail!(
+                "{backend} {spec} does not support {precision}; it supports {}",
+                d.precisions.join(", ")
+            );
+        }
+    } else {
+        bail!(
+            "{backend} has no device {spec:?}; its devices: {}",
+            report
+                .devices
+                .iter()
+                .map(|d| d.spec.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let cell = PlannedCell {
         id: CellId {
             model: model.into(),
@@ -874,6 +923,7 @@ pub fn bench_one(
         dataset,
         dataset_note: None,
     };
+    let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
     execute(vec![cell], &[(b, runner)], cfg, &out)
 }
@@ -908,6 +958,7 @@ mod tests {
             data_dir: None,
             eval_limit: None,
             train_limit: None,
+            accum_steps: 1,
             bare: false,
         }
     }
@@ -973,6 +1024,44 @@ mod tests {
     }
 
     #[test]
+    fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let good = Record::not_run(&cell("flex").id, Status::Ok, "");
+        let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
+        std::fs::write(tmp.path().join("final.json"), event).unwrap();
+        let fine = script(
+            tmp.path(),
+            "fine",
+            &format!("cat {}", tmp.path().join("final.json").display()),
+        );
+        // Starts its cell, prints a progress line, then dies by SIGKILL mid-cell.
+        let killed = script(
+            tmp.path(),
+            "killed",
+            "echo '{\"event\":\"progress\",\"epoch\":1,\"step\":1,\"steps_per_epoch\":9,\"elapsed_seconds\":0.1,\"eta_seconds\":null}'\nkill -9 $$",
+        );
+        let out = tmp.path().join("run");
+        prepare_out(Some(&out)).unwrap();
+        let runners = vec![
+            (backends::find("flex").unwrap(), fine),
+            (backends::find("ndarray").unwrap(), killed),
+        ];
+        execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
+        let text = std::fs::read_to_string(out.join(RESULTS_FILE)).unwrap();
+        assert!(text.ends_with('\n'), "every record is a whole line");
+        let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.records[0].status, Status::Ok);
+        let killed = &loaded.records[1];
+        assert_eq!(killed.status, Status::Failed);
+        assert!(
+            killed.reason.as_deref().unwrap_or("").contains("signal: 9"),
+            "{:?}",
+            killed.reason
+        );
+    }
+
+    #[test]
     fn a_runner_past_its_wall_clock_limit_is_killed() {
         let tmp = tempfile::tempdir().unwrap();
         let hang = script(tmp.path(), "hang", "sleep 30");
@@ -1015,6 +1104,7 @@ mod tests {
             dataset: None,
             eval_limit: None,
             train_limit: None,
+            accum_steps: None,
         }
     }
 

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
@@ -36,6 +36,8 @@ pub struct Protocol {
     pub min_timed_steps: usize,
     /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
     pub inject_nan_at_step: Option<usize>,
+    /// Gradient accumulation: each batch runs as this many micro-batches, one optimizer step.
+    pub accum_steps: usize,
 }
 
 impl Default for Protocol {
@@ -49,6 +51,7 @@ impl Default for Protocol {
             eval_limit: None,
             min_timed_steps: 2,
             inject_nan_at_step: None,
+            accum_steps: 1,
         }
     }
 }
@@ -114,6 +117,7 @@ pub struct Trainer<M: Classifier> {
     optim: ModuleOptimizer,
     loss: CrossEntropyLoss,
     learning_rate: f64,
+    accum_steps: usize,
 }
 
 impl<M: Classifier> Trainer<M> {
@@ -124,7 +128,53 @@ impl<M: Classifier> Trainer<M> {
             optim: AdamConfig::new().with_epsilon(1e-8).init(),
             loss: CrossEntropyLossConfig::new().init(device),
             learning_rate,
+            accum_steps: 1,
         }
+    }
+
+    /// Run each batch as `steps` micro-batches whose gradients are summed before one update.
+    pub fn with_accumulation(mut self, steps: usize) -> Self {
+        self.accum_steps = steps.max(1);
+        self
+    }
+
+    /// Gradients of the batch `indices` (the mean loss over the whole batch), computed in
+    /// `accum_steps` micro-batches, each weighted by its share of the batch so their sum is the
+    /// full batch's gradient. Returns them with the batch's mean loss (on the device).
+    pub fn gradients(
+        &self,
+        model: &M,
+        data: &DeviceData,
+        indices: Tensor<1, Int>,
+    ) -> (GradientsParams, Tensor<1>) {
+        let [len] = indices.dims();
+        let micro = len.div_ceil(self.accum_steps).max(1);
+        if micro >= len {
+            let x = data.train_x.clone().select(0, indices.clone());
+            let y = data.train_y.clone().select(0, indices);
+            let loss = self.loss.forward(model.forward(x), y);
+            return (GradientsParams::from_grads(loss.backward(), model), loss);
+        }
+        let mut accumulator = GradientsAccumulator::<M>::new();
+        let mut total: Option<Tensor<1>> = None;
+        let mut start = 0;
+        while start < len {
+            let end = (start + micro).min(len);
+            let part = indices.clone().slice(start..end);
+            let x = data.train_x.clone().select(0, part.clone());
+            let y = data.train_y.clone().select(0, part);
+            let share = (end - start) as f64 / len as f64;
+            let loss = self.loss.forward(model.forward(x), y).mul_scalar(share);
+            accumulator.accumulate(model, GradientsParams::from_grads(loss.backward(), model));
+            let loss = loss.detach();
+            total = Some(match total {
+                Some(t) => t + loss,
+                None => loss,
+            });
+            start = end;
+        }
+        let total = total.expect("a batch has at least one micro-batch");
+        (accumulator.grads(), total)
     }
 
     /// The model as it is now.
@@ -137,14 +187,11 @@ impl<M: Classifier> Trainer<M> {
     /// Forward, loss, backward and Adam update on the samples `indices` of the training set.
     /// Returns the batch's mean loss (still on the device).
     pub fn step(&mut self, data: &DeviceData, indices: Tensor<1, Int>) -> Tensor<1> {
-        let x = data.train_x.clone().select(0, indices.clone());
-        let y = data.train_y.clone().select(0, indices);
         let model = self
             .model
             .take()
             .expect("the model is only taken out during a step");
-        let loss = self.loss.forward(model.forward(x), y);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let (grads, loss) = self.gradients(&model, data, indices);
         self.model = Some(self.optim.step(self.learning_rate, model, grads));
         loss
     }
@@ -400,7 +447,8 @@ pub fn train<M: Classifier>(
         device,
         data,
         protocol,
-        trainer: Trainer::new(model, device, protocol.learning_rate),
+        trainer: Trainer::new(model, device, protocol.learning_rate)
+            .with_accumulation(protocol.accum_steps),
         started: now,
         last_progress: now,
         mark: now,
@@ -521,7 +569,8 @@ pub fn loop_overhead<M: Classifier>(
         device,
         data,
         protocol,
-        trainer: Trainer::new(model, device, protocol.learning_rate),
+        trainer: Trainer::new(model, device, protocol.learning_rate)
+            .with_accumulation(protocol.accum_steps),
         started: now,
         last_progress: now,
         mark: now,

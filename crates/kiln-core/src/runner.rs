@@ -154,6 +154,9 @@ struct Args {
     /// Measure the device's GEMM peak again even if it is cached.
     #[arg(long)]
     recalibrate: bool,
+    /// Gradient accumulation: run each batch as N micro-batches (N must divide the batch).
+    #[arg(long, default_value_t = 1)]
+    accum_steps: usize,
     /// Fault injection (tests): make the loss of this step NaN.
     #[arg(long, hide = true)]
     inject_nan_at_step: Option<usize>,
@@ -193,6 +196,8 @@ impl Cell {
         r.reason = reason;
         r.device_name = self.device_name.clone();
         r.batch_size = self.protocol.batch_size;
+        r.accum_steps = self.protocol.accum_steps;
+        r.micro_batch_size = self.protocol.batch_size / self.protocol.accum_steps.max(1);
         r.epochs_requested = self.protocol.epochs;
         r.seed = self.protocol.seed;
         r.dataset = self.dataset.clone();
@@ -503,6 +508,12 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     if args.train_limit == Some(0) || args.eval_limit == Some(0) {
         return usage("--train-limit and --eval-limit must be at least 1".into());
     }
+    if args.accum_steps == 0 || !batch_size.is_multiple_of(args.accum_steps) {
+        return usage(format!(
+            "--accum-steps {} must be at least 1 and divide the batch size {batch_size}",
+            args.accum_steps
+        ));
+    }
     let mut cell = Cell {
         id: CellId {
             model: model.clone(),
@@ -518,6 +529,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             seed: args.seed,
             eval_limit: args.eval_limit,
             inject_nan_at_step: args.inject_nan_at_step,
+            accum_steps: args.accum_steps,
             ..Protocol::default()
         },
         dataset: String::new(),

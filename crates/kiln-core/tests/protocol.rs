@@ -138,3 +138,49 @@ fn a_nan_loss_makes_the_cell_diverged_with_no_time() {
         "training stopped in the epoch that diverged"
     );
 }
+
+#[test]
+fn micro_batches_give_the_full_batch_gradient() {
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::optim::GradientsParams;
+    use kiln_core::Trainer;
+
+    struct Collect<'a>(&'a GradientsParams, Vec<Vec<f32>>);
+    impl ModuleVisitor for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(g) = self.0.get::<D>(param.id) {
+                self.1.push(g.into_data().iter::<f32>().collect());
+            }
+        }
+    }
+    let (device, data) = setup(16);
+    // No dropout: the only difference between the two paths is the accumulation.
+    let model = MnistCnn::with_dropout(&device, 0.0);
+    let indices = Tensor::<1, Int>::from_data(
+        TensorData::new((0..16i64).collect::<Vec<_>>(), [16]),
+        &device,
+    );
+    let grads = |trainer: Trainer<MnistCnn>| {
+        let (g, loss) = trainer.gradients(&model, &data, indices.clone());
+        let mut c = Collect(&g, Vec::new());
+        model.visit(&mut c);
+        (c.1, loss.into_data().iter::<f32>().next().unwrap())
+    };
+    let (full, loss_full) = grads(Trainer::new(model.clone(), &device, 1e-3));
+    let (micro, loss_micro) =
+        grads(Trainer::new(model.clone(), &device, 1e-3).with_accumulation(4));
+    assert!(
+        (loss_full - loss_micro).abs() <= 1e-5 * loss_full.abs(),
+        "{loss_full} vs {loss_micro}"
+    );
+    assert_eq!(full.len(), 8);
+    for (a, b) in full.iter().zip(&micro) {
+        let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(b).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+        // f32 sums in another order: a few ulps of the largest gradient.
+        assert!(
+            worst <= 1e-4 * scale + 1e-7,
+            "difference {worst} at scale {scale}"
+        );
+    }
+}

@@ -117,6 +117,9 @@ pub fn obtained_text(r: &Record) -> String {
         String::new()
     };
     let how = match o.method {
+        Method::Measured if r.epochs_requested == 1 => {
+            format!("measured over its only epoch, warm-up included{scaled}")
+        }
         Method::Measured => format!(
             "measured over {} epoch{} after warm-up{scaled}",
             o.epochs,
@@ -131,7 +134,14 @@ pub fn obtained_text(r: &Record) -> String {
         ),
         Method::None => "not timed".into(),
     };
-    format!("{how}; {data}")
+    if r.accum_steps > 1 {
+        format!(
+            "{how}; batch {} as {} micro-batches of {}; {data}",
+            r.batch_size, r.accum_steps, r.micro_batch_size
+        )
+    } else {
+        format!("{how}; {data}")
+    }
 }
 
 fn epoch_cell(s: &Stats) -> String {

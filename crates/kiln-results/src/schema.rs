@@ -195,6 +195,12 @@ pub struct Record {
     /// Why a cell is not `ok`, or a note on how it ran.
     pub reason: Option<String>,
     pub batch_size: usize,
+    /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
+    #[serde(default = "one")]
+    pub accum_steps: usize,
+    /// Samples per micro-batch (`batch_size / accum_steps`).
+    #[serde(default)]
+    pub micro_batch_size: usize,
     pub epochs_requested: usize,
     /// Seconds per standard epoch, after the warm-up epoch.
     pub epoch_seconds: Option<Stats>,
@@ -233,6 +239,10 @@ pub struct Record {
     pub args: Vec<String>,
 }
 
+fn one() -> usize {
+    1
+}
+
 impl Record {
     /// A record for a cell that produced no measurement (skipped or failed before training).
     pub fn not_run(cell: &CellId, status: Status, reason: impl Into<String>) -> Self {
@@ -246,6 +256,8 @@ impl Record {
             status,
             reason: Some(reason.into()),
             batch_size: 0,
+            accum_steps: 1,
+            micro_batch_size: 0,
             epochs_requested: 0,
             epoch_seconds: None,
             first_epoch_seconds: None,
