@@ -780,20 +780,38 @@ pub fn resume(
     })?;
     let run: RunFile = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a run file this Kiln can read", run_path.display()))?;
-    let explicit = common.quick
-        || common.epochs.is_some()
-        || common.batch.is_some()
-        || common.budget.is_some()
-        || common.seed.is_some()
-        || common.data_dir.is_some()
-        || common.eval_limit.is_some()
-        || common.train_limit.is_some()
-        || common.accum_steps.is_some();
-    let mut differences = Vec::new();
-    if explicit {
-        let (_, wanted) = config(common, false)?;
-        differences = config_differences(&run.config, &wanted);
+    // The run's configuration with every flag given now applied: any change is a difference.
+    let mut wanted = run.config.clone();
+    if common.quick {
+        wanted.profile = "quick".into();
     }
+    if let Some(v) = common.epochs {
+        wanted.epochs = v;
+    }
+    if let Some(v) = common.batch {
+        wanted.batch_size = v;
+    }
+    if let Some(text) = &common.budget {
+        wanted.budget_seconds = parse_duration(text)
+            .map_err(|e| anyhow::anyhow!("--budget: {e}"))?
+            .map(|b| b.as_secs_f64());
+    }
+    if let Some(v) = common.seed {
+        wanted.seed = v;
+    }
+    if let Some(d) = &common.data_dir {
+        wanted.data_dir = Some(d.clone());
+    }
+    if common.eval_limit.is_some() {
+        wanted.eval_limit = common.eval_limit;
+    }
+    if common.train_limit.is_some() {
+        wanted.train_limit = common.train_limit;
+    }
+    if let Some(v) = common.accum_steps {
+        wanted.accum_steps = v;
+    }
+    let mut differences = config_differences(&run.config, &wanted);
     let planned = |f: fn(&CellId) -> &String| {
         let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
         v.sort();
