@@ -75,11 +75,13 @@ pub fn find(name: &str) -> Result<&'static Backend> {
 
 /// Why a known backend cannot be built in this workspace, if it cannot.
 pub fn unbuildable(b: &Backend) -> Option<String> {
-    match b.package {
-        Some(_) => None,
-        None => Some(format!(
-            "no kiln-{} crate in this workspace yet (planned)",
-            b.name
+    match (b.package, b.name) {
+        (Some(_), _) => None,
+        (None, "pytorch") => {
+            Some("the PyTorch reference runner (bench/pytorch) is planned, not built yet".into())
+        }
+        (None, name) => Some(format!(
+            "no kiln-{name} crate in this workspace yet (planned)"
         )),
     }
 }

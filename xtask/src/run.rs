@@ -1002,22 +1002,28 @@ mod tests {
         path
     }
 
+    /// A fake runner that prints an ok final record for `backend`'s cell.
+    fn fine_runner(dir: &Path, backend: &str) -> PathBuf {
+        let good = Record::not_run(&cell(backend).id, Status::Ok, "");
+        let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
+        let file = dir.join(format!("final-{backend}.json"));
+        std::fs::write(&file, event).unwrap();
+        script(
+            dir,
+            &format!("fine-{backend}"),
+            &format!("cat {}", file.display()),
+        )
+    }
+
     #[test]
     fn a_failing_runner_becomes_a_failed_record_and_the_matrix_goes_on() {
         let tmp = tempfile::tempdir().unwrap();
-        let good = Record::not_run(&cell("ndarray").id, Status::Ok, "");
-        let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
-        std::fs::write(tmp.path().join("final.json"), event).unwrap();
         let crash = script(
             tmp.path(),
             "crash",
             "echo 'not json'\necho 'boom: out of cheese' >&2\nexit 3",
         );
-        let fine = script(
-            tmp.path(),
-            "fine",
-            &format!("cat {}", tmp.path().join("final.json").display()),
-        );
+        let fine = fine_runner(tmp.path(), "ndarray");
         let out = tmp.path().join("run");
         prepare_out(Some(&out)).unwrap();
         write_run_file(&out, &cfg(), &[cell("flex"), cell("ndarray")]).unwrap();
@@ -1044,14 +1050,7 @@ mod tests {
     #[test]
     fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
         let tmp = tempfile::tempdir().unwrap();
-        let good = Record::not_run(&cell("flex").id, Status::Ok, "");
-        let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
-        std::fs::write(tmp.path().join("final.json"), event).unwrap();
-        let fine = script(
-            tmp.path(),
-            "fine",
-            &format!("cat {}", tmp.path().join("final.json").display()),
-        );
+        let fine = fine_runner(tmp.path(), "flex");
         // Starts its cell, prints a progress line, then dies by SIGKILL mid-cell.
         let killed = script(
             tmp.path(),

@@ -280,7 +280,27 @@ fn read_scalar(t: Tensor<1>) -> Result<f64, CoreError> {
     Ok(data.iter::<f32>().next().map(f64::from).unwrap_or(f64::NAN))
 }
 
-impl<M: Classifier> Run<'_, M> {
+impl<'a, M: Classifier> Run<'a, M> {
+    /// A cell about to train `model` on `data` under `protocol`; its clocks start now.
+    fn new(model: M, device: &'a Device, data: &'a DeviceData, protocol: &'a Protocol) -> Self {
+        let now = Instant::now();
+        Run {
+            device,
+            data,
+            protocol,
+            trainer: Trainer::new(model, device, protocol.learning_rate)
+                .with_accumulation(protocol.accum_steps),
+            started: now,
+            last_progress: now,
+            mark: now,
+            steps_done: 0,
+            steps_per_epoch: data.train_len.div_ceil(protocol.batch_size),
+            first_step_seconds: None,
+            chunks: Vec::new(),
+            device_memory: None,
+        }
+    }
+
     /// True when the budget has run out and enough steps after the warm-up step were timed;
     /// `open_steps` are the steps of the chunk not closed yet.
     fn budget_exhausted(&self, open_steps: usize) -> bool {
@@ -441,23 +461,7 @@ pub fn train<M: Classifier>(
     if data.train_len == 0 {
         return Err(CoreError::Config("the training split is empty".into()));
     }
-    let steps_per_epoch = data.train_len.div_ceil(protocol.batch_size);
-    let now = Instant::now();
-    let mut run = Run {
-        device,
-        data,
-        protocol,
-        trainer: Trainer::new(model, device, protocol.learning_rate)
-            .with_accumulation(protocol.accum_steps),
-        started: now,
-        last_progress: now,
-        mark: now,
-        steps_done: 0,
-        steps_per_epoch,
-        first_step_seconds: None,
-        chunks: Vec::new(),
-        device_memory: None,
-    };
+    let mut run = Run::new(model, device, data, protocol);
     let mut epochs: Vec<EpochSummary> = Vec::new();
     let mut diverged = None;
     for epoch in 0..protocol.epochs {
@@ -563,23 +567,7 @@ pub fn loop_overhead<M: Classifier>(
 ) -> Result<LoopOverhead, CoreError> {
     let n = data.train_len;
     let batch = protocol.batch_size;
-    let steps_per_epoch = n.div_ceil(batch);
-    let now = Instant::now();
-    let mut run = Run {
-        device,
-        data,
-        protocol,
-        trainer: Trainer::new(model, device, protocol.learning_rate)
-            .with_accumulation(protocol.accum_steps),
-        started: now,
-        last_progress: now,
-        mark: now,
-        steps_done: 0,
-        steps_per_epoch,
-        first_step_seconds: None,
-        chunks: Vec::new(),
-        device_memory: None,
-    };
+    let mut run = Run::new(model, device, data, protocol);
     let one_epoch = Protocol {
         epochs: 1,
         budget: None,
