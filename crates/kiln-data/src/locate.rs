@@ -9,7 +9,11 @@ use crate::manifest::ManifestDataset;
 pub fn workspace_cache() -> PathBuf {
     let root = std::env::var_os("KILN_WORKSPACE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+        .unwrap_or_else(|| {
+            // crates/kiln-data -> the workspace root.
+            let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+            here.ancestors().nth(2).unwrap_or(here).to_path_buf()
+        });
     root.join("datasets").join("cache")
 }
 
