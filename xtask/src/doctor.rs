@@ -99,3 +99,36 @@ pub fn doctor(json: bool, build: bool) -> Result<bool> {
     }
     Ok(usable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_json_parses_and_lists_every_backend_crate_of_the_workspace() {
+        let json = serde_json::to_string(&statuses()).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let listed: Vec<&str> = parsed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["backend"].as_str().unwrap())
+            .collect();
+        // Every thin backend crate (a kiln-* crate with a runner binary) is listed.
+        let crates = crate::workspace_root().join("crates");
+        for entry in std::fs::read_dir(crates).unwrap() {
+            let dir = entry.unwrap().path();
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            if dir.join("src/main.rs").is_file() {
+                let backend = name.trim_start_matches("kiln-");
+                assert!(
+                    listed.contains(&backend),
+                    "{backend} missing from {listed:?}"
+                );
+            }
+        }
+        for b in parsed.as_array().unwrap() {
+            assert!(b["built"].is_boolean() && b["devices"].is_array());
+        }
+    }
+}
