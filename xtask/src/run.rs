@@ -297,24 +297,18 @@ fn tail_of(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// Run one cell in its own process and return its record (a failed one if it produced none).
-/// The wall-clock limit is the budget plus room for data loading and evaluation.
-fn run_cell(
-    runner: &Path,
-    cell: &PlannedCell,
-    cfg: &RunConfig,
-    out: &Path,
-    position: &Position,
-    display: &mut Display,
-) -> Result<Option<Record>> {
-    let limit = Duration::from_secs_f64(
+/// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data and
+/// evaluating (a day without a budget).
+fn wall_clock_limit(cfg: &RunConfig) -> Duration {
+    Duration::from_secs_f64(
         cfg.budget_seconds
             .map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
-    );
-    run_cell_with_limit(runner, cell, cfg, out, position, display, limit)
+    )
 }
 
-fn run_cell_with_limit(
+/// Run one cell in its own process and return its record (a failed one if it produced none),
+/// or `None` when Ctrl-C interrupted it.
+fn run_cell(
     runner: &Path,
     cell: &PlannedCell,
     cfg: &RunConfig,
@@ -551,7 +545,15 @@ fn execute(
             .find(|(b, _)| b.name == cell.id.backend)
             .map(|(_, p)| p.clone());
         let record = match runner {
-            Some(runner) => run_cell(&runner, cell, &cfg, out, &position, &mut display)?,
+            Some(runner) => run_cell(
+                &runner,
+                cell,
+                &cfg,
+                out,
+                &position,
+                &mut display,
+                wall_clock_limit(&cfg),
+            )?,
             None => Some(Record::not_run(
                 &cell.id,
                 Status::Skipped,
@@ -1093,7 +1095,7 @@ mod tests {
             total: 1,
             later_seconds: 0.0,
         };
-        let record = run_cell_with_limit(
+        let record = run_cell(
             &hang,
             &cell("flex"),
             &config,
