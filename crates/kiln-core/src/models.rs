@@ -59,6 +59,26 @@ impl ModelKind {
     }
 }
 
+/// Work to do with a freshly built model whose concrete type depends on its [`ModelKind`].
+pub trait WithModel {
+    /// What the work returns.
+    type Output;
+    /// Do the work with `model`.
+    fn run<M: Classifier>(self, model: M) -> Self::Output;
+}
+
+impl ModelKind {
+    /// Build this kind of model on `device` (the one place a kind becomes a network) and hand
+    /// it to `work`.
+    pub fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output {
+        match self {
+            ModelKind::MnistCnn => work.run(MnistCnn::new(device)),
+            ModelKind::ResNet18 => work.run(ResNet::resnet18(3, 10, device)),
+            ModelKind::ResNet18Gray => work.run(ResNet::resnet18(1, 10, device)),
+        }
+    }
+}
+
 /// `Dropout2d`: zeroes whole channels with probability `prob` while training.
 #[derive(Module, Debug)]
 pub struct ChannelDropout {

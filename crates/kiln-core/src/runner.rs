@@ -18,7 +18,7 @@ use kiln_results::{
     parse_duration,
 };
 
-use crate::models::{MODEL_NAMES, MnistCnn, ModelKind, ResNet};
+use crate::models::{Classifier, MODEL_NAMES, ModelKind, WithModel};
 use crate::protocol::{self, DeviceData, Outcome, Protocol};
 use crate::{CoreError, calibrate, fingerprint, memory};
 
@@ -370,64 +370,32 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
     let mut sink = |e: &Event| emit(e);
     let result = if args.bare {
         let (rounds, steps) = if args.quick { (3, 10) } else { (5, 20) };
-        let overhead = match kind {
-            ModelKind::MnistCnn => protocol::loop_overhead(
-                MnistCnn::new(&device),
-                &device,
-                &data,
-                &cell.protocol,
+        let overhead = kind.build(
+            &device,
+            Overhead {
+                device: &device,
+                data: &data,
+                protocol: &cell.protocol,
                 rounds,
                 steps,
-            ),
-            ModelKind::ResNet18 => protocol::loop_overhead(
-                ResNet::resnet18(3, 10, &device),
-                &device,
-                &data,
-                &cell.protocol,
-                rounds,
-                steps,
-            ),
-            ModelKind::ResNet18Gray => protocol::loop_overhead(
-                ResNet::resnet18(1, 10, &device),
-                &device,
-                &data,
-                &cell.protocol,
-                rounds,
-                steps,
-            ),
-        }?;
+            },
+        )?;
         let mut r = cell.record(Status::Ok, None, None);
         r.train_samples = data.train_len;
         r.loop_overhead = Some(overhead);
         r.reason = Some("loop-overhead measurement (--bare): no epoch time".into());
         Ok(r)
     } else {
-        let outcome = match kind {
-            ModelKind::MnistCnn => protocol::train(
-                MnistCnn::new(&device),
-                &device,
-                &data,
+        let outcome = kind.build(
+            &device,
+            Train {
+                device: &device,
+                data: &data,
                 standard_epoch,
-                &cell.protocol,
-                &mut sink,
-            ),
-            ModelKind::ResNet18 => protocol::train(
-                ResNet::resnet18(3, 10, &device),
-                &device,
-                &data,
-                standard_epoch,
-                &cell.protocol,
-                &mut sink,
-            ),
-            ModelKind::ResNet18Gray => protocol::train(
-                ResNet::resnet18(1, 10, &device),
-                &device,
-                &data,
-                standard_epoch,
-                &cell.protocol,
-                &mut sink,
-            ),
-        }?;
+                protocol: &cell.protocol,
+                sink: &mut sink,
+            },
+        )?;
         let status = if outcome.diverged.is_some() {
             Status::Diverged
         } else {
@@ -442,6 +410,52 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         };
         r
     })
+}
+
+/// A whole cell under the protocol, for any model.
+struct Train<'a> {
+    device: &'a Device,
+    data: &'a DeviceData,
+    standard_epoch: usize,
+    protocol: &'a Protocol,
+    sink: &'a mut dyn protocol::Sink,
+}
+
+impl WithModel for Train<'_> {
+    type Output = Result<Outcome, CoreError>;
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        protocol::train(
+            model,
+            self.device,
+            self.data,
+            self.standard_epoch,
+            self.protocol,
+            self.sink,
+        )
+    }
+}
+
+/// The loop-overhead measurement (`--bare`), for any model.
+struct Overhead<'a> {
+    device: &'a Device,
+    data: &'a DeviceData,
+    protocol: &'a Protocol,
+    rounds: usize,
+    steps: usize,
+}
+
+impl WithModel for Overhead<'_> {
+    type Output = Result<kiln_results::LoopOverhead, CoreError>;
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        protocol::loop_overhead(
+            model,
+            self.device,
+            self.data,
+            self.protocol,
+            self.rounds,
+            self.steps,
+        )
+    }
 }
 
 /// The runner's `main`: parse arguments, probe or train, print JSON lines.

@@ -17,6 +17,20 @@ fn setup(train: usize) -> (Device, DeviceData) {
     (device, on_device)
 }
 
+/// The MNIST CNN trained under `protocol`, its events dropped.
+fn train_quietly(device: &Device, data: &DeviceData, protocol: &Protocol) -> protocol::Outcome {
+    let mut sink = |_: &Event| {};
+    protocol::train(
+        MnistCnn::new(device),
+        device,
+        data,
+        60_000,
+        protocol,
+        &mut sink,
+    )
+    .unwrap()
+}
+
 #[test]
 fn whole_epochs_after_warm_up_are_measured() {
     let (device, data) = setup(96);
@@ -71,16 +85,7 @@ fn a_cell_cut_by_its_budget_is_projected() {
         min_timed_steps: 3,
         ..Protocol::default()
     };
-    let mut sink = |_: &Event| {};
-    let out = protocol::train(
-        MnistCnn::new(&device),
-        &device,
-        &data,
-        60_000,
-        &protocol,
-        &mut sink,
-    )
-    .unwrap();
+    let out = train_quietly(&device, &data, &protocol);
     assert_eq!(out.obtained.method, Method::Projected);
     assert!(out.obtained.budget_exhausted);
     assert_eq!(
@@ -118,16 +123,7 @@ fn a_nan_loss_makes_the_cell_diverged_with_no_time() {
         inject_nan_at_step: Some(6),
         ..Protocol::default()
     };
-    let mut sink = |_: &Event| {};
-    let out = protocol::train(
-        MnistCnn::new(&device),
-        &device,
-        &data,
-        60_000,
-        &protocol,
-        &mut sink,
-    )
-    .unwrap();
+    let out = train_quietly(&device, &data, &protocol);
     let why = out.diverged.expect("diverged");
     assert!(why.contains("NaN") && why.contains("epoch 2"), "{why}");
     assert!(out.epoch_seconds.is_none() && out.images_per_second.is_none());
