@@ -18,6 +18,12 @@ pub struct DeviceReport {
     pub precisions: Vec<String>,
     /// True for the device `bench-all` uses by default.
     pub default: bool,
+    /// Memory the device offers, where it can be read (host RAM for CPU devices).
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Graphics or compute API and driver, for GPU devices.
+    #[serde(default)]
+    pub runtime: Option<crate::Runtime>,
 }
 
 /// A backend's answer to `--probe`.

@@ -44,6 +44,38 @@ pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'
         .copied()
 }
 
+/// The PyTorch reference row for `r`: an ok `pytorch` record of the same model on the same
+/// machine, device and precision.
+pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Record> {
+    rows.iter()
+        .find(|p| {
+            p.backend == "pytorch"
+                && p.status == Status::Ok
+                && p.epoch_seconds.is_some()
+                && p.device == r.device
+                && p.precision == r.precision
+                && machine(p) == machine(r)
+        })
+        .copied()
+}
+
+/// The device column: spec, name, and what kind of device it really is when that matters.
+fn device_cell(r: &Record) -> String {
+    let mut device = if r.device_name.is_empty() || r.device_name == r.device {
+        r.device.clone()
+    } else {
+        format!("{} ({})", r.device, r.device_name)
+    };
+    if r.device_kind.as_deref() == Some("cpu-emulated-gpu") {
+        device.push_str(" [CPU-emulated, not a GPU]");
+    }
+    if let Some(from) = &r.fallback_from {
+        let short = from.split(':').take(2).collect::<Vec<_>>().join(":");
+        let _ = write!(device, " [fallback from {short}]");
+    }
+    device
+}
+
 /// Records grouped by model, in the order models first appear.
 fn by_model(records: &[Record]) -> Vec<(String, Vec<&Record>)> {
     let mut order: Vec<String> = Vec::new();
@@ -243,9 +275,10 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
             .find(|&n| n > 0)
             .unwrap_or(0);
         let _ = writeln!(out, "### {model}\n");
+        let with_torch = rows.iter().any(|r| pytorch_reference(&rows, r).is_some());
         let _ = writeln!(
             out,
-            "| {}Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} | Warm-up epoch | Images/s | GFLOP/s (% of GEMM peak) | Peak memory | Test accuracy | Obtained |",
+            "| {}Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} |{} Warm-up epoch | Images/s | GFLOP/s (% of GEMM peak) | Peak memory | Test accuracy | Obtained |",
             if several { "Machine | " } else { "" },
             thousands(standard),
             base.map(|b| if several {
@@ -253,18 +286,35 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
             } else {
                 row_label(b)
             })
-            .unwrap_or_else(|| "baseline".into())
+            .unwrap_or_else(|| "baseline".into()),
+            if with_torch {
+                " Time ÷ PyTorch's (same device and precision) |"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             out,
-            "|{}---|---|---|---|---|---|---|---|---|---|",
-            if several { "---|" } else { "" }
+            "|{}---|---|---|---|{}---|---|---|---|---|---|",
+            if several { "---|" } else { "" },
+            if with_torch { "---|" } else { "" }
         );
         for r in &rows {
-            let device = if r.device_name.is_empty() || r.device_name == r.device {
-                r.device.clone()
-            } else {
-                format!("{} ({})", r.device, r.device_name)
+            let device = device_cell(r);
+            let torch_cell = |r: &Record| -> String {
+                if !with_torch {
+                    return String::new();
+                }
+                let ratio = match (pytorch_reference(&rows, r), &r.epoch_seconds) {
+                    (Some(p), Some(e)) if r.backend != "pytorch" => p
+                        .epoch_seconds
+                        .as_ref()
+                        .map(|pe| format!("{:.2}×", e.median / pe.median))
+                        .unwrap_or_else(|| "–".into()),
+                    (Some(_), Some(_)) => "1 (reference)".into(),
+                    _ => "–".into(),
+                };
+                format!(" {ratio} |")
             };
             let label = if several {
                 format!("{} | {} / {device}", machine(r), r.backend)
@@ -292,9 +342,10 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
                         .unwrap_or_else(|| "–".into());
                     let _ = writeln!(
                         out,
-                        "| {label} | {} | {} | {speedup} | {warm} | {ips} | {} | {} | {} | {} |",
+                        "| {label} | {} | {} | {speedup} |{} {warm} | {ips} | {} | {} | {} | {} |",
                         r.precision,
                         epoch_cell(epoch),
+                        torch_cell(r),
                         efficiency_cell(r),
                         memory_cell(r),
                         accuracy_cell(r),
@@ -305,9 +356,10 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
                     let reason = r.reason.clone().unwrap_or_default().replace('|', "/");
                     let _ = writeln!(
                         out,
-                        "| {label} | {} | **{}**: {reason} | – | – | – | – | {} | {} | {} |",
+                        "| {label} | {} | **{}**: {reason} | – |{} – | – | – | {} | {} | {} |",
                         r.precision,
                         r.status.as_str(),
+                        torch_cell(r),
                         memory_cell(r),
                         accuracy_cell(r),
                         if r.status == Status::Skipped {
@@ -400,6 +452,37 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.data == DataKind::Synthetic {
         out.push("synthetic data: accuracy means nothing".into());
     }
+    if r.device_kind.as_deref() == Some("cpu-emulated-gpu") {
+        out.push(
+            "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \
+             not a GPU result"
+                .into(),
+        );
+    }
+    if let Some(rt) = &r.runtime {
+        let mut parts = Vec::new();
+        if let Some(f) = rt.fusion {
+            parts.push(format!("fusion {}", if f { "on" } else { "off" }));
+        }
+        if let Some(a) = &rt.autotune {
+            parts.push(format!("autotune {a}"));
+        }
+        if let Some(c) = &rt.autotune_cache {
+            parts.push(format!("autotune cache {c} at start"));
+        }
+        if !parts.is_empty() {
+            out.push(parts.join(", "));
+        }
+    }
+    if let Some(ls) = &r.loss_scaling {
+        out.push(format!(
+            "loss scaling: {} of {} steps skipped on overflow, scale {} → {}",
+            ls.skipped_steps,
+            ls.skipped_steps + ls.applied_steps,
+            ls.initial_scale,
+            ls.final_scale
+        ));
+    }
     out
 }
 
@@ -419,7 +502,7 @@ pub fn csv(records: &[Record]) -> String {
          images_per_second,peak_memory_bytes,device_peak_in_use_bytes,device_peak_reserved_bytes,\
          test_accuracy,test_samples,method,timed_steps,epoch_samples,standard_epoch_samples,data,\
          dataset,batch_size,seed,cpu_model,threads,kiln_commit,flops_per_sample,achieved_gflops,\
-         peak_gflops,reason\n",
+         peak_gflops,device_kind,fallback_from,amp_skipped_steps,amp_final_scale,reason\n",
     );
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -461,6 +544,13 @@ pub fn csv(records: &[Record]) -> String {
             optu(r.flops_per_sample),
             opt(r.achieved_gflops),
             opt(r.peak.as_ref().map(|p| p.gflops)),
+            r.device_kind.clone().unwrap_or_default(),
+            r.fallback_from.clone().unwrap_or_default(),
+            r.loss_scaling
+                .as_ref()
+                .map(|l| l.skipped_steps.to_string())
+                .unwrap_or_default(),
+            opt(r.loss_scaling.as_ref().map(|l| l.final_scale)),
             r.reason.clone().unwrap_or_default(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -546,6 +636,23 @@ mod tests {
             md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, CV 10.0%) | 10.00× ± 1.41"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_pytorch_column_divides_by_the_reference_on_the_same_device_and_precision() {
+        let torch = timed("pytorch", 100.0);
+        let tch = timed("tch", 130.0);
+        let mut emulated = timed("wgpu", 400.0);
+        emulated.device_kind = Some("cpu-emulated-gpu".into());
+        let md = markdown(&[torch, tch, emulated.clone()], None);
+        assert!(md.contains("Time ÷ PyTorch's"), "{md}");
+        assert!(md.contains("| 1.30× |"), "{md}");
+        assert!(md.contains("1 (reference)"), "{md}");
+        assert!(md.contains("[CPU-emulated, not a GPU]"), "{md}");
+        assert!(md.contains("not a GPU result"), "{md}");
+        // Without a PyTorch row there is no such column.
+        let md = markdown(&[emulated], None);
+        assert!(!md.contains("PyTorch"), "{md}");
     }
 
     #[test]

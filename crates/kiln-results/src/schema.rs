@@ -156,6 +156,39 @@ pub struct Calibration {
     pub cached: bool,
 }
 
+/// How a device's runtime was set up for a cell (GPU runtimes; `None` fields were not reported).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Runtime {
+    /// Graphics or compute API (`vulkan`, `metal`, `dx12`, `webgpu`, `cuda`, ...).
+    pub api: Option<String>,
+    /// Driver name and version as the device reports them.
+    pub driver: Option<String>,
+    /// True for a software implementation on the CPU (lavapipe/llvmpipe, SwiftShader, WARP):
+    /// a correctness row, not a GPU result.
+    pub cpu_emulated: bool,
+    /// Kernel fusion compiled in and on.
+    pub fusion: Option<bool>,
+    /// Autotune level (`minimal`, `balanced`, `extensive`, `full`), `None` when not applicable.
+    pub autotune: Option<String>,
+    /// State of the on-disk autotune cache when the cell started: `warm`, `cold` or `disabled`.
+    pub autotune_cache: Option<String>,
+    /// Where that cache lives.
+    pub autotune_cache_dir: Option<String>,
+}
+
+/// Dynamic loss scaling of an `amp-*` cell (what PyTorch's GradScaler does).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LossScaling {
+    pub initial_scale: f64,
+    pub final_scale: f64,
+    /// Optimizer steps skipped because a gradient overflowed (inf or NaN after unscaling).
+    pub skipped_steps: usize,
+    /// Optimizer steps taken.
+    pub applied_steps: usize,
+    /// Overflow-free steps after which the scale doubles.
+    pub growth_interval: usize,
+}
+
 /// Where and with what a record was produced.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Fingerprint {
@@ -230,6 +263,19 @@ pub struct Record {
     /// The device's measured GEMM peak in this precision.
     #[serde(default)]
     pub peak: Option<Calibration>,
+    /// `cpu`, `discrete-gpu`, `integrated-gpu`, `virtual-gpu` or `cpu-emulated-gpu`.
+    #[serde(default)]
+    pub device_kind: Option<String>,
+    /// How the device's runtime was set up (GPU backends).
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
+    /// Loss scaling of mixed-precision (`amp-*`) cells.
+    #[serde(default)]
+    pub loss_scaling: Option<LossScaling>,
+    /// Set when this cell ran on the CPU fallback: the cell it replaces and why
+    /// (`fell back from wgpu vulkan:cpu: ...`).
+    #[serde(default)]
+    pub fallback_from: Option<String>,
     pub fingerprint: Fingerprint,
     /// Seconds since the Unix epoch when the cell started.
     pub started_at: u64,
@@ -285,6 +331,10 @@ impl Record {
             flops_per_sample: None,
             achieved_gflops: None,
             peak: None,
+            device_kind: None,
+            runtime: None,
+            loss_scaling: None,
+            fallback_from: None,
             fingerprint: Fingerprint::default(),
             started_at: 0,
             wall_seconds: 0.0,
