@@ -34,7 +34,8 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-fn memory_bytes() -> Option<u64> {
+/// Physical memory of the host.
+pub fn memory_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok();
     if let Some(info) = info {
         let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;

@@ -1,7 +1,9 @@
 //! Kiln's core: the models and the training protocol, written once for any Burn device, and the
 //! runner binary logic that each thin backend crate wraps. Names no backend.
 
+pub mod amp;
 pub mod calibrate;
+pub mod check;
 pub mod fingerprint;
 pub mod memory;
 pub mod models;

@@ -102,7 +102,12 @@ impl ChannelDropout {
         }
         let [b, c, _, _] = x.dims();
         let keep = 1.0 - self.prob;
-        let mask = Tensor::<4>::random([b, c, 1, 1], Distribution::Bernoulli(keep), &x.device());
+        // The mask in the input's own type: under mixed precision the input is f16 or bf16.
+        let mask = Tensor::<4>::random(
+            [b, c, 1, 1],
+            Distribution::Bernoulli(keep),
+            (&x.device(), x.dtype()),
+        );
         x * mask / keep
     }
 }

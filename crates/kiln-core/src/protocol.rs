@@ -19,6 +19,7 @@ use kiln_results::{
 };
 
 use crate::CoreError;
+use crate::amp::{self, LossScaler};
 use crate::models::Classifier;
 
 /// The knobs of the protocol (the article's: Adam 1e-3, batch 128, 20 epochs).
@@ -38,6 +39,9 @@ pub struct Protocol {
     pub inject_nan_at_step: Option<usize>,
     /// Gradient accumulation: each batch runs as this many micro-batches, one optimizer step.
     pub accum_steps: usize,
+    /// Mixed precision: the compute type of forward and backward (f32 master weights, dynamic
+    /// loss scaling); `None` computes in the device's float type.
+    pub amp: Option<FloatDType>,
 }
 
 impl Default for Protocol {
@@ -52,6 +56,7 @@ impl Default for Protocol {
             min_timed_steps: 2,
             inject_nan_at_step: None,
             accum_steps: 1,
+            amp: None,
         }
     }
 }
@@ -118,6 +123,7 @@ pub struct Trainer<M: Classifier> {
     loss: CrossEntropyLoss,
     learning_rate: f64,
     accum_steps: usize,
+    amp: Option<(FloatDType, LossScaler)>,
 }
 
 impl<M: Classifier> Trainer<M> {
@@ -129,6 +135,28 @@ impl<M: Classifier> Trainer<M> {
             loss: CrossEntropyLossConfig::new().init(device),
             learning_rate,
             accum_steps: 1,
+            amp: None,
+        }
+    }
+
+    /// Train in mixed precision: forward and backward in `dtype`, f32 master weights and
+    /// optimizer state, loss scaled by `scaler`.
+    pub fn with_amp(mut self, dtype: FloatDType, scaler: LossScaler) -> Self {
+        self.amp = Some((dtype, scaler));
+        self
+    }
+
+    /// The loss scaler of a mixed-precision trainer.
+    pub fn scaler(&self) -> Option<&LossScaler> {
+        self.amp.as_ref().map(|(_, s)| s)
+    }
+
+    /// The model the forward pass runs (the master model cast in the graph under amp), and the
+    /// input type it takes.
+    fn compute_model(&self, model: &M) -> (Option<M>, Option<FloatDType>) {
+        match &self.amp {
+            Some((dtype, _)) => (Some(amp::cast_model(model, *dtype)), Some(*dtype)),
+            None => (None, None),
         }
     }
 
@@ -149,11 +177,29 @@ impl<M: Classifier> Trainer<M> {
     ) -> (GradientsParams, Tensor<1>) {
         let [len] = indices.dims();
         let micro = len.div_ceil(self.accum_steps).max(1);
+        let (cast, input_dtype) = self.compute_model(model);
+        let forward_model = cast.as_ref().unwrap_or(model);
+        let scale = self.scaler().map(LossScaler::scale);
+        let scaled = |loss: &Tensor<1>| match scale {
+            Some(s) => loss.clone().mul_scalar(s),
+            None => loss.clone(),
+        };
+        // Mean loss of `part` weighted by its share of the batch, in f32 (as autocast does).
+        let micro_loss = |part: Tensor<1, Int>, share: f64| {
+            let mut x = data.train_x.clone().select(0, part.clone());
+            if let Some(dtype) = input_dtype {
+                x = x.cast(dtype);
+            }
+            let y = data.train_y.clone().select(0, part);
+            let logits = forward_model.forward(x).cast(FloatDType::F32);
+            self.loss.forward(logits, y).mul_scalar(share)
+        };
         if micro >= len {
-            let x = data.train_x.clone().select(0, indices.clone());
-            let y = data.train_y.clone().select(0, indices);
-            let loss = self.loss.forward(model.forward(x), y);
-            return (GradientsParams::from_grads(loss.backward(), model), loss);
+            let loss = micro_loss(indices, 1.0);
+            return (
+                GradientsParams::from_grads(scaled(&loss).backward(), model),
+                loss.detach(),
+            );
         }
         let mut accumulator = GradientsAccumulator::<M>::new();
         let mut total: Option<Tensor<1>> = None;
@@ -161,11 +207,10 @@ impl<M: Classifier> Trainer<M> {
         while start < len {
             let end = (start + micro).min(len);
             let part = indices.clone().slice(start..end);
-            let x = data.train_x.clone().select(0, part.clone());
-            let y = data.train_y.clone().select(0, part);
             let share = (end - start) as f64 / len as f64;
-            let loss = self.loss.forward(model.forward(x), y).mul_scalar(share);
-            accumulator.accumulate(model, GradientsParams::from_grads(loss.backward(), model));
+            let loss = micro_loss(part, share);
+            let grads = GradientsParams::from_grads(scaled(&loss).backward(), model);
+            accumulator.accumulate(model, grads);
             let loss = loss.detach();
             total = Some(match total {
                 Some(t) => t + loss,
@@ -191,8 +236,23 @@ impl<M: Classifier> Trainer<M> {
             .model
             .take()
             .expect("the model is only taken out during a step");
-        let (grads, loss) = self.gradients(&model, data, indices);
-        self.model = Some(self.optim.step(self.learning_rate, model, grads));
+        let (mut grads, loss) = self.gradients(&model, data, indices);
+        let apply = match &mut self.amp {
+            None => true,
+            Some((_, scaler)) => {
+                // One scalar read per step: the step may only be applied if no gradient
+                // overflowed (GradScaler reads its inf flag the same way).
+                let finite = amp::unscale(&model, &mut grads, scaler.scale())
+                    .map(|total| read_scalar(total).is_ok_and(f64::is_finite))
+                    .unwrap_or(true);
+                scaler.update(finite)
+            }
+        };
+        self.model = Some(if apply {
+            self.optim.step(self.learning_rate, model, grads)
+        } else {
+            model
+        });
         loss
     }
 
@@ -202,11 +262,20 @@ impl<M: Classifier> Trainer<M> {
             return Ok(0.0);
         }
         let model = self.model().valid();
+        // Under amp, evaluation runs in the compute type, as under autocast.
+        let input_dtype = self.amp.as_ref().map(|(d, _)| *d);
+        let model = match input_dtype {
+            Some(dtype) => amp::cast_model(&model, dtype),
+            None => model,
+        };
         let mut correct: Option<Tensor<1, Int>> = None;
         let mut start = 0;
         while start < data.test_len {
             let end = (start + batch).min(data.test_len);
-            let x = data.test_x.clone().slice(start..end);
+            let mut x = data.test_x.clone().slice(start..end);
+            if let Some(dtype) = input_dtype {
+                x = x.cast(dtype);
+            }
             let y = data.test_y.clone().slice(start..end);
             let predicted = model.forward(x).argmax(1).reshape([end - start]);
             let hits = predicted.equal(y).int().sum();
@@ -264,6 +333,7 @@ pub struct Outcome {
     pub obtained: Obtained,
     pub epochs: Vec<EpochSummary>,
     pub note: Option<String>,
+    pub loss_scaling: Option<kiln_results::LossScaling>,
 }
 
 fn sync(device: &Device) -> Result<(), CoreError> {
@@ -288,8 +358,14 @@ impl<'a, M: Classifier> Run<'a, M> {
             device,
             data,
             protocol,
-            trainer: Trainer::new(model, device, protocol.learning_rate)
-                .with_accumulation(protocol.accum_steps),
+            trainer: {
+                let t = Trainer::new(model, device, protocol.learning_rate)
+                    .with_accumulation(protocol.accum_steps);
+                match protocol.amp {
+                    Some(dtype) => t.with_amp(dtype, LossScaler::default()),
+                    None => t,
+                }
+            },
             started: now,
             last_progress: now,
             mark: now,
@@ -511,6 +587,7 @@ pub fn train<M: Classifier>(
         obtained: obtained.clone(),
         epochs: epochs.clone(),
         note: None,
+        loss_scaling: run.trainer.scaler().map(LossScaler::summary),
     };
     if diverged.is_some() {
         return Ok(outcome);

@@ -30,23 +30,56 @@ pub trait Binding {
     fn version(&self) -> &'static str;
     /// Every device the backend can see, probed without panicking.
     fn probe(&self) -> Vec<DeviceReport>;
-    /// The device `spec` names (`default` for the default one) and its human name, or why it
-    /// cannot be used.
-    fn device(&self, spec: &str) -> Result<(Device, String), String>;
+    /// The device `spec` names (`default` for the default one), or why it cannot be used.
+    fn device(&self, spec: &str) -> Result<Selected, String>;
     /// Worker threads the backend computes with.
     fn threads(&self) -> usize;
 }
 
-/// Float precision of a cell (pure: weights, activations and gradients in that type).
+/// A device a binding selected for a cell.
+pub struct Selected {
+    pub device: Device,
+    /// The spec `--probe` lists for it (what `default` resolved to).
+    pub spec: String,
+    /// Human-readable name (the CPU model, the adapter's name).
+    pub name: String,
+    /// `cpu`, `discrete-gpu`, `integrated-gpu`, `virtual-gpu` or `cpu-emulated-gpu`.
+    pub kind: String,
+    /// How a GPU runtime is set up (API, driver, fusion, autotune).
+    pub runtime: Option<kiln_results::Runtime>,
+}
+
+impl Selected {
+    /// The host CPU as the device of a CPU backend.
+    pub fn cpu(device: Device) -> Selected {
+        Selected {
+            device,
+            spec: "cpu".into(),
+            name: fingerprint::cpu_model(),
+            kind: "cpu".into(),
+            runtime: None,
+        }
+    }
+}
+
+/// Float precision of a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// Everything in f32.
     F32,
+    /// Pure f16: weights, optimizer state, activations and gradients (diverges; kept as a row).
     F16,
+    /// Pure bf16.
     BF16,
+    /// Mixed precision: f32 master weights and optimizer, f16 forward and backward, dynamic
+    /// loss scaling.
+    AmpF16,
+    /// Mixed precision with bf16 compute.
+    AmpBF16,
 }
 
 /// Precision names accepted on the command line.
-pub const PRECISION_NAMES: &[&str] = &["f32", "f16", "bf16"];
+pub const PRECISION_NAMES: &[&str] = &["f32", "f16", "bf16", "amp-f16", "amp-bf16"];
 
 impl Precision {
     /// Parse a command-line name.
@@ -55,6 +88,8 @@ impl Precision {
             "f32" => Some(Precision::F32),
             "f16" => Some(Precision::F16),
             "bf16" => Some(Precision::BF16),
+            "amp-f16" => Some(Precision::AmpF16),
+            "amp-bf16" => Some(Precision::AmpBF16),
             _ => None,
         }
     }
@@ -65,23 +100,34 @@ impl Precision {
             Precision::F32 => "f32",
             Precision::F16 => "f16",
             Precision::BF16 => "bf16",
+            Precision::AmpF16 => "amp-f16",
+            Precision::AmpBF16 => "amp-bf16",
         }
     }
 
-    /// Burn's float type.
+    /// Burn's float type the forward and backward passes compute in.
     pub fn dtype(self) -> FloatDType {
         match self {
             Precision::F32 => FloatDType::F32,
-            Precision::F16 => FloatDType::F16,
-            Precision::BF16 => FloatDType::BF16,
+            Precision::F16 | Precision::AmpF16 => FloatDType::F16,
+            Precision::BF16 | Precision::AmpBF16 => FloatDType::BF16,
+        }
+    }
+
+    /// The compute type of a mixed-precision mode (`None` for pure modes).
+    pub fn amp(self) -> Option<FloatDType> {
+        match self {
+            Precision::AmpF16 | Precision::AmpBF16 => Some(self.dtype()),
+            _ => None,
         }
     }
 }
 
-/// The precisions `device` computes in.
+/// The precisions `device` computes in (an `amp-*` mode needs its compute type).
 pub fn supported_precisions(device: &Device) -> Vec<String> {
-    [Precision::F32, Precision::F16, Precision::BF16]
-        .into_iter()
+    PRECISION_NAMES
+        .iter()
+        .filter_map(|n| Precision::parse(n))
         .filter(|p| device.supports_dtype(p.dtype()))
         .map(|p| p.name().to_string())
         .collect()
@@ -97,6 +143,8 @@ pub fn cpu_device_report(device: &Device) -> DeviceReport {
         reason: None,
         precisions: supported_precisions(device),
         default: true,
+        memory_bytes: fingerprint::memory_bytes(),
+        runtime: None,
     }
 }
 
@@ -115,9 +163,18 @@ struct Args {
     /// Device spec from --probe (`default` picks the backend's default device).
     #[arg(long, default_value = "default")]
     device: String,
-    /// f32, f16 or bf16.
+    /// Graphics API of a GPU backend (wgpu: vulkan, metal, dx12, webgpu); prefixes --device.
+    #[arg(long)]
+    api: Option<String>,
+    /// f32, f16, bf16 (pure), amp-f16 or amp-bf16 (mixed, with dynamic loss scaling).
     #[arg(long, default_value = "f32")]
     precision: String,
+    /// CubeCL autotune level (minimal, balanced, extensive, full) for GPU backends.
+    #[arg(long)]
+    autotune: Option<String>,
+    /// Neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[arg(long)]
+    no_autotune_cache: bool,
     /// Epochs (default: 20, or 3 with --quick).
     #[arg(long)]
     epochs: Option<usize>,
@@ -185,6 +242,8 @@ struct Cell {
     started: Instant,
     args: Vec<String>,
     threads: usize,
+    device_kind: Option<String>,
+    runtime: Option<kiln_results::Runtime>,
     backend_version: String,
     flops_per_sample: Option<u64>,
     peak: Option<kiln_results::Calibration>,
@@ -205,6 +264,16 @@ impl Cell {
         r.fingerprint.backend_version = self.backend_version.clone();
         r.flops_per_sample = self.flops_per_sample;
         r.peak = self.peak.clone();
+        r.device_kind = self.device_kind.clone();
+        r.runtime = self.runtime.clone();
+        if self
+            .device_kind
+            .as_deref()
+            .is_some_and(|k| k.ends_with("gpu"))
+        {
+            r.fingerprint.gpu_name = Some(self.device_name.clone());
+            r.fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
+        }
         r.started_at = self.started_at;
         r.wall_seconds = self.started.elapsed().as_secs_f64();
         r.args = self.args.clone();
@@ -225,6 +294,7 @@ impl Cell {
             r.train_samples = o.train_samples;
             r.obtained = o.obtained;
             r.epochs = o.epochs;
+            r.loss_scaling = o.loss_scaling;
             let notes: Vec<String> = [r.reason.take(), o.note, self.data_note.clone()]
                 .into_iter()
                 .flatten()
@@ -248,22 +318,21 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
             PRECISION_NAMES.join(", ")
         ))
     })?;
-    let (mut device, device_name) = match binding.device(&args.device) {
+    let selected = match binding.device(&cell.id.device) {
         Ok(found) => found,
         Err(why) => {
             return Ok(cell.record(
                 Status::Skipped,
-                Some(format!("device {} unavailable: {why}", args.device)),
+                Some(format!("device {} unavailable: {why}", cell.id.device)),
                 None,
             ));
         }
     };
-    cell.device_name = device_name;
-    if args.device == "default"
-        && let Some(d) = binding.probe().into_iter().find(|d| d.default)
-    {
-        cell.id.device = d.spec;
-    }
+    let mut device = selected.device;
+    cell.device_name = selected.name;
+    cell.id.device = selected.spec;
+    cell.device_kind = Some(selected.kind);
+    cell.runtime = selected.runtime;
     if !device.supports_dtype(precision.dtype()) {
         return Ok(cell.record(
             Status::Skipped,
@@ -276,7 +345,7 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
             None,
         ));
     }
-    if precision != Precision::F32 {
+    if precision != Precision::F32 && precision.amp().is_none() {
         device
             .configure(precision.dtype())
             .map_err(|e| CoreError::Device(format!("cannot use {}: {e:?}", precision.name())))?;
@@ -528,11 +597,18 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             args.accum_steps
         ));
     }
+    if let Err(e) = set_runtime_env(&args) {
+        return usage(e);
+    }
     let mut cell = Cell {
         id: CellId {
             model: model.clone(),
             backend: binding.name().into(),
-            device: args.device.clone(),
+            device: match &args.api {
+                Some(api) if args.device == "default" => api.clone(),
+                Some(api) => format!("{api}:{}", args.device),
+                None => args.device.clone(),
+            },
             precision: args.precision.clone(),
         },
         device_name: args.device.clone(),
@@ -544,6 +620,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             eval_limit: args.eval_limit,
             inject_nan_at_step: args.inject_nan_at_step,
             accum_steps: args.accum_steps,
+            amp: Precision::parse(&args.precision).and_then(Precision::amp),
             ..Protocol::default()
         },
         dataset: String::new(),
@@ -555,6 +632,8 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         started: Instant::now(),
         args: argv[1..].to_vec(),
         threads: binding.threads(),
+        device_kind: None,
+        runtime: None,
         backend_version: binding.version().into(),
         flops_per_sample: None,
         peak: None,
@@ -590,6 +669,28 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     debug_assert_eq!(record.schema, SCHEMA_VERSION);
     emit(&Event::Final(Box::new(record)));
     code
+}
+
+/// Turn the runtime flags into the environment CubeCL reads when a device starts.
+fn set_runtime_env(args: &Args) -> Result<(), String> {
+    let mut vars = Vec::new();
+    if let Some(level) = &args.autotune {
+        if !["minimal", "balanced", "extensive", "full"].contains(&level.as_str()) {
+            return Err(format!(
+                "--autotune {level:?}: use minimal, balanced, extensive or full"
+            ));
+        }
+        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.as_str()));
+    }
+    if args.no_autotune_cache {
+        vars.push(("CUBECL_AUTOTUNE_CACHE", "false"));
+    }
+    for (key, value) in vars {
+        // SAFETY: called from `main` before any device, thread pool or other thread starts,
+        // so nothing reads the environment concurrently.
+        unsafe { std::env::set_var(key, value) };
+    }
+    Ok(())
 }
 
 /// Threads a rayon-based CPU backend uses: `RAYON_NUM_THREADS`, else one per logical core.

@@ -2,7 +2,7 @@
 
 use burn::tensor::Device;
 use kiln_core::Binding;
-use kiln_core::runner::cpu_device_report;
+use kiln_core::runner::{Selected, cpu_device_report};
 use kiln_results::DeviceReport;
 
 /// The flex backend: one device, the host CPU.
@@ -21,9 +21,9 @@ impl Binding for FlexBinding {
         vec![cpu_device_report(&Device::flex())]
     }
 
-    fn device(&self, spec: &str) -> Result<(Device, String), String> {
+    fn device(&self, spec: &str) -> Result<Selected, String> {
         match spec {
-            "default" | "cpu" => Ok((Device::flex(), kiln_core::fingerprint::cpu_model())),
+            "default" | "cpu" => Ok(Selected::cpu(Device::flex())),
             other => Err(format!("flex has one device, `cpu`; {other:?} is not one")),
         }
     }

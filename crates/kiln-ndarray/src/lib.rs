@@ -3,7 +3,7 @@
 
 use burn::tensor::Device;
 use kiln_core::Binding;
-use kiln_core::runner::cpu_device_report;
+use kiln_core::runner::{Selected, cpu_device_report};
 use kiln_results::DeviceReport;
 
 /// The ndarray backend: one device, the host CPU.
@@ -28,9 +28,9 @@ impl Binding for NdarrayBinding {
         vec![cpu_device_report(&ndarray_device())]
     }
 
-    fn device(&self, spec: &str) -> Result<(Device, String), String> {
+    fn device(&self, spec: &str) -> Result<Selected, String> {
         match spec {
-            "default" | "cpu" => Ok((ndarray_device(), kiln_core::fingerprint::cpu_model())),
+            "default" | "cpu" => Ok(Selected::cpu(ndarray_device())),
             other => Err(format!(
                 "ndarray has one device, `cpu`; {other:?} is not one"
             )),
