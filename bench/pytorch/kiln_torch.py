@@ -1,0 +1,687 @@
+#!/usr/bin/env python3
+"""Kiln's PyTorch reference runner: the protocol of crates/kiln-core, in plain PyTorch.
+
+Same models layer for layer, same Adam (1e-3, eps 1e-8), same batch, same sample order
+(SplitMix64 Fisher-Yates per epoch), same synced timing (first step and first epoch apart,
+chunks of a tenth of an epoch, projection when the budget ends), same test evaluation, and
+records in the same JSON schema (kiln-results, schema 1). `cargo xtask bench-all` starts it with
+the torch environment's Python and a `--data-file` holding the exact samples the Rust runners
+load. Run by hand: `python kiln_torch.py --probe`.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import socket
+import sys
+import time
+
+import warnings
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+SCHEMA_VERSION = 1
+MIN_TIMED_STEPS = 2
+MASK64 = (1 << 64) - 1
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def note(text):
+    sys.stderr.write("kiln-torch: " + text + "\n")
+
+
+# ---------------------------------------------------------------- sample order (kiln-data rng.rs)
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK64
+
+    def next_u64(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, bound):
+        zone = MASK64 - (MASK64 % bound)
+        while True:
+            x = self.next_u64()
+            if x < zone:
+                return x % bound
+
+
+def epoch_permutation(n, seed, epoch):
+    rng = SplitMix64(seed ^ ((epoch * 0xD1B54A32D192ED03) & MASK64))
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = rng.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+# ---------------------------------------------------------------- models (kiln-core models.rs)
+class MnistCnn(nn.Module):
+    """Conv(1->64,k3) > MaxPool2 > Conv(64->512,k3) > MaxPool2 > Dropout2d(0.1) >
+    AdaptiveMaxPool(1x1) > Flatten > Linear(512->1024) > ReLU > Linear(1024->10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 64, 3)
+        self.conv2 = nn.Conv2d(64, 512, 3)
+        self.pool = nn.MaxPool2d(2)
+        self.dropout = nn.Dropout2d(0.1)
+        self.fc1 = nn.Linear(512, 1024)
+        self.fc2 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = self.pool(self.conv1(x))
+        x = self.pool(self.conv2(x))
+        x = self.dropout(x)
+        x = F.adaptive_max_pool2d(x, 1).flatten(1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def conv(cin, cout, k, stride, pad):
+    c = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, bias=False)
+    nn.init.kaiming_normal_(c.weight, mode="fan_out", nonlinearity="relu")
+    return c
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, inplanes, planes, stride):
+        super().__init__()
+        self.conv1 = conv(inplanes, planes, 3, stride, 1)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv(planes, planes, 3, 1, 1)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or inplanes != planes:
+            self.downsample = nn.Sequential(conv(inplanes, planes, 1, stride, 0), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + identity)
+
+
+class ResNet18(nn.Module):
+    """torchvision's ResNet18 topology (BasicBlock, [2, 2, 2, 2]) with a 10-class head."""
+
+    def __init__(self, in_channels, classes=10):
+        super().__init__()
+        self.conv1 = conv(in_channels, 64, 7, 2, 3)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+        blocks, inplanes = [], 64
+        for planes, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+            blocks += [BasicBlock(inplanes, planes, stride), BasicBlock(planes, planes, 1)]
+            inplanes = planes
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.blocks(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+MODELS = {
+    "mnist-cnn": (lambda: MnistCnn(), (1, 28, 28)),
+    "resnet18": (lambda: ResNet18(3), (3, 32, 32)),
+    "resnet18-gray": (lambda: ResNet18(1), (1, 28, 28)),
+}
+
+
+def training_flops_per_sample(model, shape):
+    """3 x forward multiply-adds x 2 of the convolutions and linear layers (as kiln-core)."""
+    macs = [0]
+
+    def hook(module, inputs, output):
+        if isinstance(module, nn.Conv2d):
+            kh, kw = module.kernel_size
+            cin = module.in_channels // module.groups
+            macs[0] += cin * module.out_channels * kh * kw * output.shape[2] * output.shape[3]
+        elif isinstance(module, nn.Linear):
+            macs[0] += module.in_features * module.out_features
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros((1,) + shape))
+    model.train(was_training)
+    for h in handles:
+        h.remove()
+    return 6 * macs[0]
+
+
+# ---------------------------------------------------------------- devices
+PRECISIONS = ["f32", "f16", "bf16", "amp-f16", "amp-bf16"]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_bytes():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def probe():
+    devices = [{
+        "spec": "cpu", "name": cpu_model(), "kind": "cpu", "available": True, "reason": None,
+        "precisions": PRECISIONS, "default": True, "memory_bytes": memory_bytes(), "runtime": None,
+    }]
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for i in range(count):
+        p = torch.cuda.get_device_properties(i)
+        precisions = [p for p in PRECISIONS if "bf16" not in p or torch.cuda.is_bf16_supported()]
+        devices.append({
+            "spec": "cuda:%d" % i, "name": p.name, "kind": "discrete-gpu", "available": True,
+            "reason": None, "precisions": precisions, "default": False,
+            "memory_bytes": p.total_memory,
+            "runtime": {"api": "cuda", "driver": torch.version.cuda, "cpu_emulated": False,
+                        "fusion": None, "autotune": None, "autotune_cache": None,
+                        "autotune_cache_dir": None},
+        })
+    if count == 0:
+        devices.append(unavailable("cuda:0", "PyTorch sees no CUDA device (no NVIDIA driver, or a CPU-only torch)"))
+    if torch.backends.mps.is_available():
+        devices.append({
+            "spec": "mps", "name": "Apple GPU (MPS)", "kind": "integrated-gpu", "available": True,
+            "reason": None, "precisions": PRECISIONS, "default": False, "memory_bytes": None,
+            "runtime": {"api": "mps", "driver": None, "cpu_emulated": False, "fusion": None,
+                        "autotune": None, "autotune_cache": None, "autotune_cache_dir": None},
+        })
+    else:
+        devices.append(unavailable("mps", "PyTorch reports no MPS device: MPS needs macOS on Apple silicon"))
+    return devices
+
+
+def unavailable(spec, why):
+    return {"spec": spec, "name": spec, "kind": "integrated-gpu" if spec == "mps" else "discrete-gpu",
+            "available": False, "reason": why, "precisions": [], "default": False,
+            "memory_bytes": None, "runtime": None}
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def peak_rss_bytes():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    raw = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return raw if sys.platform == "darwin" else raw * 1024
+
+
+def gemm_peak(device, dtype):
+    """Best GFLOP/s of square products: grow from 512 until one takes 0.1 s (<= 8192), best of 5."""
+    def measure(n, reps):
+        a = torch.rand((n, n), device=device, dtype=dtype) * 2 - 1
+        b = torch.rand((n, n), device=device, dtype=dtype) * 2 - 1
+        a @ b
+        sync(device)
+        best = math.inf
+        for _ in range(reps):
+            t = time.perf_counter()
+            a @ b
+            sync(device)
+            best = min(best, time.perf_counter() - t)
+        return 2.0 * n ** 3 / best / 1e9, best
+
+    n = 512
+    while n < 8192 and measure(n, 1)[1] < 0.1:
+        n *= 2
+    gflops, _ = measure(n, 5)
+    return {"gflops": gflops, "matrix": n, "reps": 5, "cached": False}
+
+
+# ---------------------------------------------------------------- data
+def load_data(path, train_limit, eval_limit):
+    with open(path, "rb") as f:
+        magic = f.readline()
+        if magic.strip() != b"KILNDATA 1":
+            raise SystemExit("%s is not a Kiln data file (KILNDATA 1)" % path)
+        header = json.loads(f.readline())
+        c, h, w = header["channels"], header["height"], header["width"]
+        px = c * h * w
+        n_train, n_test = header["train"], header["test"]
+        blob = f.read()
+    expected = (n_train + n_test) * (px + 1)
+    if len(blob) != expected:
+        raise SystemExit("%s is cut short: %d of %d data bytes" % (path, len(blob), expected))
+    raw = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    o = 0
+    train_x = raw[o:o + n_train * px].view(n_train, c, h, w); o += n_train * px
+    train_y = raw[o:o + n_train]; o += n_train
+    test_x = raw[o:o + n_test * px].view(n_test, c, h, w); o += n_test * px
+    test_y = raw[o:o + n_test]
+    if train_limit:
+        train_x, train_y = train_x[:train_limit], train_y[:train_limit]
+    if eval_limit:
+        test_x, test_y = test_x[:eval_limit], test_y[:eval_limit]
+    mean = torch.tensor(header["mean"]).view(1, c, 1, 1)
+    std = torch.tensor(header["std"]).view(1, c, 1, 1)
+    norm = lambda x: (x.float() / 255.0 - mean) / std
+    return header, norm(train_x), train_y.long(), norm(test_x), test_y.long()
+
+
+# ---------------------------------------------------------------- the protocol
+def stats(samples):
+    if not samples or any(not math.isfinite(s) for s in samples):
+        return None
+    s = sorted(samples)
+    n = len(s)
+    median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    mean = sum(s) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in s) / (n - 1)) if n > 1 else 0.0
+    return {"median": median, "min": s[0], "max": s[-1], "mean": mean, "stddev": sd, "n": n}
+
+
+class Cell:
+    def __init__(self, args, device, model, x, y, tx, ty):
+        self.args, self.device, self.model = args, device, model
+        self.x, self.y, self.tx, self.ty = x, y, tx, ty
+        self.n = x.shape[0]
+        self.batch = args.batch
+        self.steps_per_epoch = -(-self.n // self.batch)
+        self.budget = args.budget
+        self.started = time.perf_counter()
+        self.last_progress = self.started
+        self.first_step = None
+        self.chunks = []  # (steps, samples, seconds)
+        self.steps_done = 0
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+        p = args.precision
+        self.amp = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(p)
+        self.pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(p)
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=65536.0, growth_interval=2000) if self.amp else None
+        self.skipped = 0
+        self.applied = 0
+
+    def budget_exhausted(self, open_steps):
+        timed = sum(c[0] for c in self.chunks) + open_steps
+        return (self.budget is not None and time.perf_counter() - self.started >= self.budget
+                and self.first_step is not None and timed >= MIN_TIMED_STEPS)
+
+    def step(self, idx):
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        k = self.args.accum_steps
+        micro = max(-(-len(idx) // k), 1)
+        total = None
+        for start in range(0, len(idx), micro):
+            part = idx[start:start + micro]
+            share = len(part) / len(idx)
+            xb, yb = self.x[part], self.y[part]
+            if self.pure is not None:
+                xb = xb.to(self.pure)
+            if self.amp is not None:
+                with torch.autocast(self.device.type, dtype=self.amp):
+                    logits = self.model(xb)
+                loss = F.cross_entropy(logits.float(), yb) * share
+                self.scaler.scale(loss).backward()
+            else:
+                loss = F.cross_entropy(self.model(xb), yb) * share
+                loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if self.scaler is not None:
+            before = self.scaler.get_scale()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            if self.scaler.get_scale() < before:
+                self.skipped += 1
+            else:
+                self.applied += 1
+        else:
+            self.opt.step()
+        return total
+
+    def epoch(self, epoch):
+        order = torch.tensor(epoch_permutation(self.n, self.args.seed, epoch), device=self.device)
+        chunk_len = max(self.steps_per_epoch // 10, 1)
+        loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        sync(self.device)
+        t0 = time.perf_counter()
+        mark = t0
+        chunk_steps = chunk_samples = steps = samples = 0
+        partial = False
+        for s in range(self.steps_per_epoch):
+            start, end = s * self.batch, min((s + 1) * self.batch, self.n)
+            loss = self.step(order[start:end])
+            loss_sum = loss_sum + loss.float() * (end - start)
+            steps += 1
+            samples += end - start
+            self.steps_done += 1
+            if self.first_step is None:
+                sync(self.device)
+                now = time.perf_counter()
+                self.first_step = now - t0
+                mark = now
+                continue
+            chunk_steps += 1
+            chunk_samples += end - start
+            last = s + 1 == self.steps_per_epoch
+            if chunk_steps == chunk_len and not last:
+                sync(self.device)
+                now = time.perf_counter()
+                self.chunks.append((chunk_steps, chunk_samples, now - mark))
+                mark = now
+                chunk_steps = chunk_samples = 0
+                if not math.isfinite(loss_sum.item()):
+                    break
+            if time.perf_counter() - self.last_progress >= 2.0:
+                self.last_progress = time.perf_counter()
+                emit({"event": "progress", "epoch": epoch + 1, "step": s + 1,
+                      "steps_per_epoch": self.steps_per_epoch,
+                      "elapsed_seconds": self.last_progress - self.started, "eta_seconds": self.eta(epoch, s + 1)})
+            if not last and self.budget_exhausted(chunk_steps):
+                partial = True
+                break
+        sync(self.device)
+        now = time.perf_counter()
+        if chunk_steps > 0:
+            self.chunks.append((chunk_steps, chunk_samples, now - mark))
+        mark = now
+        mean_loss = loss_sum.item() / max(samples, 1)
+        return {"epoch": epoch + 1, "seconds": mark - t0, "steps": steps, "samples": samples,
+                "partial": partial, "mean_loss": mean_loss, "test_accuracy": None}, partial
+
+    def eta(self, epoch, step):
+        if self.chunks:
+            per_step = self.chunks[-1][2] / self.chunks[-1][0]
+        elif self.steps_done:
+            per_step = (time.perf_counter() - self.started) / self.steps_done
+        else:
+            return None
+        left = self.args.epochs * self.steps_per_epoch - (epoch * self.steps_per_epoch + step)
+        eta = per_step * max(left, 0)
+        if self.budget is not None:
+            eta = min(eta, max(self.budget - (time.perf_counter() - self.started), 0) + per_step)
+        return eta
+
+    def test_accuracy(self, batch):
+        if self.tx.shape[0] == 0:
+            return 0.0
+        self.model.eval()
+        correct = 0
+        with torch.no_grad():
+            for start in range(0, self.tx.shape[0], batch):
+                xb = self.tx[start:start + batch]
+                if self.pure is not None:
+                    xb = xb.to(self.pure)
+                if self.amp is not None:
+                    with torch.autocast(self.device.type, dtype=self.amp):
+                        logits = self.model(xb)
+                else:
+                    logits = self.model(xb)
+                correct += (logits.argmax(1) == self.ty[start:start + batch]).sum().item()
+        return correct / self.tx.shape[0]
+
+
+def train(cell, standard_epoch):
+    epochs, diverged = [], None
+    for e in range(cell.args.epochs):
+        summary, partial = cell.epoch(e)
+        if not math.isfinite(summary["mean_loss"]):
+            diverged = "the training loss became %s in epoch %d" % (summary["mean_loss"], e + 1)
+            epochs.append(summary)
+            break
+        summary["test_accuracy"] = cell.test_accuracy(max(cell.batch, 256))
+        emit(dict(event="epoch", **summary))
+        epochs.append(summary)
+        if partial:
+            break
+    out = {"diverged": diverged, "epochs": epochs, "epoch_seconds": None, "first_epoch_seconds": None,
+           "note": None}
+    scale = standard_epoch / cell.n
+    obtained = {"method": "none", "epochs": 0, "steps": 0, "epoch_samples": cell.n,
+                "standard_epoch_samples": standard_epoch, "budget_seconds": cell.budget,
+                "budget_exhausted": bool(epochs and epochs[-1]["partial"])}
+    out["obtained"] = obtained
+    out["test_accuracy"] = epochs[-1]["test_accuracy"] if epochs else None
+    if diverged:
+        return out
+    whole = [e for e in epochs if not e["partial"]]
+    if whole and whole[0]["epoch"] == 1:
+        out["first_epoch_seconds"] = whole[0]["seconds"] * scale
+    timed = [e for e in whole if e["epoch"] > 1]
+    if timed:
+        out["epoch_seconds"] = stats([e["seconds"] * scale for e in timed])
+        obtained.update(method="measured", epochs=len(timed), steps=sum(e["steps"] for e in timed))
+    elif len(whole) == 1 and len(epochs) == 1 and cell.args.epochs == 1:
+        out["epoch_seconds"] = stats([whole[0]["seconds"] * scale])
+        obtained.update(method="measured", epochs=1, steps=whole[0]["steps"])
+        out["note"] = "one epoch requested: its time includes the warm-up"
+    else:
+        per = [c[2] / c[1] * standard_epoch for c in cell.chunks]
+        obtained["steps"] = sum(c[0] for c in cell.chunks)
+        st = stats(per)
+        if st:
+            out["epoch_seconds"] = st
+            obtained["method"] = "projected"
+    return out
+
+
+# ---------------------------------------------------------------- records
+def fingerprint(threads, device):
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    try:
+        kernel = platform.release()
+    except Exception:
+        kernel = ""
+    return {
+        "hostname": socket.gethostname(), "cpu_model": cpu_model(), "logical_cores": os.cpu_count() or 1,
+        "threads": threads, "memory_bytes": memory_bytes(), "os": os_name(), "kernel": kernel,
+        "gpu_name": gpu, "gpu_driver": torch.version.cuda if gpu else None,
+        "gpu_memory_bytes": torch.cuda.get_device_properties(device).total_memory if gpu else None,
+        "backend_version": "torch " + torch.__version__, "rustc_version": None,
+        "burn_version": "", "kiln_version": os.environ.get("KILN_VERSION", ""),
+        "kiln_commit": os.environ.get("KILN_COMMIT", "unknown"),
+        "kiln_dirty": {"1": True, "0": False}.get(os.environ.get("KILN_DIRTY", "")),
+    }
+
+
+def os_name():
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return platform.platform()
+
+
+def base_record(args, status, reason):
+    return {
+        "schema": SCHEMA_VERSION, "model": args.model, "backend": "pytorch", "device": args.device,
+        "device_name": args.device, "precision": args.precision, "status": status, "reason": reason,
+        "batch_size": args.batch, "accum_steps": args.accum_steps,
+        "micro_batch_size": args.batch // max(args.accum_steps, 1), "epochs_requested": args.epochs,
+        "epoch_seconds": None, "first_epoch_seconds": None, "first_step_seconds": None,
+        "images_per_second": None, "peak_memory_bytes": peak_rss_bytes(), "device_memory": None,
+        "test_accuracy": None, "test_samples": 0, "train_samples": 0,
+        "obtained": {"method": "none", "epochs": 0, "steps": 0, "epoch_samples": 0,
+                     "standard_epoch_samples": 0, "budget_seconds": args.budget, "budget_exhausted": False},
+        "data": "synthetic", "dataset": "", "seed": args.seed, "epochs": [], "loop_overhead": None,
+        "flops_per_sample": None, "achieved_gflops": None, "peak": None, "device_kind": None,
+        "runtime": None, "loss_scaling": None, "fallback_from": None,
+        "fingerprint": fingerprint(torch.get_num_threads(), torch.device("cpu")),
+        "started_at": int(time.time()), "wall_seconds": 0.0, "args": sys.argv[1:],
+    }
+
+
+def parse_budget(text):
+    if text is None or text == "none":
+        return None
+    t = text.strip()
+    units = {"s": 1, "m": 60, "h": 3600}
+    total, num = 0.0, ""
+    for ch in t:
+        if ch.isdigit() or ch == ".":
+            num += ch
+        elif ch in units and num:
+            total += float(num) * units[ch]
+            num = ""
+        else:
+            raise SystemExit("--budget %r: use 90s, 5m, 1h or none" % text)
+    if num:
+        total += float(num)
+    return total
+
+
+def run(args, record):
+    wall0 = time.perf_counter()
+    devices = {d["spec"]: d for d in probe()}
+    spec = "cpu" if args.device == "default" else args.device
+    d = devices.get(spec)
+    record["device"] = spec
+    if d is None or not d["available"]:
+        record["status"] = "skipped"
+        record["reason"] = "device %s unavailable: %s" % (spec, d["reason"] if d else "PyTorch has no device " + spec)
+        return record
+    record["device_name"], record["device_kind"], record["runtime"] = d["name"], d["kind"], d["runtime"]
+    if args.precision not in d["precisions"]:
+        record["status"] = "skipped"
+        record["reason"] = "pytorch does not support %s on %s" % (args.precision, spec)
+        return record
+    device = torch.device(spec)
+    header, x, y, tx, ty = load_data(args.data_file, args.train_limit, args.eval_limit)
+    factory, shape = MODELS[args.model]
+    if (header["channels"], header["height"], header["width"]) != shape:
+        raise SystemExit("the data file holds %dx%dx%d images; %s takes %dx%dx%d" % (
+            header["channels"], header["height"], header["width"], args.model, *shape))
+    # The peak in the type the weights live in, as the Rust runners measure it: the pure type,
+    # else f32 (amp keeps f32 master weights).
+    weights_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision, torch.float32)
+    if not args.no_calibrate:
+        record["peak"] = gemm_peak(device, weights_dtype)
+        note("GEMM peak %.1f GFLOP/s" % record["peak"]["gflops"])
+    torch.manual_seed(args.seed)
+    model = factory()
+    record["flops_per_sample"] = training_flops_per_sample(model, shape)
+    pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
+    x, y, tx, ty = x.to(device), y.to(device), tx.to(device), ty.to(device)
+    record.update(dataset=header["name"], data=header["origin"], train_samples=x.shape[0],
+                  test_samples=tx.shape[0])
+    cell = Cell(args, device, model, x, y, tx, ty)
+    emit({"event": "start", "model": args.model, "backend": "pytorch", "device": spec,
+          "device_name": d["name"], "precision": args.precision, "dataset": header["name"],
+          "train_samples": x.shape[0], "test_samples": tx.shape[0],
+          "steps_per_epoch": cell.steps_per_epoch, "epochs": args.epochs, "budget_seconds": args.budget})
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    out = train(cell, header["standard_epoch"])
+    notes = [n for n in [out["diverged"], out["note"], header.get("note")] if n]
+    record.update(
+        status="diverged" if out["diverged"] else "ok", reason="; ".join(notes) or None,
+        epoch_seconds=out["epoch_seconds"], first_epoch_seconds=out["first_epoch_seconds"],
+        first_step_seconds=cell.first_step, test_accuracy=out["test_accuracy"], obtained=out["obtained"],
+        epochs=out["epochs"], fingerprint=fingerprint(torch.get_num_threads(), device),
+    )
+    if out["epoch_seconds"]:
+        ips = header["standard_epoch"] / out["epoch_seconds"]["median"]
+        record["images_per_second"] = ips
+        record["achieved_gflops"] = ips * record["flops_per_sample"] / 1e9
+    if device.type == "cuda":
+        record["device_memory"] = {"peak_in_use_bytes": torch.cuda.max_memory_allocated(device),
+                                   "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+    if cell.scaler is not None:
+        record["loss_scaling"] = {"initial_scale": 65536.0, "final_scale": cell.scaler.get_scale(),
+                                  "skipped_steps": cell.skipped, "applied_steps": cell.applied,
+                                  "growth_interval": 2000}
+    record["peak_memory_bytes"] = peak_rss_bytes()
+    record["wall_seconds"] = time.perf_counter() - wall0
+    return record
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--probe", action="store_true")
+    p.add_argument("--model", choices=sorted(MODELS))
+    p.add_argument("--device", default="default")
+    p.add_argument("--precision", default="f32", choices=PRECISIONS)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--budget")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--data-file")
+    p.add_argument("--train-limit", type=int)
+    p.add_argument("--eval-limit", type=int)
+    p.add_argument("--accum-steps", type=int, default=1)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-calibrate", action="store_true")
+    # Accepted for the same command line as the Rust runners; they select nothing here.
+    p.add_argument("--dataset")
+    p.add_argument("--data-dir")
+    p.add_argument("--autotune")
+    p.add_argument("--no-autotune-cache", action="store_true")
+    args = p.parse_args()
+    threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or (os.cpu_count() or 1)
+    torch.set_num_threads(threads)
+    if args.probe:
+        emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
+        return 0
+    if not args.model:
+        p.error("--model is required")
+    if not args.data_file:
+        p.error("--data-file is required (cargo xtask writes it; see bench/pytorch/README.md)")
+    if args.epochs is None:
+        args.epochs = 3 if args.quick else 20
+    if args.budget is None:
+        args.budget = "200s" if args.quick else "20m"
+    args.budget = parse_budget(args.budget)
+    if args.batch < 1 or args.epochs < 1 or args.accum_steps < 1 or args.batch % args.accum_steps:
+        p.error("--batch, --epochs and --accum-steps must be at least 1, and --accum-steps must divide --batch")
+    record = base_record(args, "failed", None)
+    try:
+        record = run(args, record)
+        code = 0
+    except Exception as e:  # one failed record instead of a traceback-only crash
+        record["status"] = "failed"
+        record["reason"] = "%s: %s" % (type(e).__name__, e)
+        note(record["reason"])
+        code = 1
+    emit(dict(event="final", **record))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+//! The dataset of a cell, written once per run for runners that do not read datasets
+//! themselves (the PyTorch reference): the same samples, order of splits and normalisation
+//! constants the Rust runners load, so both sides train on identical data.
+//!
+//! Format: the line `KILNDATA 1`, one line of JSON (the header below), then the raw bytes of
+//! the train pixels, train labels, test pixels and test labels (u8, images in NCHW order).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use kiln_data::{Geometry, Origin, Request};
+use kiln_results::Profile;
+use serde::Serialize;
+
+use crate::run::{PlannedCell, RunConfig};
+
+#[derive(Serialize)]
+struct Header<'a> {
+    name: &'a str,
+    origin: &'a str,
+    channels: usize,
+    height: usize,
+    width: usize,
+    train: usize,
+    test: usize,
+    mean: &'a [f32],
+    std: &'a [f32],
+    standard_epoch: usize,
+    files: Vec<String>,
+    note: Option<&'a str>,
+}
+
+/// The geometry a model takes (the runners define the models; this mirrors their inputs).
+fn geometry(model: &str) -> Geometry {
+    if model == "resnet18" {
+        Geometry::CIFAR
+    } else {
+        Geometry::MNIST
+    }
+}
+
+/// Write (once per run and dataset) the data of `cell` under `out/logs/`; returns its path.
+pub fn export_data(cell: &PlannedCell, cfg: &RunConfig, out: &Path) -> Result<PathBuf> {
+    let g = geometry(&cell.id.model);
+    let path = out.join("logs").join(format!(
+        "data-{}-{}x{}x{}.kdata",
+        cell.dataset, g.channels, g.height, g.width
+    ));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let profile = if cfg.profile == "quick" {
+        Profile::Quick
+    } else {
+        Profile::Full
+    };
+    let standard_epoch = if g == Geometry::CIFAR { 50_000 } else { 60_000 };
+    let data = kiln_data::load(&Request {
+        name: cell.dataset.clone(),
+        geometry: g,
+        data_dir: cfg.data_dir.clone(),
+        seed: cfg.seed,
+        synthetic_sizes: profile.synthetic_sizes(standard_epoch),
+    })?;
+    let header = Header {
+        name: &data.name,
+        origin: match data.origin {
+            Origin::Real => "real",
+            Origin::Synthetic => "synthetic",
+        },
+        channels: g.channels,
+        height: g.height,
+        width: g.width,
+        train: data.train.len(),
+        test: data.test.len(),
+        mean: &data.mean,
+        std: &data.std,
+        standard_epoch: data.standard_epoch,
+        files: data
+            .files
+            .iter()
+            .map(|(p, v)| format!("{} ({v:?})", p.display()))
+            .collect(),
+        note: cell.dataset_note.as_deref(),
+    };
+    let tmp = path.with_extension("tmp");
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?,
+    );
+    writeln!(file, "KILNDATA 1")?;
+    writeln!(file, "{}", serde_json::to_string(&header)?)?;
+    for bytes in [
+        &data.train.pixels,
+        &data.train.labels,
+        &data.test.pixels,
+        &data.test.labels,
+    ] {
+        file.write_all(bytes)?;
+    }
+    file.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_results::{CellId, Event, Record, Status};
+    use std::process::Command;
+
+    /// The Python that has torch: `cargo xtask test` passes it; KILN_REQUIRE_TORCH=1 makes its
+    /// absence a failure (CI installs it).
+    fn python() -> Option<PathBuf> {
+        match std::env::var_os("KILN_TORCH_PYTHON") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => {
+                assert!(
+                    std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
+                    "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
+                );
+                eprintln!(
+                    "skipped: no Python with torch (run `cargo xtask test` after setup-libtorch)"
+                );
+                None
+            }
+        }
+    }
+
+    fn script() -> PathBuf {
+        crate::workspace_root().join("bench/pytorch/kiln_torch.py")
+    }
+
+    #[test]
+    fn the_reference_runner_shuffles_like_kiln_data() {
+        let Some(py) = python() else { return };
+        let code = format!(
+            "import importlib.util as u; s = u.spec_from_file_location('k', {:?}); \
+             m = u.module_from_spec(s); s.loader.exec_module(m); \
+             print(m.epoch_permutation(50, 42, 3))",
+            script().display().to_string()
+        );
+        let out = Command::new(py).args(["-c", &code]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let python: Vec<i64> =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+        assert_eq!(python, kiln_data::rng::epoch_permutation(50, 42, 3));
+    }
+
+    #[test]
+    fn a_short_reference_run_writes_a_record_kiln_reads() {
+        let Some(py) = python() else { return };
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("logs")).unwrap();
+        let cell = PlannedCell {
+            id: CellId {
+                model: "mnist-cnn".into(),
+                backend: "pytorch".into(),
+                device: "cpu".into(),
+                precision: "f32".into(),
+            },
+            dataset: "fashion-mnist-sample".into(),
+            dataset_note: None,
+            budget_seconds: None,
+            autotune: None,
+        };
+        let cfg = RunConfig {
+            profile: "quick".into(),
+            epochs: 1,
+            batch_size: 32,
+            budget_seconds: Some(30.0),
+            seed: 7,
+            data_dir: None,
+            eval_limit: Some(64),
+            train_limit: Some(96),
+            accum_steps: 1,
+            bare: false,
+            fallback: None,
+            autotune: None,
+            no_autotune_cache: false,
+        };
+        let data = export_data(&cell, &cfg, tmp.path()).unwrap();
+        let out = Command::new(py)
+            .arg(script())
+            .args(["--model", "mnist-cnn", "--device", "cpu", "--epochs", "1"])
+            .args(["--batch", "32", "--train-limit", "96", "--eval-limit", "64"])
+            .args(["--budget", "30s", "--no-calibrate", "--data-file"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or_default();
+        let Ok(Event::Final(record)) = serde_json::from_str::<Event>(last) else {
+            panic!(
+                "no final record; stdout: {stdout}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let record: Record = *record;
+        assert_eq!(record.status, Status::Ok, "{:?}", record.reason);
+        assert_eq!(record.backend, "pytorch");
+        assert_eq!(record.dataset, "fashion-mnist-sample");
+        assert_eq!((record.train_samples, record.test_samples), (96, 64));
+        assert_eq!(record.epochs.len(), 1);
+        assert!(record.test_accuracy.is_some() && record.epoch_seconds.is_some());
+        assert!(
+            record.flops_per_sample == Some(219_649_536),
+            "{:?}",
+            record.flops_per_sample
+        );
+    }
+}
