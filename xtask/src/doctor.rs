@@ -32,19 +32,24 @@ pub fn statuses() -> Vec<BackendStatus> {
                 backend_version: None,
                 devices: Vec::new(),
             };
-            if let Some(why) = backends::unbuildable(b) {
-                status.build_note = Some(why);
+            let runner = match backends::runner(b) {
+                Ok(r) => r,
+                Err(why) => {
+                    status.build_note = Some(why);
+                    return status;
+                }
+            };
+            if !runner.exists() {
+                status.build_note = Some(match b.package() {
+                    Some(p) => format!(
+                        "not built: `cargo xtask doctor --build` (or `cargo build --release -p {p}`)"
+                    ),
+                    None => format!("{} not found", runner.display()),
+                });
                 return status;
             }
-            let Some(path) = backends::runner_path(b).filter(|p| p.is_file()) else {
-                status.build_note = Some(format!(
-                    "not built: `cargo xtask doctor --build` or `cargo build --release -p {}`",
-                    b.package.unwrap_or(b.name)
-                ));
-                return status;
-            };
             status.built = true;
-            match backends::probe(&path) {
+            match backends::probe(&runner) {
                 Ok(report) => {
                     status.backend_version = Some(report.backend_version);
                     status.devices = report.devices;
@@ -67,24 +72,42 @@ pub fn doctor(json: bool, build: bool) -> Result<bool> {
         println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(usable);
     }
-    println!("| Backend | Built | Device | Kind | Available | Precisions | Note |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| Backend | Built | Device | Kind | Available | Precisions | Memory | API, driver | Note |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for s in &all {
         let built = if s.built { "yes" } else { "no" };
         if s.devices.is_empty() {
             println!(
-                "| {} | {built} | – | – | no | – | {} |",
+                "| {} | {built} | – | – | no | – | – | – | {} |",
                 s.backend,
                 s.build_note.clone().unwrap_or_default()
             );
         }
         for d in &s.devices {
+            let memory = d
+                .memory_bytes
+                .map(|b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64))
+                .unwrap_or_else(|| "–".into());
+            let api = d
+                .runtime
+                .as_ref()
+                .map(|r| {
+                    [r.api.clone(), r.driver.clone()]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| "–".into());
             println!(
-                "| {} | {built} | {} ({}){} | {} | {} | {} | {} |",
+                "| {} | {built} | {} ({}){} | {} | {} | {} | {memory} | {api} | {} |",
                 s.backend,
                 d.spec,
                 d.name,
-                if d.default { ", default" } else { "" },
+                if d.default { ", Kiln's default" } else { "" },
                 d.kind,
                 if d.available { "yes" } else { "no" },
                 d.precisions.join(", "),
@@ -114,7 +137,9 @@ mod tests {
             .iter()
             .map(|b| b["backend"].as_str().unwrap())
             .collect();
-        // Every thin backend crate (a kiln-* crate with a runner binary) is listed.
+        // Every thin backend crate (a kiln-* crate with a runner binary) is listed, and the
+        // PyTorch reference.
+        assert!(listed.contains(&"pytorch"), "{listed:?}");
         let crates = crate::workspace_root().join("crates");
         for entry in std::fs::read_dir(crates).unwrap() {
             let dir = entry.unwrap().path();

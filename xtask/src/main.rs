@@ -4,9 +4,12 @@
 mod backends;
 mod chart;
 mod doctor;
+mod export;
 mod fetch;
 mod run;
+mod test;
 mod time;
+mod torch;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -72,6 +75,16 @@ pub struct CommonArgs {
     /// standard epoch and labelled).
     #[arg(long)]
     pub train_limit: Option<usize>,
+    /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
+    /// operation or type, on the CPU instead (recorded as "fell back from ...").
+    #[arg(long, value_name = "TARGET")]
+    pub fallback: Option<String>,
+    /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
+    #[arg(long)]
+    pub autotune: Option<String>,
+    /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[arg(long)]
+    pub no_autotune_cache: bool,
 }
 
 #[derive(Subcommand)]
@@ -93,6 +106,9 @@ enum Cmd {
         /// configuration (flags given with --resume must match it).
         #[arg(long, value_name = "DIR", conflicts_with = "out")]
         resume: Option<PathBuf>,
+        /// A cell for every available device of each backend, not only its default (best) one.
+        #[arg(long)]
+        all_devices: bool,
     },
     /// Run one cell.
     Bench {
@@ -104,10 +120,13 @@ enum Cmd {
         /// Device spec (see `cargo xtask doctor`); default: the backend's default device.
         #[arg(long)]
         device: Option<String>,
+        /// Graphics API of the wgpu backend: vulkan, metal, dx12 or webgpu.
+        #[arg(long)]
+        api: Option<String>,
         /// Model: mnist-cnn, resnet18, resnet18-gray.
         #[arg(long)]
         model: String,
-        /// f32, f16 or bf16.
+        /// f32, f16, bf16 (pure) or amp-f16, amp-bf16 (mixed precision with loss scaling).
         #[arg(long, default_value = "f32")]
         precision: String,
         /// Measure the Kiln loop's overhead against a bare loop of the same steps.
@@ -140,6 +159,23 @@ enum Cmd {
         /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
         #[arg(long)]
         svg: Option<PathBuf>,
+    },
+    /// Install torch==2.9.0 from PyPI into a virtual environment (libtorch for the tch backend,
+    /// PyTorch for the reference runner).
+    SetupLibtorch {
+        /// The virtual environment (default: ~/.cache/kiln/torch-2.9.0).
+        #[arg(long)]
+        venv: Option<PathBuf>,
+        /// The Python that creates it.
+        #[arg(long, default_value = "python3")]
+        python: String,
+    },
+    /// Run the test suite: the workspace's tests, then the libtorch tests when libtorch is set
+    /// up (the README's test command; CI runs exactly this).
+    Test {
+        /// Extra arguments for `cargo test` (after `--`).
+        #[arg(last = true)]
+        extra: Vec<String>,
     },
     /// Download a dataset (mnist, fashion-mnist, cifar-10) with checksum verification.
     FetchData {
@@ -223,6 +259,7 @@ fn main() -> ExitCode {
             models,
             precisions,
             resume: Some(dir),
+            ..
         } => run::resume(&dir, &common, backends, models, precisions),
         Cmd::BenchAll {
             common,
@@ -230,15 +267,29 @@ fn main() -> ExitCode {
             models,
             precisions,
             resume: None,
-        } => run::bench_all(&common, backends, models, precisions),
+            all_devices,
+        } => run::bench_all(&common, backends, models, precisions, all_devices),
         Cmd::Bench {
             common,
             backend,
             device,
+            api,
             model,
             precision,
             bare,
-        } => run::bench_one(&common, &backend, device, &model, &precision, bare),
+        } => run::bench_one(
+            &common,
+            run::OneCell {
+                backend: &backend,
+                device,
+                api,
+                model: &model,
+                precision: &precision,
+                bare,
+            },
+        ),
+        Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
+        Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),
         Cmd::Report {
             paths,

@@ -15,13 +15,14 @@ use kiln_results::read::RESULTS_FILE;
 use kiln_results::render::{human_seconds, obtained_text};
 use kiln_results::{CellId, Event, Profile, Record, Status, parse_duration};
 
-use crate::backends::{self, Backend};
+use crate::backends::{self, Backend, Runner};
+use crate::export::export_data;
 use crate::{CommonArgs, time, workspace_root};
 
 /// Models Kiln knows (the runners define them; this list is checked before any work).
 pub const MODELS: &[&str] = &["mnist-cnn", "resnet18", "resnet18-gray"];
 /// Precisions a cell can use.
-pub const PRECISIONS: &[&str] = &["f32", "f16", "bf16"];
+pub const PRECISIONS: &[&str] = &["f32", "f16", "bf16", "amp-f16", "amp-bf16"];
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
 
@@ -39,6 +40,16 @@ pub struct RunConfig {
     #[serde(default = "one")]
     pub accum_steps: usize,
     pub bare: bool,
+    /// `cpu`: a cell whose device is unavailable, or which fails on an unsupported operation or
+    /// type, is run again on the CPU and recorded as a fallback.
+    #[serde(default)]
+    pub fallback: Option<String>,
+    /// CubeCL autotune level for GPU cells (`None`: the runtime's default).
+    #[serde(default)]
+    pub autotune: Option<String>,
+    /// GPU cells neither read nor write the on-disk autotune cache.
+    #[serde(default)]
+    pub no_autotune_cache: bool,
 }
 
 fn one() -> usize {
@@ -52,6 +63,18 @@ pub struct PlannedCell {
     pub dataset: String,
     /// Why this dataset (a fallback), if it is not the obvious one.
     pub dataset_note: Option<String>,
+    /// This cell's own training budget and autotune level, when they differ from the run's
+    /// (a CPU-emulated GPU gets a short budget: it is a correctness row).
+    #[serde(default)]
+    pub budget_seconds: Option<f64>,
+    #[serde(default)]
+    pub autotune: Option<String>,
+}
+
+/// Training budget of a cell on a CPU-emulated GPU adapter (lavapipe takes seconds per step)
+/// unless `--budget` is given: enough for the warm-up step and a few timed steps.
+pub fn emulated_budget(profile: &str) -> f64 {
+    if profile == "quick" { 30.0 } else { 120.0 }
 }
 
 /// `run.json`: what a run directory is and what it was asked to do.
@@ -122,6 +145,16 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
     {
         bail!("--data-dir {}: no such directory", dir.display());
     }
+    if let Some(f) = &common.fallback {
+        check_name("--fallback target", f, &["cpu"])?;
+    }
+    if let Some(level) = &common.autotune {
+        check_name(
+            "--autotune level",
+            level,
+            &["minimal", "balanced", "extensive", "full"],
+        )?;
+    }
     if let Some(d) = &common.dataset {
         check_name(
             "dataset",
@@ -148,6 +181,9 @@ fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
             train_limit: common.train_limit,
             accum_steps,
             bare,
+            fallback: common.fallback.clone(),
+            autotune: common.autotune.clone(),
+            no_autotune_cache: common.no_autotune_cache,
         },
     ))
 }
@@ -297,19 +333,16 @@ fn tail_of(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data and
-/// evaluating (a day without a budget).
-fn wall_clock_limit(cfg: &RunConfig) -> Duration {
-    Duration::from_secs_f64(
-        cfg.budget_seconds
-            .map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
-    )
+/// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data,
+/// compiling kernels and evaluating (a day without a budget).
+fn wall_clock_limit(budget_seconds: Option<f64>) -> Duration {
+    Duration::from_secs_f64(budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0))
 }
 
 /// Run one cell in its own process and return its record (a failed one if it produced none),
 /// or `None` when Ctrl-C interrupted it.
 fn run_cell(
-    runner: &Path,
+    runner: &Runner,
     cell: &PlannedCell,
     cfg: &RunConfig,
     out: &Path,
@@ -325,7 +358,7 @@ fn run_cell(
         id.device.replace([':', '/'], "_"),
         id.precision
     ));
-    let mut cmd = Command::new(runner);
+    let mut cmd = runner.command();
     cmd.args(["--model", &id.model, "--device", &id.device])
         .args(["--precision", &id.precision])
         .args(["--epochs", &cfg.epochs.to_string()])
@@ -334,7 +367,9 @@ fn run_cell(
         .args(["--dataset", &cell.dataset])
         .args([
             "--budget",
-            &cfg.budget_seconds
+            &cell
+                .budget_seconds
+                .or(cfg.budget_seconds)
                 .map(|b| format!("{b}s"))
                 .unwrap_or_else(|| "none".into()),
         ]);
@@ -355,6 +390,15 @@ fn run_cell(
     }
     if cfg.bare {
         cmd.arg("--bare");
+    }
+    if let Some(level) = cfg.autotune.as_ref().or(cell.autotune.as_ref()) {
+        cmd.args(["--autotune", level]);
+    }
+    if cfg.no_autotune_cache {
+        cmd.arg("--no-autotune-cache");
+    }
+    if runner.needs_data_file {
+        cmd.arg("--data-file").arg(export_data(cell, cfg, out)?);
     }
     if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
         cmd.env("KILN_COMMIT", commit);
@@ -521,7 +565,7 @@ fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell]) -> Result<
 /// the run was interrupted.
 fn execute(
     cells: Vec<PlannedCell>,
-    runners: &[(&'static Backend, PathBuf)],
+    runners: &[(&'static Backend, Runner)],
     cfg: RunConfig,
     out: &Path,
 ) -> Result<bool> {
@@ -552,12 +596,15 @@ fn execute(
                 out,
                 &position,
                 &mut display,
-                wall_clock_limit(&cfg),
+                wall_clock_limit(cell.budget_seconds.or(cfg.budget_seconds)),
             )?,
             None => Some(Record::not_run(
                 &cell.id,
                 Status::Skipped,
-                "backend not built",
+                backends::find(&cell.id.backend)
+                    .ok()
+                    .and_then(backends::unbuildable)
+                    .unwrap_or_else(|| "backend not built".into()),
             )),
         };
         let Some(record) = record else {
@@ -570,8 +617,41 @@ fn execute(
             );
             break;
         };
-        all_ok &= matches!(record.status, Status::Ok | Status::Skipped);
         append_record(&results, &record)?;
+        let fallback = match (&cfg.fallback, fallback_reason(&record)) {
+            (Some(_), Some(why)) => fallback_cell(cell, &record, runners).map(|c| (c, why)),
+            _ => None,
+        };
+        match fallback {
+            Some(((fb_cell, fb_runner), why)) => {
+                let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
+                display.line(&format!(
+                    "kiln: {} falls back to {} {}",
+                    cell.id, fb_cell.id.backend, fb_cell.id.device
+                ));
+                let Some(mut fb) = run_cell(
+                    fb_runner,
+                    &fb_cell,
+                    &cfg,
+                    out,
+                    &position,
+                    &mut display,
+                    wall_clock_limit(fb_cell.budget_seconds.or(cfg.budget_seconds)),
+                )?
+                else {
+                    all_ok = false;
+                    break;
+                };
+                fb.fallback_from = Some(from.clone());
+                fb.reason = Some(match fb.reason.take() {
+                    Some(r) => format!("fell back from {from}; {r}"),
+                    None => format!("fell back from {from}"),
+                });
+                all_ok &= matches!(fb.status, Status::Ok | Status::Skipped);
+                append_record(&results, &fb)?;
+            }
+            None => all_ok &= matches!(record.status, Status::Ok | Status::Skipped),
+        }
     }
     let loaded = kiln_results::read::load(std::slice::from_ref(&results))?;
     for w in &loaded.warnings {
@@ -601,28 +681,78 @@ fn execute(
     Ok(all_ok)
 }
 
-/// Build the runners of `wanted` and probe them; returns each built backend with its runner.
-fn build_and_probe(
-    wanted: &[&'static Backend],
-) -> Result<Vec<(&'static Backend, PathBuf, kiln_results::ProbeReport)>> {
-    let buildable: Vec<&Backend> = wanted
-        .iter()
-        .copied()
-        .filter(|b| backends::unbuildable(b).is_none())
-        .collect();
-    for b in wanted {
-        if let Some(why) = backends::unbuildable(b) {
-            eprintln!("kiln: skipping {}: {why}", b.name);
+/// Why a cell's record calls for the CPU fallback: its device was unavailable, or it failed
+/// on an operation or type the device does not support. Other failures (crashes, timeouts,
+/// divergence) are results in their own right and are not re-run.
+pub fn fallback_reason(record: &Record) -> Option<String> {
+    let reason = record.reason.clone().unwrap_or_default();
+    let lower = reason.to_lowercase();
+    let unsupported = [
+        "unsupported",
+        "not supported",
+        "does not support",
+        "not implemented",
+        "unimplemented",
+    ]
+    .iter()
+    .any(|k| lower.contains(k));
+    match record.status {
+        Status::Skipped => Some(reason),
+        Status::Failed if unsupported => Some(reason),
+        _ => None,
+    }
+}
+
+/// The CPU cell that replaces `cell`: the same backend's CPU device if it has one, else flex.
+fn fallback_cell<'a>(
+    cell: &PlannedCell,
+    record: &Record,
+    runners: &'a [(&'static Backend, Runner)],
+) -> Option<(PlannedCell, &'a Runner)> {
+    if cell.id.device == "cpu" && record.status == Status::Failed {
+        // Already on a CPU: run it on flex, Kiln's reference CPU backend, unless it was flex.
+        if cell.id.backend == "flex" {
+            return None;
         }
     }
+    let same = (cell.id.device != "cpu")
+        .then(|| runners.iter().find(|(b, _)| b.name == cell.id.backend))
+        .flatten()
+        .filter(|(b, _)| matches!(b.name, "tch" | "pytorch"));
+    let (b, runner) = same.or_else(|| runners.iter().find(|(b, _)| b.name == "flex"))?;
+    let mut id = cell.id.clone();
+    id.backend = b.name.into();
+    id.device = "cpu".into();
+    Some((
+        PlannedCell {
+            id,
+            dataset: cell.dataset.clone(),
+            dataset_note: cell.dataset_note.clone(),
+            budget_seconds: None,
+            autotune: None,
+        },
+        runner,
+    ))
+}
+
+/// Build the runners of `wanted` and probe them; returns each usable backend with its runner.
+/// A backend that cannot run here (libtorch missing, say) is left out with one line saying why
+/// and what fixes it.
+fn build_and_probe(
+    wanted: &[&'static Backend],
+) -> Result<Vec<(&'static Backend, Runner, kiln_results::ProbeReport)>> {
     backends::build_all()?;
     let mut out = Vec::new();
-    for b in buildable {
-        let Some(path) = backends::runner_path(b) else {
-            continue;
+    for &b in wanted {
+        let runner = match backends::runner(b) {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("kiln: skipping {}: {why}", b.name);
+                continue;
+            }
         };
-        let report = backends::probe(&path)?;
-        out.push((b, path, report));
+        let report = backends::probe(&runner)?;
+        out.push((b, runner, report));
     }
     Ok(out)
 }
@@ -633,6 +763,7 @@ pub fn bench_all(
     backend_names: Option<Vec<String>>,
     models: Option<Vec<String>>,
     precisions: Option<Vec<String>>,
+    all_devices: bool,
 ) -> Result<bool> {
     let (profile, cfg) = config(common, false)?;
     let models: Vec<String> =
@@ -644,6 +775,7 @@ pub fn bench_all(
     for p in &precisions {
         check_name("precision", p, PRECISIONS)?;
     }
+    let backend_names_given = backend_names.is_some();
     let wanted: Vec<&'static Backend> = match backend_names {
         Some(names) => names
             .iter()
@@ -656,13 +788,57 @@ pub fn bench_all(
         .map(|m| dataset_for(m, common).map(|d| (m.clone(), d)))
         .collect::<Result<_>>()?;
     let out = check_out(common.out.as_deref())?;
-    let built = build_and_probe(&wanted)?;
+    let mut probe_for = wanted.clone();
+    if common.fallback.is_some() && !probe_for.iter().any(|b| b.name == "flex") {
+        probe_for.push(backends::find("flex")?);
+    }
+    let built = build_and_probe(&probe_for)?;
 
     let mut cells = Vec::new();
     let mut skipped = Vec::new();
     for (model, (dataset, note)) in &datasets {
-        for (b, _, report) in &built {
-            for device in report.devices.iter().filter(|d| d.default || !d.available) {
+        for (b, _, report) in built
+            .iter()
+            .filter(|(b, _, _)| wanted.iter().any(|w| w.name == b.name))
+        {
+            // Cells: the default device (every available one with --all-devices); a device
+            // that is unavailable is recorded as skipped only when the backend has no usable
+            // device at all, or when --fallback is to run its cell on the CPU.
+            let none_usable = !report.devices.iter().any(|d| d.available);
+            let chosen = report.devices.iter().filter(|d| {
+                if d.available {
+                    d.default || all_devices
+                } else {
+                    none_usable || (d.default && common.fallback.is_some())
+                }
+            });
+            // A software GPU on the CPU (lavapipe) is a correctness row whose cold start
+            // (autotuning every convolution on the CPU) takes tens of minutes: it runs only when
+            // asked for by name or with --all-devices.
+            let asked = backend_names_given || all_devices;
+            let (chosen, emulated): (Vec<_>, Vec<_>) =
+                chosen.partition(|d| asked || d.kind != "cpu-emulated-gpu");
+            for d in emulated {
+                for precision in &precisions {
+                    let id = CellId {
+                        model: model.clone(),
+                        backend: b.name.into(),
+                        device: d.spec.clone(),
+                        precision: precision.clone(),
+                    };
+                    skipped.push(Record::not_run(
+                        &id,
+                        Status::Skipped,
+                        format!(
+                            "{} is a CPU-emulated adapter (a correctness row, not a GPU; its \
+                             first step autotunes on the CPU for minutes): run it with \
+                             `--backends {}` or `--all-devices`",
+                            d.name, b.name
+                        ),
+                    ));
+                }
+            }
+            for device in chosen {
                 for precision in &precisions {
                     let id = CellId {
                         model: model.clone(),
@@ -670,7 +846,21 @@ pub fn bench_all(
                         device: device.spec.clone(),
                         precision: precision.clone(),
                     };
-                    if !device.available {
+                    let emulated = device.kind == "cpu-emulated-gpu";
+                    let planned = PlannedCell {
+                        id: id.clone(),
+                        dataset: dataset.clone(),
+                        dataset_note: note.clone(),
+                        budget_seconds: (emulated && common.budget.is_none())
+                            .then(|| emulated_budget(&cfg.profile)),
+                        autotune: (emulated && common.autotune.is_none())
+                            .then(|| "minimal".to_string()),
+                    };
+                    let runnable = device.available && device.precisions.contains(precision);
+                    if !runnable && common.fallback.is_some() {
+                        // The runner reports the reason itself, and execute() falls back.
+                        cells.push(planned);
+                    } else if !device.available {
                         let why = device
                             .reason
                             .clone()
@@ -692,11 +882,7 @@ pub fn bench_all(
                             ),
                         ));
                     } else {
-                        cells.push(PlannedCell {
-                            id,
-                            dataset: dataset.clone(),
-                            dataset_note: note.clone(),
-                        });
+                        cells.push(planned);
                     }
                 }
             }
@@ -721,8 +907,8 @@ pub fn bench_all(
             "no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)"
         );
     }
-    let runners: Vec<(&'static Backend, PathBuf)> =
-        built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    let runners: Vec<(&'static Backend, Runner)> =
+        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &runners, cfg, &out)
 }
@@ -862,9 +1048,13 @@ pub fn resume(
             .map(|n| backends::find(n))
             .collect::<Result<_>>()?
     };
+    let mut wanted = wanted;
+    if run.config.fallback.is_some() && !wanted.iter().any(|b| b.name == "flex") {
+        wanted.push(backends::find("flex")?);
+    }
     let built = build_and_probe(&wanted)?;
-    let runners: Vec<(&'static Backend, PathBuf)> =
-        built.iter().map(|(b, p, _)| (*b, p.clone())).collect();
+    let runners: Vec<(&'static Backend, Runner)> =
+        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
     eprintln!(
         "kiln: resuming {}: {} of {} cells left",
         dir.display(),
@@ -874,20 +1064,27 @@ pub fn resume(
     execute(remaining, &runners, run.config, dir)
 }
 
+/// What `cargo xtask bench` runs: one cell.
+pub struct OneCell<'a> {
+    pub backend: &'a str,
+    pub device: Option<String>,
+    /// Graphics API (wgpu): prefixes the device spec.
+    pub api: Option<String>,
+    pub model: &'a str,
+    pub precision: &'a str,
+    pub bare: bool,
+}
+
 /// `cargo xtask bench`: one cell.
-pub fn bench_one(
-    common: &CommonArgs,
-    backend: &str,
-    device: Option<String>,
-    model: &str,
-    precision: &str,
-    bare: bool,
-) -> Result<bool> {
-    let (_, cfg) = config(common, bare)?;
+pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
+    let (_, cfg) = config(common, one.bare)?;
+    let (backend, model, precision) = (one.backend, one.model, one.precision);
     check_name("model", model, MODELS)?;
     check_name("precision", precision, PRECISIONS)?;
     let b = backends::find(backend)?;
-    if let Some(why) = backends::unbuildable(b) {
+    if let Some(why) = backends::unbuildable(b)
+        && cfg.fallback.is_none()
+    {
         bail!("backend {backend} cannot run here: {why}");
     }
     let (dataset, note) = dataset_for(model, common)?;
@@ -895,44 +1092,64 @@ pub fn bench_one(
         eprintln!("kiln: {note}");
     }
     let out = check_out(common.out.as_deref())?;
-    let built = build_and_probe(&[b])?;
-    let (_, runner, report) = built
-        .into_iter()
-        .next()
-        .context("the runner was not built")?;
-    let spec = match device {
-        Some(d) => d,
-        None => report
+    let mut wanted = vec![b];
+    if cfg.fallback.is_some() && b.name != "flex" {
+        wanted.push(backends::find("flex")?);
+    }
+    let built = build_and_probe(&wanted)?;
+    let runners: Vec<(&'static Backend, Runner)> =
+        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
+    let report = built
+        .iter()
+        .find(|(x, _, _)| x.name == b.name)
+        .map(|(_, _, r)| r);
+    let spec = match (one.device, one.api, report) {
+        (Some(d), Some(api), _) if !d.starts_with(&format!("{api}:")) => format!("{api}:{d}"),
+        (Some(d), _, _) => d,
+        (None, Some(api), Some(report)) => report
+            .devices
+            .iter()
+            .filter(|d| d.spec.starts_with(&format!("{api}:")))
+            .min_by_key(|d| (!d.available, !d.default))
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| api.clone()),
+        (None, _, Some(report)) => report
             .devices
             .iter()
             .find(|d| d.default)
             .map(|d| d.spec.clone())
             .unwrap_or_else(|| "default".into()),
+        (None, _, None) => "default".into(),
     };
-    if let Some(d) = report.devices.iter().find(|d| d.spec == spec) {
-        if !d.available {
-            bail!(
-                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`)",
+    // Without --fallback an unusable device or precision is an error before any work; with
+    // it, the runner records why and the CPU fallback runs.
+    if cfg.fallback.is_none() {
+        let report = report.context("the runner was not built")?;
+        match report.devices.iter().find(|d| d.spec == spec) {
+            Some(d) if !d.available => bail!(
+                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`; \
+                 `--fallback cpu` runs the cell on the CPU instead)",
                 d.reason.clone().unwrap_or_default()
-            );
-        }
-        if !d.precisions.iter().any(|p| p == precision) {
-            bail!(
+            ),
+            Some(d) if !d.precisions.iter().any(|p| p == precision) => bail!(
                 "{backend} {spec} does not support {precision}; it supports {}",
                 d.precisions.join(", ")
-            );
+            ),
+            Some(_) => {}
+            None => bail!(
+                "{backend} has no device {spec:?}; its devices: {}",
+                report
+                    .devices
+                    .iter()
+                    .map(|d| d.spec.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
-    } else {
-        bail!(
-            "{backend} has no device {spec:?}; its devices: {}",
-            report
-                .devices
-                .iter()
-                .map(|d| d.spec.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
     }
+    let emulated = report
+        .and_then(|r| r.devices.iter().find(|d| d.spec == spec))
+        .is_some_and(|d| d.kind == "cpu-emulated-gpu");
     let cell = PlannedCell {
         id: CellId {
             model: model.into(),
@@ -942,10 +1159,13 @@ pub fn bench_one(
         },
         dataset,
         dataset_note: None,
+        budget_seconds: (emulated && common.budget.is_none())
+            .then(|| emulated_budget(&cfg.profile)),
+        autotune: (emulated && common.autotune.is_none()).then(|| "minimal".to_string()),
     };
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
-    execute(vec![cell], &[(b, runner)], cfg, &out)
+    execute(vec![cell], &runners, cfg, &out)
 }
 
 #[cfg(test)]
@@ -980,6 +1200,9 @@ mod tests {
             train_limit: None,
             accum_steps: 1,
             bare: false,
+            fallback: None,
+            autotune: None,
+            no_autotune_cache: false,
         }
     }
 
@@ -993,19 +1216,104 @@ mod tests {
             },
             dataset: "synthetic".into(),
             dataset_note: None,
+            budget_seconds: None,
+            autotune: None,
         }
     }
 
-    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    fn script(dir: &Path, name: &str, body: &str) -> Runner {
         use std::os::unix::fs::PermissionsExt;
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
+        Runner {
+            program: path,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        }
+    }
+
+    /// A fake runner that prints a final record of `status` for `backend`'s cell.
+    fn runner_with(dir: &Path, backend: &str, status: Status, reason: &str) -> Runner {
+        let record = Record::not_run(&cell(backend).id, status, reason);
+        let event = serde_json::to_string(&Event::Final(Box::new(record))).unwrap();
+        let file = dir.join(format!("final-{backend}-{}.json", status.as_str()));
+        std::fs::write(&file, event).unwrap();
+        script(
+            dir,
+            &format!("{}-{backend}", status.as_str()),
+            &format!("cat {}", file.display()),
+        )
+    }
+
+    #[test]
+    fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gpu_cell = PlannedCell {
+            id: CellId {
+                device: "vulkan:discrete:0".into(),
+                ..cell("wgpu").id
+            },
+            ..cell("wgpu")
+        };
+        let unavailable = runner_with(
+            tmp.path(),
+            "wgpu",
+            Status::Skipped,
+            "device vulkan:discrete:0 unavailable: no adapter",
+        );
+        let runners = vec![
+            (backends::find("wgpu").unwrap(), unavailable),
+            (
+                backends::find("flex").unwrap(),
+                fine_runner(tmp.path(), "flex"),
+            ),
+        ];
+        for fallback in [None, Some("cpu".to_string())] {
+            let out = tmp.path().join(format!("run-{}", fallback.is_some()));
+            prepare_out(Some(&out)).unwrap();
+            let config = RunConfig {
+                fallback: fallback.clone(),
+                ..cfg()
+            };
+            execute(vec![gpu_cell.clone()], &runners, config, &out).unwrap();
+            let records = kiln_results::read::load(std::slice::from_ref(&out))
+                .unwrap()
+                .records;
+            // The unavailable cell is always recorded with its reason.
+            assert_eq!(records[0].status, Status::Skipped);
+            assert_eq!(records[0].backend, "wgpu");
+            if fallback.is_none() {
+                assert_eq!(records.len(), 1, "no fallback without the flag");
+                continue;
+            }
+            assert_eq!(records.len(), 2);
+            let fb = &records[1];
+            assert_eq!((fb.backend.as_str(), fb.status), ("flex", Status::Ok));
+            let from = fb.fallback_from.as_deref().unwrap();
+            assert!(
+                from.starts_with("wgpu vulkan:discrete:0: ") && from.contains("no adapter"),
+                "{from}"
+            );
+            assert!(
+                fb.reason
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("fell back from wgpu")
+            );
+        }
+        // A divergence or crash is a result, not a reason to fall back.
+        let diverged = Record::not_run(&gpu_cell.id, Status::Diverged, "loss NaN");
+        assert!(fallback_reason(&diverged).is_none());
+        let crashed = Record::not_run(&gpu_cell.id, Status::Failed, "signal: 9");
+        assert!(fallback_reason(&crashed).is_none());
+        let op = Record::not_run(&gpu_cell.id, Status::Failed, "UnsupportedDType(BF16)");
+        assert!(fallback_reason(&op).is_some());
     }
 
     /// A fake runner that prints an ok final record for `backend`'s cell.
-    fn fine_runner(dir: &Path, backend: &str) -> PathBuf {
+    fn fine_runner(dir: &Path, backend: &str) -> Runner {
         let good = Record::not_run(&cell(backend).id, Status::Ok, "");
         let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
         let file = dir.join(format!("final-{backend}.json"));
@@ -1124,6 +1432,9 @@ mod tests {
             eval_limit: None,
             train_limit: None,
             accum_steps: None,
+            fallback: None,
+            autotune: None,
+            no_autotune_cache: false,
         }
     }
 
