@@ -296,10 +296,17 @@ pub fn torch_target_dir() -> PathBuf {
 /// The cargo arguments that build (`build`) or test (`test`) a libtorch runner; the two share
 /// one build.
 pub fn tch_build_args(command: &str, package: &str) -> Vec<String> {
-    let mut args: Vec<String> = [command, "--release", "-p", package, "--features", "libtorch"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        command,
+        "--release",
+        "-p",
+        package,
+        "--features",
+        "libtorch",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     if command == "build" {
         args.push("--tests".into());
     }

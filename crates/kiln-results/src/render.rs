@@ -263,7 +263,8 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
     }
     let records: Vec<Record> = records.into_iter().cloned().collect();
     let records = &records[..];
-    let mut machines: Vec<String> = all.iter().map(machine).collect();
+    // Records xtask wrote for cells that never ran carry no fingerprint: they name no machine.
+    let mut machines: Vec<String> = all.iter().map(machine).filter(|m| !m.is_empty()).collect();
     machines.sort();
     machines.dedup();
     let several = machines.len() > 1;
