@@ -95,8 +95,14 @@ fn venv_candidates() -> Vec<PathBuf> {
 }
 
 /// Find libtorch: `LIBTORCH`, else a virtual environment with torch 2.9.0. The error says why
-/// none was found and what fixes it.
+/// none was found and what fixes it. Looked up once per process: asking a venv's Python means
+/// importing torch, which takes seconds, and building, probing and running all ask.
 pub fn find() -> Result<Torch, String> {
+    static FOUND: std::sync::OnceLock<Result<Torch, String>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(look_up).clone()
+}
+
+fn look_up() -> Result<Torch, String> {
     if let Some(root) = std::env::var_os("LIBTORCH") {
         let root = PathBuf::from(root);
         let lib_dir = root.join("lib");
