@@ -53,22 +53,8 @@ mod linked {
         }
         let cuda = cuda_count();
         for i in 0..cuda {
-            if let Some(d) = device(&format!("cuda:{i}")) {
-                out.push(DeviceReport {
-                    spec: format!("cuda:{i}"),
-                    name: format!("CUDA device {i}"),
-                    kind: "discrete-gpu".into(),
-                    available: true,
-                    reason: None,
-                    precisions: supported_precisions(&d),
-                    default: false,
-                    memory_bytes: None,
-                    runtime: Some(kiln_results::Runtime {
-                        api: Some("cuda".into()),
-                        ..Default::default()
-                    }),
-                });
-            }
+            let spec = format!("cuda:{i}");
+            out.extend(available(&spec, &format!("CUDA device {i}"), "cuda"));
         }
         if cuda == 0 {
             out.push(unavailable(
@@ -77,22 +63,7 @@ mod linked {
             ));
         }
         if tch::utils::has_mps() {
-            if let Some(d) = device("mps") {
-                out.push(DeviceReport {
-                    spec: "mps".into(),
-                    name: "Apple GPU (MPS)".into(),
-                    kind: "integrated-gpu".into(),
-                    available: true,
-                    reason: None,
-                    precisions: supported_precisions(&d),
-                    default: false,
-                    memory_bytes: None,
-                    runtime: Some(kiln_results::Runtime {
-                        api: Some("mps".into()),
-                        ..Default::default()
-                    }),
-                });
-            }
+            out.extend(available("mps", "Apple GPU (MPS)", "mps"));
         } else {
             out.push(unavailable(
                 "mps",
@@ -102,16 +73,39 @@ mod linked {
         out
     }
 
+    /// Kiln's kind of a libtorch GPU device: MPS is Apple's integrated GPU, CUDA a card.
+    fn gpu_kind(spec: &str) -> &'static str {
+        if spec == "mps" {
+            "integrated-gpu"
+        } else {
+            "discrete-gpu"
+        }
+    }
+
+    /// The report of a GPU device libtorch sees, on `api`.
+    fn available(spec: &str, name: &str, api: &str) -> Option<DeviceReport> {
+        let d = device(spec)?;
+        Some(DeviceReport {
+            spec: spec.into(),
+            name: name.into(),
+            kind: gpu_kind(spec).into(),
+            available: true,
+            reason: None,
+            precisions: supported_precisions(&d),
+            default: false,
+            memory_bytes: None,
+            runtime: Some(kiln_results::Runtime {
+                api: Some(api.into()),
+                ..Default::default()
+            }),
+        })
+    }
+
     fn unavailable(spec: &str, why: &str) -> DeviceReport {
         DeviceReport {
             spec: spec.into(),
             name: spec.into(),
-            kind: if spec == "mps" {
-                "integrated-gpu"
-            } else {
-                "discrete-gpu"
-            }
-            .into(),
+            kind: gpu_kind(spec).into(),
             available: false,
             reason: Some(why.into()),
             precisions: Vec::new(),
