@@ -222,10 +222,13 @@ fn cargo() -> Command {
 }
 
 /// Build every buildable runner. They are built the way `cargo xtask test` builds the
-/// workspace (`--workspace --tests`): cargo unifies Burn's features over the packages and
-/// dev-dependencies of one invocation, so building the runners any other way would compile
-/// Burn a second time with another feature set. The libtorch runner is built on its own, so no
-/// other runner ever links libtorch.
+/// workspace (`--workspace --tests`, plus `--bins`): cargo unifies Burn's features over the
+/// packages and dev-dependencies of one invocation, so building the runners any other way would
+/// compile Burn a second time with another feature set. `--bins` is not optional: with `--tests`
+/// alone cargo builds a package's plain binary only when one of its integration tests uses it.
+/// Cargo's own list of the artifacts it produced is checked against the runner packages, so a
+/// runner that a build did not make is an error here, on a warm target dir as on a cold one.
+/// The libtorch runner is built on its own, so no other runner ever links libtorch.
 pub fn build_all() -> Result<()> {
     if let Some(dir) = prebuilt_dir() {
         eprintln!(
@@ -234,27 +237,25 @@ pub fn build_all() -> Result<()> {
         );
         return Ok(());
     }
+    let plain: Vec<&str> = BACKENDS
+        .iter()
+        .filter_map(|b| match b.source {
+            Source::Cargo {
+                package,
+                torch: false,
+            } => Some(package),
+            _ => None,
+        })
+        .collect();
     eprintln!(
-        "kiln: building the runners in release mode; the first build takes a long time \
-         (about 45 minutes on 2 cores)"
+        "kiln: building the runners ({}) in release mode; a first build compiles Burn and \
+         takes about 30 minutes on 2 cores",
+        plain.join(", ")
     );
     let mut cmd = cargo();
-    cmd.current_dir(workspace_root()).args([
-        "build",
-        "--release",
-        "--quiet",
-        "--workspace",
-        "--tests",
-    ]);
-    let status = cmd
-        .status()
-        .context("cannot start cargo to build the runners")?;
-    if !status.success() {
-        bail!(
-            "building the runners failed ({status}); the compiler output above says why. \
-             `cargo build --release --workspace --tests` reproduces it"
-        );
-    }
+    cmd.current_dir(workspace_root()).args(build_args());
+    let built = run_build(cmd, "the runners")?;
+    check_built(&built, &plain, &target_dir())?;
     match torch::find() {
         Ok(t) => {
             for b in BACKENDS {
@@ -263,25 +264,119 @@ pub fn build_all() -> Result<()> {
                     torch: true,
                 } = b.source
                 {
+                    eprintln!(
+                        "kiln: building {package} against libtorch {} (its own target dir, \
+                         {}; a first build compiles Burn again with tch, about 20 minutes)",
+                        t.lib_dir.display(),
+                        torch_target_dir().display()
+                    );
                     let mut cmd = cargo();
                     cmd.current_dir(workspace_root())
-                        .args(tch_build_args("build", package));
-                    cmd.arg("--quiet");
+                        .args(tch_build_args("build", package))
+                        .arg("--message-format=json-render-diagnostics");
                     for (k, v) in t.build_env() {
                         cmd.env(k, v);
                     }
-                    let status = cmd.status().context("cannot start cargo")?;
-                    if !status.success() {
-                        bail!(
-                            "building {package} against libtorch {} failed ({status}); the \
-                             compiler output above says why",
+                    let built = run_build(cmd, package).with_context(|| {
+                        format!(
+                            "building {package} against libtorch {}",
                             t.lib_dir.display()
-                        );
-                    }
+                        )
+                    })?;
+                    check_built(&built, &[package], &torch_target_dir())?;
                 }
             }
         }
         Err(why) => eprintln!("kiln: not building tch: {why}"),
+    }
+    Ok(())
+}
+
+/// The cargo arguments that build the plain (non-libtorch) runners.
+pub fn build_args() -> Vec<&'static str> {
+    vec![
+        "build",
+        "--release",
+        "--workspace",
+        "--tests",
+        "--bins",
+        "--message-format=json-render-diagnostics",
+    ]
+}
+
+/// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
+/// the terminal. Returns the executables it produced, by target name.
+fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start cargo to build the runners")?;
+    let stdout = child
+        .stdout
+        .take()
+        .context("cargo's output could not be read")?;
+    let built = executables(std::io::BufReader::new(stdout));
+    let status = child.wait().context("waiting for cargo")?;
+    if !status.success() {
+        bail!(
+            "building {what} failed ({status}); the compiler output above says why. \
+             `cargo build --release --workspace --tests --bins` reproduces it"
+        );
+    }
+    Ok(built)
+}
+
+/// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
+/// fresh or rebuilt, as (target name, path).
+pub fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
+    #[derive(serde::Deserialize)]
+    struct Target {
+        name: String,
+        kind: Vec<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Message {
+        reason: String,
+        target: Option<Target>,
+        executable: Option<PathBuf>,
+    }
+    reader
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_str::<Message>(&line).ok())
+        .filter(|m| m.reason == "compiler-artifact")
+        .filter_map(|m| {
+            let target = m.target?;
+            let exe = m.executable?;
+            target
+                .kind
+                .iter()
+                .any(|k| k == "bin")
+                .then_some((target.name, exe))
+        })
+        .collect()
+}
+
+/// An error unless every package in `wanted` produced its runner binary in `dir`/release.
+pub fn check_built(
+    built: &[(String, PathBuf)],
+    wanted: &[&str],
+    dir: &std::path::Path,
+) -> Result<()> {
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|p| !built.iter().any(|(name, exe)| name == p && exe.is_file()))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the build finished but did not produce the runner binar{} {} in {}; this is a bug \
+             in Kiln's build command, please report it",
+            if missing.len() == 1 { "y" } else { "ies" },
+            missing.join(", "),
+            dir.join("release").display()
+        );
     }
     Ok(())
 }
@@ -309,14 +404,23 @@ pub fn tch_build_args(command: &str, package: &str) -> Vec<String> {
     .collect();
     if command == "build" {
         args.push("--tests".into());
+        args.push("--bins".into());
     }
     args.push("--target-dir".into());
     args.push(torch_target_dir().display().to_string());
     args
 }
 
-/// Ask a built runner for its devices, with a time limit.
+/// Ask a built runner for its devices, with a time limit. Its stdout and stderr are drained by
+/// threads while it runs, so a runner that prints more than a pipe holds cannot stall it.
 pub fn probe(runner: &Runner) -> Result<ProbeReport> {
+    probe_within(runner, Duration::from_secs(120))
+}
+
+fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+
     let mut child = runner
         .command()
         .arg("--probe")
@@ -325,31 +429,119 @@ pub fn probe(runner: &Runner) -> Result<ProbeReport> {
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot start {}", runner.display()))?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        if child.try_wait()?.is_some() {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = match child.wait_timeout(limit)? {
+        Some(status) => status,
+        None => {
             let _ = child.kill();
-            bail!("{} --probe did not answer within 120 s", runner.display());
+            let _ = child.wait();
+            bail!(
+                "{} --probe did not answer within {} s",
+                runner.display(),
+                limit.as_secs()
+            );
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
     let line = stdout
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
         .with_context(|| {
             format!(
-                "{} --probe printed no report ({}); stderr: {}",
+                "{} --probe printed no report ({status}); stderr: {}",
                 runner.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
+                stderr.trim()
             )
         })?;
     serde_json::from_str(line)
         .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_asks_for_binaries_not_only_tests() {
+        // With `--tests` alone, cargo skips the plain binary of a package that has no
+        // integration test (kiln-ndarray): the bug a cold clone met.
+        let args = build_args();
+        assert!(args.contains(&"--bins"), "{args:?}");
+        assert!(args.contains(&"--tests"), "{args:?}");
+        assert!(tch_build_args("build", "kiln-tch").contains(&"--bins".to_string()));
+    }
+
+    #[test]
+    fn cargo_artifacts_name_the_binaries_built() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flex = tmp.path().join("kiln-flex");
+        std::fs::write(&flex, b"").unwrap();
+        let messages = format!(
+            "{{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"kiln-flex\",\"kind\":[\"bin\"]}},\"executable\":{flex:?},\"fresh\":true}}\n\
+             {{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"kiln_ndarray\",\"kind\":[\"lib\"]}},\"executable\":null}}\n\
+             {{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"runner\",\"kind\":[\"test\"]}},\"executable\":\"/x/runner-abc\"}}\n\
+             not json\n\
+             {{\"reason\":\"build-finished\",\"success\":true}}\n"
+        );
+        let built = executables(messages.as_bytes());
+        assert_eq!(built, vec![("kiln-flex".to_string(), flex)]);
+        assert!(check_built(&built, &["kiln-flex"], tmp.path()).is_ok());
+        let err = check_built(&built, &["kiln-flex", "kiln-ndarray"], tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("kiln-ndarray") && !err.contains("kiln-flex,"),
+            "{err}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_chatty_probe_does_not_stall() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let script = tmp.path().join("chatty");
+        // 1 MiB on each pipe before the report: far more than a pipe buffer holds.
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' x\necho\n\
+             head -c 1048576 /dev/zero | tr '\\0' y >&2\n\
+             echo '{\"backend\":\"chatty\",\"backend_version\":\"0\",\"devices\":[]}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runner = Runner {
+            program: script,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let started = std::time::Instant::now();
+        let report = probe_within(&runner, Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let report = report.unwrap();
+        assert_eq!(report.backend, "chatty");
+    }
 }
