@@ -5,8 +5,9 @@ Same models layer for layer, same Adam (1e-3, eps 1e-8), same batch, same sample
 (SplitMix64 Fisher-Yates per epoch), same synced timing (first step and first epoch apart,
 chunks of a tenth of an epoch, projection when the budget ends), same test evaluation, and
 records in the same JSON schema (kiln-results, schema 1). `cargo xtask bench-all` starts it with
-the torch environment's Python and a `--data-file` holding the exact samples the Rust runners
-load. Run by hand: `python kiln_torch.py --probe`.
+the torch environment's Python and `--cell FILE`, the same cell request every Rust runner takes,
+whose `data_file` holds the exact samples the Rust runners load. Run by hand:
+`python kiln_torch.py --probe`.
 """
 
 import argparse
@@ -547,23 +548,28 @@ def base_record(args, status, reason):
     }
 
 
-def parse_budget(text):
-    if text is None or text == "none":
-        return None
-    t = text.strip()
-    units = {"s": 1, "m": 60, "h": 3600}
-    total, num = 0.0, ""
-    for ch in t:
-        if ch.isdigit() or ch == ".":
-            num += ch
-        elif ch in units and num:
-            total += float(num) * units[ch]
-            num = ""
-        else:
-            raise SystemExit("--budget %r: use 90s, 5m, 1h or none" % text)
-    if num:
-        total += float(num)
-    return total
+CELL_VERSION = 1
+
+
+def read_cell(path):
+    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side)."""
+    try:
+        with open(path) as f:
+            cell = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("error: cannot read the cell request %s: %s" % (path, e))
+    if cell.get("kiln_cell") != CELL_VERSION:
+        raise SystemExit("error: %s: cell request version %r is not %d" % (path, cell.get("kiln_cell"), CELL_VERSION))
+    if cell.get("model") not in MODELS:
+        raise SystemExit("error: %s: this runner has no model %r" % (path, cell.get("model")))
+    if not cell.get("data_file"):
+        raise SystemExit("error: %s: no data_file; cargo xtask exports the cell's data for this runner" % path)
+    return argparse.Namespace(
+        model=cell["model"], device=cell["device"], precision=cell["precision"],
+        epochs=cell["epochs"], batch=cell["batch_size"], budget=cell["budget_seconds"],
+        seed=cell["seed"], data_file=cell["data_file"], train_limit=cell["train_limit"],
+        eval_limit=cell["eval_limit"], accum_steps=cell["accum_steps"],
+        quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"])
 
 
 def run(args, record):
@@ -634,42 +640,17 @@ def run(args, record):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--probe", action="store_true")
-    p.add_argument("--model", choices=sorted(MODELS))
-    p.add_argument("--device", default="default")
-    p.add_argument("--precision", default="f32", choices=PRECISIONS)
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--budget")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--data-file")
-    p.add_argument("--train-limit", type=int)
-    p.add_argument("--eval-limit", type=int)
-    p.add_argument("--accum-steps", type=int, default=1)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--no-calibrate", action="store_true")
-    # Accepted for the same command line as the Rust runners; they select nothing here.
-    p.add_argument("--dataset")
-    p.add_argument("--data-dir")
-    p.add_argument("--autotune")
-    p.add_argument("--no-autotune-cache", action="store_true")
-    args = p.parse_args()
+    p.add_argument("--probe", action="store_true", help="print the devices as JSON")
+    p.add_argument("--cell", help="the cell request (JSON) that cargo xtask writes")
+    cli = p.parse_args()
     threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
-    if args.probe:
+    if cli.probe:
         emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
         return 0
-    if not args.model:
-        p.error("--model is required")
-    if not args.data_file:
-        p.error("--data-file is required (cargo xtask writes it; see bench/pytorch/README.md)")
-    if args.epochs is None:
-        args.epochs = 3 if args.quick else 20
-    if args.budget is None:
-        args.budget = "200s" if args.quick else "20m"
-    args.budget = parse_budget(args.budget)
-    if args.batch < 1 or args.epochs < 1 or args.accum_steps < 1 or args.batch % args.accum_steps:
-        p.error("--batch, --epochs and --accum-steps must be at least 1, and --accum-steps must divide --batch")
+    if not cli.cell:
+        p.error("--cell FILE is required (cargo xtask bench --backend pytorch writes it)")
+    args = read_cell(cli.cell)
     record = base_record(args, "failed", None)
     try:
         record = run(args, record)

@@ -1,40 +1,56 @@
 //! The backends Kiln knows, how their runners are built, found and probed.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::ProbeReport;
+use serde::Deserialize;
 
 use crate::{torch, workspace_root};
 
+/// What a backend crate needs before it can be built, beyond Rust and a C compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Requirement {
+    /// libtorch 2.9.0 (`cargo xtask setup-libtorch`): built with the crate's `libtorch`
+    /// feature, in a target directory of its own.
+    Libtorch,
+}
+
 /// How a backend's runner comes to exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// A workspace package with a runner binary; `torch` ones link libtorch.
-    Cargo { package: &'static str, torch: bool },
+    /// A workspace package with a runner binary of the same name.
+    Cargo {
+        package: String,
+        requires: Option<Requirement>,
+    },
     /// A Python script run by the torch environment's interpreter.
     Python { script: &'static str },
 }
 
 /// One backend of the matrix.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Backend {
     /// Kiln's name (`--backends`).
-    pub name: &'static str,
+    pub name: String,
     pub source: Source,
     /// What it runs on.
-    pub summary: &'static str,
+    pub summary: String,
     /// True when `bench-all` includes it by default.
     pub default: bool,
+    /// Position in tables and in the search for a CPU fallback (smaller first).
+    pub order: i64,
 }
 
 impl Backend {
     /// The workspace package holding the runner, if it is a Rust one.
-    pub fn package(&self) -> Option<&'static str> {
-        match self.source {
+    pub fn package(&self) -> Option<&str> {
+        match &self.source {
             Source::Cargo { package, .. } => Some(package),
             Source::Python { .. } => None,
         }
@@ -44,71 +60,163 @@ impl Backend {
     pub fn needs_torch(&self) -> bool {
         matches!(
             self.source,
-            Source::Cargo { torch: true, .. } | Source::Python { .. }
+            Source::Cargo {
+                requires: Some(Requirement::Libtorch),
+                ..
+            } | Source::Python { .. }
         )
     }
 }
 
-/// Every backend Kiln knows, in the order tables list them.
-pub const BACKENDS: &[Backend] = &[
+/// `[package.metadata.kiln]` of a backend crate: how the crate declares itself.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Declared {
+    /// Kiln's name of the backend (`--backends NAME`).
+    backend: String,
+    summary: String,
+    /// In `bench-all`'s default matrix.
+    #[serde(default)]
+    default: bool,
+    /// Position in tables (smaller first).
+    #[serde(default)]
+    order: i64,
+    #[serde(default)]
+    requires: Option<Requirement>,
+}
+
+/// The PyTorch reference runner: not a Burn backend, so no crate declares it.
+fn pytorch() -> Backend {
     Backend {
-        name: "flex",
-        source: Source::Cargo {
-            package: "kiln-flex",
-            torch: false,
-        },
-        summary: "Burn's pure-Rust CPU backend (SIMD, rayon threads)",
-        default: true,
-    },
-    Backend {
-        name: "ndarray",
-        source: Source::Cargo {
-            package: "kiln-ndarray",
-            torch: false,
-        },
-        summary: "Burn's ndarray CPU backend (deprecated upstream)",
-        default: true,
-    },
-    Backend {
-        name: "wgpu",
-        source: Source::Cargo {
-            package: "kiln-wgpu",
-            torch: false,
-        },
-        summary: "Burn's wgpu backend (Vulkan, Metal, DX12, WebGPU)",
-        default: true,
-    },
-    Backend {
-        name: "tch",
-        source: Source::Cargo {
-            package: "kiln-tch",
-            torch: true,
-        },
-        summary: "Burn's libtorch backend (CPU, CUDA, MPS; deprecated upstream)",
-        default: true,
-    },
-    Backend {
-        name: "pytorch",
+        name: "pytorch".into(),
         source: Source::Python {
             script: "bench/pytorch/kiln_torch.py",
         },
-        summary: "the same protocol in PyTorch (the reference to beat)",
+        summary: "the same protocol in PyTorch (the reference to beat)".into(),
         default: true,
-    },
-];
+        order: i64::MAX,
+    }
+}
+
+/// The backends declared by the packages of `cargo metadata`'s JSON (`[package.metadata.kiln]`
+/// of a package with a binary of its own name), then the PyTorch reference, in table order.
+pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
+    let mut found = Vec::new();
+    let packages = metadata
+        .get("packages")
+        .and_then(|p| p.as_array())
+        .context("cargo metadata printed no package list")?;
+    for package in packages {
+        let Some(kiln) = package.pointer("/metadata/kiln") else {
+            continue;
+        };
+        let name = package
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let manifest = package
+            .get("manifest_path")
+            .and_then(|n| n.as_str())
+            .unwrap_or(&name);
+        let declared: Declared = serde_json::from_value(kiln.clone()).with_context(|| {
+            format!(
+                "{manifest}: [package.metadata.kiln] must have backend = \"NAME\", summary = \"...\", \
+                 and may have default = true|false, order = N, requires = \"libtorch\""
+            )
+        })?;
+        let has_runner = package
+            .get("targets")
+            .and_then(|t| t.as_array())
+            .is_some_and(|targets| {
+                targets.iter().any(|t| {
+                    t.get("name").and_then(|n| n.as_str()) == Some(name.as_str())
+                        && t.get("kind")
+                            .and_then(|k| k.as_array())
+                            .is_some_and(|k| k.iter().any(|k| k == "bin"))
+                })
+            });
+        if !has_runner {
+            bail!(
+                "{manifest}: declares Kiln backend {:?} but has no binary named {name} \
+                 (add src/main.rs calling kiln_core::runner::main)",
+                declared.backend
+            );
+        }
+        if found.iter().any(|b: &Backend| b.name == declared.backend) {
+            bail!(
+                "{manifest}: backend name {:?} is declared by two packages",
+                declared.backend
+            );
+        }
+        found.push(Backend {
+            name: declared.backend,
+            source: Source::Cargo {
+                package: name,
+                requires: declared.requires,
+            },
+            summary: declared.summary,
+            default: declared.default,
+            order: declared.order,
+        });
+    }
+    found.push(pytorch());
+    found.sort_by(|a, b| a.order.cmp(&b.order).then_with(|| a.name.cmp(&b.name)));
+    Ok(found)
+}
+
+/// The backends of the workspace at `root`, discovered from its packages' manifests.
+pub fn discover(root: &Path) -> Result<Vec<Backend>> {
+    let out = cargo()
+        .current_dir(root)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot start `cargo metadata` to find the backend crates")?;
+    if !out.status.success() {
+        bail!(
+            "`cargo metadata` failed in {} ({}); the message above says why",
+            root.display(),
+            out.status
+        );
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .context("`cargo metadata` printed something that is not JSON")?;
+    from_metadata(&metadata)
+}
+
+/// Every backend Kiln knows, in the order tables list them: discovered once per process.
+pub fn all() -> &'static [Backend] {
+    static ALL: OnceLock<Vec<Backend>> = OnceLock::new();
+    ALL.get_or_init(|| match discover(&workspace_root()) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!(
+                "kiln: cannot list the backend crates: {e:#}; only the PyTorch reference is known"
+            );
+            vec![pytorch()]
+        }
+    })
+}
 
 /// Backend names, comma-separated, for messages.
 pub fn names() -> String {
-    BACKENDS
+    all()
         .iter()
-        .map(|b| b.name)
+        .map(|b| b.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 /// The backend called `name`, or an error listing the known ones.
 pub fn find(name: &str) -> Result<&'static Backend> {
-    BACKENDS
+    all()
         .iter()
         .find(|b| b.name == name)
         .with_context(|| format!("unknown backend {name:?}; known: {}", names()))
@@ -181,11 +289,9 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
     } else {
         None
     };
-    match b.source {
-        Source::Cargo {
-            package,
-            torch: links_torch,
-        } => {
+    match &b.source {
+        Source::Cargo { package, requires } => {
+            let links_torch = *requires == Some(Requirement::Libtorch);
             let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
             let program = match (prebuilt_dir(), links_torch) {
                 (Some(dir), _) => dir.join(exe),
@@ -209,7 +315,7 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
             })?;
             Ok(Runner {
                 program: python,
-                args: vec![workspace_root().join(script).into_os_string()],
+                args: vec![workspace_root().join(*script).into_os_string()],
                 env: Vec::new(),
                 needs_data_file: true,
             })
@@ -237,13 +343,13 @@ pub fn build_all() -> Result<()> {
         );
         return Ok(());
     }
-    let plain: Vec<&str> = BACKENDS
+    let plain: Vec<&str> = all()
         .iter()
-        .filter_map(|b| match b.source {
+        .filter_map(|b| match &b.source {
             Source::Cargo {
                 package,
-                torch: false,
-            } => Some(package),
+                requires: None,
+            } => Some(package.as_str()),
             _ => None,
         })
         .collect();
@@ -258,11 +364,11 @@ pub fn build_all() -> Result<()> {
     check_built(&built, &plain, &target_dir())?;
     match torch::find() {
         Ok(t) => {
-            for b in BACKENDS {
+            for b in all() {
                 if let Source::Cargo {
                     package,
-                    torch: true,
-                } = b.source
+                    requires: Some(Requirement::Libtorch),
+                } = &b.source
                 {
                     eprintln!(
                         "kiln: building {package} against libtorch {} (its own target dir, \
@@ -283,7 +389,7 @@ pub fn build_all() -> Result<()> {
                             t.lib_dir.display()
                         )
                     })?;
-                    check_built(&built, &[package], &torch_target_dir())?;
+                    check_built(&built, &[package.as_str()], &torch_target_dir())?;
                 }
             }
         }
@@ -515,6 +621,87 @@ mod tests {
             err.contains("kiln-ndarray") && !err.contains("kiln-flex,"),
             "{err}"
         );
+    }
+
+    /// Copy `from` to `to`, leaving out build outputs.
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let (src, dst) = (entry.path(), to.join(entry.file_name()));
+            if entry.file_type().unwrap().is_dir() {
+                if entry.file_name() != "target" {
+                    copy_tree(&src, &dst);
+                }
+            } else {
+                std::fs::copy(&src, &dst).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_backend_crate_copied_under_a_new_name_is_discovered_with_no_other_edit() {
+        // A scratch workspace with this one's manifest and crates, plus kiln-flex copied as
+        // kiln-newname with only its own Cargo.toml renamed: what docs/backends.md tells a
+        // user to do. Discovery reads real `cargo metadata` output of that workspace.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = workspace_root();
+        for file in ["Cargo.toml", "Cargo.lock"] {
+            std::fs::copy(root.join(file), tmp.path().join(file)).unwrap();
+        }
+        copy_tree(&root.join("crates"), &tmp.path().join("crates"));
+        copy_tree(&root.join("xtask"), &tmp.path().join("xtask"));
+        let new = tmp.path().join("crates/kiln-newname");
+        copy_tree(&root.join("crates/kiln-flex"), &new);
+        let manifest = std::fs::read_to_string(new.join("Cargo.toml")).unwrap();
+        let renamed = manifest
+            .replace("name = \"kiln-flex\"", "name = \"kiln-newname\"")
+            .replace("backend = \"flex\"", "backend = \"newname\"")
+            .replace("default = true", "default = false");
+        assert_ne!(manifest, renamed, "the copy must declare itself anew");
+        std::fs::write(new.join("Cargo.toml"), renamed).unwrap();
+
+        let found = discover(tmp.path()).unwrap();
+        let names: Vec<&str> = found.iter().map(|b| b.name.as_str()).collect();
+        for expected in ["flex", "ndarray", "wgpu", "tch", "newname", "pytorch"] {
+            assert!(
+                names.contains(&expected),
+                "{expected} missing from {names:?}"
+            );
+        }
+        let newname = found.iter().find(|b| b.name == "newname").unwrap();
+        assert_eq!(newname.package(), Some("kiln-newname"));
+        assert!(!newname.default && !newname.needs_torch());
+        let tch = found.iter().find(|b| b.name == "tch").unwrap();
+        assert!(tch.needs_torch());
+        assert_eq!(names.last(), Some(&"pytorch"), "the reference comes last");
+    }
+
+    #[test]
+    fn a_declaration_without_a_runner_or_with_a_typo_is_refused_by_name() {
+        let package = |kiln: serde_json::Value, bin: &str| {
+            serde_json::json!({"packages": [{
+                "name": "kiln-x",
+                "manifest_path": "/w/crates/kiln-x/Cargo.toml",
+                "metadata": {"kiln": kiln},
+                "targets": [{"name": bin, "kind": ["bin"]}],
+            }]})
+        };
+        let good = serde_json::json!({"backend": "x", "summary": "X"});
+        assert_eq!(
+            from_metadata(&package(good.clone(), "kiln-x")).unwrap()[0].name,
+            "x"
+        );
+        let err = from_metadata(&package(good, "other"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("kiln-x/Cargo.toml") && err.contains("no binary"),
+            "{err}"
+        );
+        let typo = serde_json::json!({"backend": "x", "summary": "X", "defualt": true});
+        let err = format!("{:#}", from_metadata(&package(typo, "kiln-x")).unwrap_err());
+        assert!(err.contains("defualt"), "{err}");
     }
 
     #[cfg(unix)]

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use kiln_results::DeviceReport;
 
-use crate::backends::{self, BACKENDS};
+use crate::backends;
 
 /// Doctor's view of one backend.
 #[derive(Serialize, Debug)]
@@ -21,12 +21,12 @@ pub struct BackendStatus {
 
 /// Collect the status of every known backend (probing the built ones).
 pub fn statuses() -> Vec<BackendStatus> {
-    BACKENDS
+    backends::all()
         .iter()
         .map(|b| {
             let mut status = BackendStatus {
-                backend: b.name.into(),
-                summary: b.summary.into(),
+                backend: b.name.clone(),
+                summary: b.summary.clone(),
                 built: false,
                 build_note: None,
                 backend_version: None,

@@ -9,11 +9,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use kiln_data::{Geometry, Origin, Request};
-use kiln_results::Profile;
+use kiln_data::{Origin, Request};
+use kiln_results::{CellRequest, Profile};
 use serde::Serialize;
-
-use crate::run::{PlannedCell, RunConfig};
 
 #[derive(Serialize)]
 struct Header<'a> {
@@ -31,37 +29,31 @@ struct Header<'a> {
     note: Option<&'a str>,
 }
 
-/// The geometry a model takes (the runners define the models; this mirrors their inputs).
-fn geometry(model: &str) -> Geometry {
-    if model == "resnet18" {
-        Geometry::CIFAR
-    } else {
-        Geometry::MNIST
-    }
-}
-
-/// Write (once per run and dataset) the data of `cell` under `out/logs/`; returns its path.
-pub fn export_data(cell: &PlannedCell, cfg: &RunConfig, out: &Path) -> Result<PathBuf> {
-    let g = geometry(&cell.id.model);
+/// Write (once per run and dataset) the data of the cell `request` describes under
+/// `out/logs/`; returns its path.
+pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
+    let g = request.model.geometry();
+    let (dataset, _) = match request.dataset {
+        Some(d) => (d, None),
+        None => kiln_data::default_dataset(
+            g,
+            request.profile == Profile::Quick,
+            request.data_dir.as_deref(),
+        )?,
+    };
     let path = out.join("logs").join(format!(
-        "data-{}-{}x{}x{}.kdata",
-        cell.dataset, g.channels, g.height, g.width
+        "data-{dataset}-{}x{}x{}.kdata",
+        g.channels, g.height, g.width
     ));
     if path.is_file() {
         return Ok(path);
     }
-    let profile = if cfg.profile == "quick" {
-        Profile::Quick
-    } else {
-        Profile::Full
-    };
-    let standard_epoch = if g == Geometry::CIFAR { 50_000 } else { 60_000 };
     let data = kiln_data::load(&Request {
-        name: cell.dataset.clone(),
+        name: dataset,
         geometry: g,
-        data_dir: cfg.data_dir.clone(),
-        seed: cfg.seed,
-        synthetic_sizes: profile.synthetic_sizes(standard_epoch),
+        data_dir: request.data_dir.clone(),
+        seed: request.seed,
+        synthetic_sizes: request.profile.synthetic_sizes(g.standard_epoch()),
     })?;
     let header = Header {
         name: &data.name,
@@ -82,7 +74,7 @@ pub fn export_data(cell: &PlannedCell, cfg: &RunConfig, out: &Path) -> Result<Pa
             .iter()
             .map(|(p, v)| format!("{} ({v:?})", p.display()))
             .collect(),
-        note: cell.dataset_note.as_deref(),
+        note: request.dataset_note.as_deref(),
     };
     let tmp = path.with_extension("tmp");
     let mut file = std::io::BufWriter::new(
@@ -109,7 +101,7 @@ pub fn export_data(cell: &PlannedCell, cfg: &RunConfig, out: &Path) -> Result<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{CellId, Event, Record, Status};
+    use kiln_results::{DatasetName, Event, ModelKind, Record, Status};
     use std::process::Command;
 
     /// The Python that has torch: `cargo xtask test` passes it; KILN_REQUIRE_TORCH=1 makes its
@@ -159,40 +151,23 @@ mod tests {
         let Some(py) = python() else { return };
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("logs")).unwrap();
-        let cell = PlannedCell {
-            id: CellId {
-                model: "mnist-cnn".into(),
-                backend: "pytorch".into(),
-                device: "cpu".into(),
-                precision: "f32".into(),
-            },
-            dataset: "fashion-mnist-sample".into(),
-            dataset_note: None,
-            budget_seconds: None,
-            autotune: None,
-        };
-        let cfg = RunConfig {
-            profile: "quick".into(),
-            epochs: 1,
-            batch_size: 32,
-            budget_seconds: Some(30.0),
-            seed: 7,
-            data_dir: None,
-            eval_limit: Some(64),
-            train_limit: Some(96),
-            accum_steps: 1,
-            bare: false,
-            fallback: None,
-            autotune: None,
-            no_autotune_cache: false,
-        };
-        let data = export_data(&cell, &cfg, tmp.path()).unwrap();
+        let mut request = CellRequest::new(ModelKind::MnistCnn, "pytorch", Profile::Quick);
+        request.device = "cpu".into();
+        request.epochs = 1;
+        request.batch_size = 32;
+        request.budget_seconds = Some(30.0);
+        request.seed = 7;
+        request.dataset = Some(DatasetName::FashionMnistSample);
+        request.eval_limit = Some(64);
+        request.train_limit = Some(96);
+        request.calibrate = false;
+        request.data_file = Some(export_data(&request, tmp.path()).unwrap());
+        let cell = tmp.path().join("cell.json");
+        request.write(&cell).unwrap();
         let out = Command::new(py)
             .arg(script())
-            .args(["--model", "mnist-cnn", "--device", "cpu", "--epochs", "1"])
-            .args(["--batch", "32", "--train-limit", "96", "--eval-limit", "64"])
-            .args(["--budget", "30s", "--no-calibrate", "--data-file"])
-            .arg(&data)
+            .arg("--cell")
+            .arg(&cell)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

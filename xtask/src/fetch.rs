@@ -132,7 +132,7 @@ fn sha256_of(path: &Path) -> Option<String> {
 
 /// Fetch dataset `name` into `dest` (default `datasets/cache/<name>/`).
 pub fn fetch_data(name: &str, dest: Option<PathBuf>, base_url: Option<&str>) -> Result<()> {
-    if name == kiln_data::SAMPLE_NAME {
+    if name == kiln_data::DatasetName::FashionMnistSample.name() {
         println!("{name} is embedded in Kiln: nothing to fetch");
         return Ok(());
     }

@@ -6,6 +6,7 @@ mod chart;
 mod doctor;
 mod export;
 mod fetch;
+mod plan;
 mod run;
 mod test;
 mod time;
@@ -16,6 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use kiln_results::{AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision};
 
 /// The workspace root (xtask lives one level below it).
 pub fn workspace_root() -> PathBuf {
@@ -64,7 +66,7 @@ pub struct CommonArgs {
     pub synthetic: bool,
     /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic.
     #[arg(long)]
-    pub dataset: Option<String>,
+    pub dataset: Option<DatasetName>,
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
     pub eval_limit: Option<usize>,
@@ -78,10 +80,10 @@ pub struct CommonArgs {
     /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
     /// operation or type, on the CPU instead (recorded as "fell back from ...").
     #[arg(long, value_name = "TARGET")]
-    pub fallback: Option<String>,
+    pub fallback: Option<FallbackTarget>,
     /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
     #[arg(long)]
-    pub autotune: Option<String>,
+    pub autotune: Option<AutotuneLevel>,
     /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
     #[arg(long)]
     pub no_autotune_cache: bool,
@@ -98,10 +100,10 @@ enum Cmd {
         backends: Option<Vec<String>>,
         /// Models, comma-separated (default: mnist-cnn; all three without --quick).
         #[arg(long, value_delimiter = ',')]
-        models: Option<Vec<String>>,
+        models: Option<Vec<ModelKind>>,
         /// Precisions, comma-separated (default: f32).
         #[arg(long, value_delimiter = ',')]
-        precisions: Option<Vec<String>>,
+        precisions: Option<Vec<Precision>>,
         /// Finish an interrupted run: run only its cells that have no final record, with its
         /// configuration (flags given with --resume must match it).
         #[arg(long, value_name = "DIR", conflicts_with = "out")]
@@ -125,10 +127,10 @@ enum Cmd {
         api: Option<String>,
         /// Model: mnist-cnn, resnet18, resnet18-gray.
         #[arg(long)]
-        model: String,
+        model: ModelKind,
         /// f32, f16, bf16 (pure) or amp-f16, amp-bf16 (mixed precision with loss scaling).
         #[arg(long, default_value = "f32")]
-        precision: String,
+        precision: Precision,
         /// Measure the Kiln loop's overhead against a bare loop of the same steps.
         #[arg(long)]
         bare: bool,
@@ -283,8 +285,8 @@ fn main() -> ExitCode {
                 backend: &backend,
                 device,
                 api,
-                model: &model,
-                precision: &precision,
+                model,
+                precision,
                 bare,
             },
         ),

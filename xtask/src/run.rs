@@ -13,23 +13,23 @@ use serde::{Deserialize, Serialize};
 
 use kiln_results::read::RESULTS_FILE;
 use kiln_results::render::{human_seconds, obtained_text};
-use kiln_results::{CellId, Event, Profile, Record, Status, parse_duration};
+use kiln_results::{
+    AutotuneLevel, CellId, CellRequest, DatasetName, Event, FallbackTarget, ModelKind, Precision,
+    ProbeReport, Profile, Record, Status, parse_duration,
+};
 
 use crate::backends::{self, Backend, Runner};
 use crate::export::export_data;
+use crate::plan;
 use crate::{CommonArgs, time, workspace_root};
 
-/// Models Kiln knows (the runners define them; this list is checked before any work).
-pub const MODELS: &[&str] = &["mnist-cnn", "resnet18", "resnet18-gray"];
-/// Precisions a cell can use.
-pub const PRECISIONS: &[&str] = &["f32", "f16", "bf16", "amp-f16", "amp-bf16"];
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
 
 /// The settings every cell of a run shares.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunConfig {
-    pub profile: String,
+    pub profile: Profile,
     pub epochs: usize,
     pub batch_size: usize,
     pub budget_seconds: Option<f64>,
@@ -43,10 +43,10 @@ pub struct RunConfig {
     /// `cpu`: a cell whose device is unavailable, or which fails on an unsupported operation or
     /// type, is run again on the CPU and recorded as a fallback.
     #[serde(default)]
-    pub fallback: Option<String>,
+    pub fallback: Option<FallbackTarget>,
     /// CubeCL autotune level for GPU cells (`None`: the runtime's default).
     #[serde(default)]
-    pub autotune: Option<String>,
+    pub autotune: Option<AutotuneLevel>,
     /// GPU cells neither read nor write the on-disk autotune cache.
     #[serde(default)]
     pub no_autotune_cache: bool,
@@ -60,7 +60,7 @@ fn one() -> usize {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct PlannedCell {
     pub id: CellId,
-    pub dataset: String,
+    pub dataset: DatasetName,
     /// Why this dataset (a fallback), if it is not the obvious one.
     pub dataset_note: Option<String>,
     /// This cell's own training budget and autotune level, when they differ from the run's
@@ -68,13 +68,52 @@ pub struct PlannedCell {
     #[serde(default)]
     pub budget_seconds: Option<f64>,
     #[serde(default)]
-    pub autotune: Option<String>,
+    pub autotune: Option<AutotuneLevel>,
 }
 
-/// Training budget of a cell on a CPU-emulated GPU adapter (lavapipe takes seconds per step)
-/// unless `--budget` is given: enough for the warm-up step and a few timed steps.
-pub fn emulated_budget(profile: &str) -> f64 {
-    if profile == "quick" { 30.0 } else { 120.0 }
+impl PlannedCell {
+    /// The request a runner gets for this cell of a run configured by `cfg`.
+    pub fn request(&self, cfg: &RunConfig) -> Result<CellRequest> {
+        let model: ModelKind = self.id.model.parse()?;
+        let mut r = CellRequest::new(model, &self.id.backend, cfg.profile);
+        r.device = self.id.device.clone();
+        r.precision = self.id.precision.parse()?;
+        r.epochs = cfg.epochs;
+        r.batch_size = cfg.batch_size;
+        r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
+        r.accum_steps = cfg.accum_steps;
+        r.seed = cfg.seed;
+        r.dataset = Some(self.dataset);
+        r.dataset_note = self.dataset_note.clone();
+        r.data_dir = cfg.data_dir.clone();
+        r.eval_limit = cfg.eval_limit;
+        r.train_limit = cfg.train_limit;
+        r.autotune = cfg.autotune.or(self.autotune);
+        r.autotune_cache = !cfg.no_autotune_cache;
+        r.fallback = cfg.fallback;
+        r.bare = cfg.bare;
+        r.validate().map_err(|e| anyhow::anyhow!(e))?;
+        Ok(r)
+    }
+
+    /// A cell of `model` on `device` of backend `b`, with the budget and autotune level a
+    /// CPU-emulated adapter gets unless the user set them.
+    fn new(
+        id: CellId,
+        dataset: (DatasetName, Option<String>),
+        emulated: bool,
+        common: &CommonArgs,
+        profile: Profile,
+    ) -> PlannedCell {
+        PlannedCell {
+            id,
+            dataset: dataset.0,
+            dataset_note: dataset.1,
+            budget_seconds: (emulated && common.budget.is_none())
+                .then(|| profile.emulated_budget().as_secs_f64()),
+            autotune: (emulated && common.autotune.is_none()).then_some(AutotuneLevel::Minimal),
+        }
+    }
 }
 
 /// `run.json`: what a run directory is and what it was asked to do.
@@ -106,109 +145,63 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-fn check_name(kind: &str, value: &str, known: &[&str]) -> Result<()> {
-    if !known.contains(&value) {
-        bail!("unknown {kind} {value:?}; known: {}", known.join(", "));
-    }
-    Ok(())
-}
-
 fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
-    let profile = if common.quick {
-        Profile::Quick
-    } else {
-        Profile::Full
-    };
+    let profile = Profile::from_quick(common.quick);
     let budget = match &common.budget {
         Some(text) => parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}"))?,
         None => profile.budget(),
     };
-    let epochs = common.epochs.unwrap_or(profile.epochs());
-    let batch_size = common.batch.unwrap_or(profile.batch_size());
-    if epochs == 0 {
-        bail!("--epochs must be at least 1 (got 0)");
-    }
-    if batch_size == 0 {
-        bail!("--batch must be at least 1 (got 0)");
-    }
-    let accum_steps = common.accum_steps.unwrap_or(1);
-    if accum_steps == 0 || !batch_size.is_multiple_of(accum_steps) {
-        bail!(
-            "--accum-steps {accum_steps} must be at least 1 and divide the batch size {batch_size}"
-        );
-    }
-    if common.eval_limit == Some(0) || common.train_limit == Some(0) {
-        bail!("--eval-limit and --train-limit must be at least 1 (got 0)");
-    }
     if let Some(dir) = &common.data_dir
         && !dir.is_dir()
     {
         bail!("--data-dir {}: no such directory", dir.display());
     }
-    if let Some(f) = &common.fallback {
-        check_name("--fallback target", f, &["cpu"])?;
-    }
-    if let Some(level) = &common.autotune {
-        check_name(
-            "--autotune level",
-            level,
-            &["minimal", "balanced", "extensive", "full"],
-        )?;
-    }
-    if let Some(d) = &common.dataset {
-        check_name(
-            "dataset",
-            d,
-            &[
-                "mnist",
-                "fashion-mnist",
-                "fashion-mnist-sample",
-                "cifar-10",
-                "synthetic",
-            ],
-        )?;
-    }
-    Ok((
+    let cfg = RunConfig {
         profile,
-        RunConfig {
-            profile: if common.quick { "quick" } else { "full" }.into(),
-            epochs,
-            batch_size,
-            budget_seconds: budget.map(|b| b.as_secs_f64()),
-            seed: common.seed.unwrap_or(42),
-            data_dir: common.data_dir.clone(),
-            eval_limit: common.eval_limit,
-            train_limit: common.train_limit,
-            accum_steps,
-            bare,
-            fallback: common.fallback.clone(),
-            autotune: common.autotune.clone(),
-            no_autotune_cache: common.no_autotune_cache,
+        epochs: common.epochs.unwrap_or(profile.epochs()),
+        batch_size: common.batch.unwrap_or(profile.batch_size()),
+        budget_seconds: budget.map(|b| b.as_secs_f64()),
+        seed: common.seed.unwrap_or(42),
+        data_dir: common.data_dir.clone(),
+        eval_limit: common.eval_limit,
+        train_limit: common.train_limit,
+        accum_steps: common.accum_steps.unwrap_or(1),
+        bare,
+        fallback: common.fallback,
+        autotune: common.autotune,
+        no_autotune_cache: common.no_autotune_cache,
+    };
+    // The rules of a cell are the cell request's: check them once, before any work.
+    let probe = PlannedCell {
+        id: CellId {
+            model: ModelKind::MnistCnn.to_string(),
+            backend: "any".into(),
+            device: "default".into(),
+            precision: Precision::F32.to_string(),
         },
-    ))
+        dataset: DatasetName::Synthetic,
+        dataset_note: None,
+        budget_seconds: None,
+        autotune: None,
+    };
+    probe.request(&cfg)?;
+    Ok((profile, cfg))
 }
 
 /// The dataset for `model`, resolved once so every backend trains on the same data.
-fn dataset_for(model: &str, common: &CommonArgs) -> Result<(String, Option<String>)> {
-    let geometry = if model == "resnet18" {
-        kiln_data::Geometry::CIFAR
-    } else {
-        kiln_data::Geometry::MNIST
-    };
+fn dataset_for(model: ModelKind, common: &CommonArgs) -> Result<(DatasetName, Option<String>)> {
     if common.synthetic {
-        return Ok(("synthetic".into(), None));
+        return Ok((DatasetName::Synthetic, None));
     }
-    if let Some(name) = &common.dataset {
-        if let Some(g) = kiln_data::geometry_of(name)
-            && g != geometry
-        {
+    if let Some(name) = common.dataset {
+        if !name.fits(model) {
             bail!("dataset {name} does not fit model {model} (different image shape)");
         }
         kiln_data::available(name, common.data_dir.as_deref())?;
-        return Ok((name.clone(), None));
+        return Ok((name, None));
     }
     Ok(kiln_data::default_dataset(
-        geometry,
+        model.geometry(),
         common.quick,
         common.data_dir.as_deref(),
     )?)
@@ -333,6 +326,17 @@ fn tail_of(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
+/// A file name for the cell `id` (its log, its request).
+fn cell_stem(id: &CellId) -> String {
+    format!(
+        "{}-{}-{}-{}",
+        id.model,
+        id.backend,
+        id.device.replace([':', '/'], "_"),
+        id.precision
+    )
+}
+
 /// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data,
 /// compiling kernels and evaluating (a day without a budget).
 fn wall_clock_limit(budget_seconds: Option<f64>) -> Duration {
@@ -351,55 +355,17 @@ fn run_cell(
     limit: Duration,
 ) -> Result<Option<Record>> {
     let id = &cell.id;
-    let log = out.join("logs").join(format!(
-        "{}-{}-{}-{}.stderr",
-        id.model,
-        id.backend,
-        id.device.replace([':', '/'], "_"),
-        id.precision
-    ));
-    let mut cmd = runner.command();
-    cmd.args(["--model", &id.model, "--device", &id.device])
-        .args(["--precision", &id.precision])
-        .args(["--epochs", &cfg.epochs.to_string()])
-        .args(["--batch", &cfg.batch_size.to_string()])
-        .args(["--seed", &cfg.seed.to_string()])
-        .args(["--dataset", &cell.dataset])
-        .args([
-            "--budget",
-            &cell
-                .budget_seconds
-                .or(cfg.budget_seconds)
-                .map(|b| format!("{b}s"))
-                .unwrap_or_else(|| "none".into()),
-        ]);
-    if cfg.profile == "quick" {
-        cmd.arg("--quick");
-    }
-    if let Some(dir) = &cfg.data_dir {
-        cmd.arg("--data-dir").arg(dir);
-    }
-    if let Some(n) = cfg.eval_limit {
-        cmd.args(["--eval-limit", &n.to_string()]);
-    }
-    if let Some(n) = cfg.train_limit {
-        cmd.args(["--train-limit", &n.to_string()]);
-    }
-    if cfg.accum_steps > 1 {
-        cmd.args(["--accum-steps", &cfg.accum_steps.to_string()]);
-    }
-    if cfg.bare {
-        cmd.arg("--bare");
-    }
-    if let Some(level) = cfg.autotune.as_ref().or(cell.autotune.as_ref()) {
-        cmd.args(["--autotune", level]);
-    }
-    if cfg.no_autotune_cache {
-        cmd.arg("--no-autotune-cache");
-    }
+    let log = out.join("logs").join(format!("{}.stderr", cell_stem(id)));
+    let mut request = cell.request(cfg)?;
     if runner.needs_data_file {
-        cmd.arg("--data-file").arg(export_data(cell, cfg, out)?);
+        request.data_file = Some(export_data(&request, out)?);
     }
+    let request_path = out.join("cells").join(format!("{}.json", cell_stem(id)));
+    std::fs::create_dir_all(out.join("cells"))
+        .and_then(|_| request.write(&request_path))
+        .with_context(|| format!("cannot write {}", request_path.display()))?;
+    let mut cmd = runner.command();
+    cmd.arg("--cell").arg(&request_path);
     if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
         cmd.env("KILN_COMMIT", commit);
     }
@@ -563,12 +529,7 @@ fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell]) -> Result<
 
 /// Run planned cells, append their records, render the report. Returns false if any failed or
 /// the run was interrupted.
-fn execute(
-    cells: Vec<PlannedCell>,
-    runners: &[(&'static Backend, Runner)],
-    cfg: RunConfig,
-    out: &Path,
-) -> Result<bool> {
+fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path) -> Result<bool> {
     let results = out.join(RESULTS_FILE);
     eprintln!(
         "kiln: {} cells; results go to {}",
@@ -584,10 +545,7 @@ fn execute(
             total: cells.len(),
             later_seconds: per_cell_bound * (cells.len() - i - 1) as f64,
         };
-        let runner = runners
-            .iter()
-            .find(|(b, _)| b.name == cell.id.backend)
-            .map(|(_, p)| p.clone());
+        let runner = runner_of(built, &cell.id.backend).cloned();
         let record = match runner {
             Some(runner) => run_cell(
                 &runner,
@@ -618,8 +576,11 @@ fn execute(
             break;
         };
         append_record(&results, &record)?;
+        let probes = probes(built);
         let fallback = match (&cfg.fallback, fallback_reason(&record)) {
-            (Some(_), Some(why)) => fallback_cell(cell, &record, runners).map(|c| (c, why)),
+            (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
+                .and_then(|c| runner_of(built, &c.id.backend).map(|r| (c, r)))
+                .map(|c| (c, why)),
             _ => None,
         };
         match fallback {
@@ -703,44 +664,26 @@ pub fn fallback_reason(record: &Record) -> Option<String> {
     }
 }
 
-/// The CPU cell that replaces `cell`: the same backend's CPU device if it has one, else flex.
-fn fallback_cell<'a>(
-    cell: &PlannedCell,
-    record: &Record,
-    runners: &'a [(&'static Backend, Runner)],
-) -> Option<(PlannedCell, &'a Runner)> {
-    if cell.id.device == "cpu" && record.status == Status::Failed {
-        // Already on a CPU: run it on flex, Kiln's reference CPU backend, unless it was flex.
-        if cell.id.backend == "flex" {
-            return None;
-        }
-    }
-    let same = (cell.id.device != "cpu")
-        .then(|| runners.iter().find(|(b, _)| b.name == cell.id.backend))
-        .flatten()
-        .filter(|(b, _)| matches!(b.name, "tch" | "pytorch"));
-    let (b, runner) = same.or_else(|| runners.iter().find(|(b, _)| b.name == "flex"))?;
-    let mut id = cell.id.clone();
-    id.backend = b.name.into();
-    id.device = "cpu".into();
-    Some((
-        PlannedCell {
-            id,
-            dataset: cell.dataset.clone(),
-            dataset_note: cell.dataset_note.clone(),
-            budget_seconds: None,
-            autotune: None,
-        },
-        runner,
-    ))
+/// A built backend: its runner and what its probe reported.
+pub type Built = (&'static Backend, Runner, ProbeReport);
+
+/// The runner of the backend called `name`, if it was built.
+fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
+    built
+        .iter()
+        .find(|(b, _, _)| b.name == name)
+        .map(|(_, r, _)| r)
+}
+
+/// The probe reports of the built backends, by name.
+fn probes(built: &[Built]) -> Vec<(&str, &ProbeReport)> {
+    built.iter().map(|(b, _, p)| (b.name.as_str(), p)).collect()
 }
 
 /// Build the runners of `wanted` and probe them; returns each usable backend with its runner.
 /// A backend that cannot run here (libtorch missing, say) is left out with one line saying why
 /// and what fixes it.
-fn build_and_probe(
-    wanted: &[&'static Backend],
-) -> Result<Vec<(&'static Backend, Runner, kiln_results::ProbeReport)>> {
+fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
     backends::build_all()?;
     let mut out = Vec::new();
     for &b in wanted {
@@ -757,138 +700,59 @@ fn build_and_probe(
     Ok(out)
 }
 
+/// The backends to probe besides `wanted`: with `--fallback`, every default backend, so that
+/// a CPU device to fall back to is known.
+fn with_fallback_backends(
+    mut wanted: Vec<&'static Backend>,
+    fallback: bool,
+) -> Vec<&'static Backend> {
+    if fallback {
+        for b in backends::all().iter().filter(|b| b.default) {
+            if !wanted.iter().any(|w| w.name == b.name) && backends::unbuildable(b).is_none() {
+                wanted.push(b);
+            }
+        }
+        wanted.sort_by_key(|b| b.order);
+    }
+    wanted
+}
+
 /// `cargo xtask bench-all`.
 pub fn bench_all(
     common: &CommonArgs,
     backend_names: Option<Vec<String>>,
-    models: Option<Vec<String>>,
-    precisions: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
     all_devices: bool,
 ) -> Result<bool> {
     let (profile, cfg) = config(common, false)?;
-    let models: Vec<String> =
-        models.unwrap_or_else(|| profile.models().iter().map(|m| m.to_string()).collect());
-    let precisions = precisions.unwrap_or_else(|| vec!["f32".into()]);
-    for m in &models {
-        check_name("model", m, MODELS)?;
-    }
-    for p in &precisions {
-        check_name("precision", p, PRECISIONS)?;
-    }
-    let backend_names_given = backend_names.is_some();
+    let models = models.unwrap_or_else(|| profile.models().to_vec());
+    let backends_named = backend_names.is_some();
     let wanted: Vec<&'static Backend> = match backend_names {
         Some(names) => names
             .iter()
             .map(|n| backends::find(n))
             .collect::<Result<_>>()?,
-        None => backends::BACKENDS.iter().filter(|b| b.default).collect(),
+        None => backends::all().iter().filter(|b| b.default).collect(),
     };
-    let datasets: Vec<(String, (String, Option<String>))> = models
-        .iter()
-        .map(|m| dataset_for(m, common).map(|d| (m.clone(), d)))
-        .collect::<Result<_>>()?;
-    let out = check_out(common.out.as_deref())?;
-    let mut probe_for = wanted.clone();
-    if common.fallback.is_some() && !probe_for.iter().any(|b| b.name == "flex") {
-        probe_for.push(backends::find("flex")?);
-    }
-    let built = build_and_probe(&probe_for)?;
-
-    let mut cells = Vec::new();
-    let mut skipped = Vec::new();
-    for (model, (dataset, note)) in &datasets {
-        for (b, _, report) in built
+    let matrix = plan::Matrix {
+        models: models
             .iter()
-            .filter(|(b, _, _)| wanted.iter().any(|w| w.name == b.name))
-        {
-            // Cells: the default device (every available one with --all-devices); a device
-            // that is unavailable is recorded as skipped only when the backend has no usable
-            // device at all, or when --fallback is to run its cell on the CPU.
-            let none_usable = !report.devices.iter().any(|d| d.available);
-            let chosen = report.devices.iter().filter(|d| {
-                if d.available {
-                    d.default || all_devices
-                } else {
-                    none_usable || (d.default && common.fallback.is_some())
-                }
-            });
-            // A software GPU on the CPU (lavapipe) is a correctness row whose cold start
-            // (autotuning every convolution on the CPU) takes tens of minutes: it runs only when
-            // asked for by name or with --all-devices.
-            let asked = backend_names_given || all_devices;
-            let (chosen, emulated): (Vec<_>, Vec<_>) =
-                chosen.partition(|d| asked || d.kind != "cpu-emulated-gpu");
-            for d in emulated {
-                for precision in &precisions {
-                    let id = CellId {
-                        model: model.clone(),
-                        backend: b.name.into(),
-                        device: d.spec.clone(),
-                        precision: precision.clone(),
-                    };
-                    skipped.push(Record::not_run(
-                        &id,
-                        Status::Skipped,
-                        format!(
-                            "{} is a CPU-emulated adapter (a correctness row, not a GPU; its \
-                             first step autotunes on the CPU for minutes): run it with \
-                             `--backends {}` or `--all-devices`",
-                            d.name, b.name
-                        ),
-                    ));
-                }
-            }
-            for device in chosen {
-                for precision in &precisions {
-                    let id = CellId {
-                        model: model.clone(),
-                        backend: b.name.into(),
-                        device: device.spec.clone(),
-                        precision: precision.clone(),
-                    };
-                    let emulated = device.kind == "cpu-emulated-gpu";
-                    let planned = PlannedCell {
-                        id: id.clone(),
-                        dataset: dataset.clone(),
-                        dataset_note: note.clone(),
-                        budget_seconds: (emulated && common.budget.is_none())
-                            .then(|| emulated_budget(&cfg.profile)),
-                        autotune: (emulated && common.autotune.is_none())
-                            .then(|| "minimal".to_string()),
-                    };
-                    let runnable = device.available && device.precisions.contains(precision);
-                    if !runnable && common.fallback.is_some() {
-                        // The runner reports the reason itself, and execute() falls back.
-                        cells.push(planned);
-                    } else if !device.available {
-                        let why = device
-                            .reason
-                            .clone()
-                            .unwrap_or_else(|| "unavailable".into());
-                        skipped.push(Record::not_run(
-                            &id,
-                            Status::Skipped,
-                            format!("device unavailable: {why}"),
-                        ));
-                    } else if !device.precisions.contains(precision) {
-                        skipped.push(Record::not_run(
-                            &id,
-                            Status::Skipped,
-                            format!(
-                                "{} {} does not support {precision} (supported: {})",
-                                b.name,
-                                device.spec,
-                                device.precisions.join(", ")
-                            ),
-                        ));
-                    } else {
-                        cells.push(planned);
-                    }
-                }
-            }
-        }
-    }
-    for (_, (_, note)) in &datasets {
+            .map(|&m| dataset_for(m, common).map(|d| (m, d)))
+            .collect::<Result<_>>()?,
+        precisions: precisions.unwrap_or_else(|| vec![Precision::F32]),
+        backends: wanted.iter().map(|b| b.name.clone()).collect(),
+        backends_named,
+        all_devices,
+        fallback: cfg.fallback.is_some(),
+        budget_given: common.budget.is_some(),
+        autotune_given: common.autotune.is_some(),
+        profile,
+    };
+    let out = check_out(common.out.as_deref())?;
+    let built = build_and_probe(&with_fallback_backends(wanted, cfg.fallback.is_some()))?;
+    let plan::Plan { cells, skipped } = plan::plan(&matrix, &probes(&built));
+    for (_, (_, note)) in &matrix.models {
         if let Some(note) = note {
             eprintln!("kiln: {note}");
         }
@@ -907,10 +771,8 @@ pub fn bench_all(
             "no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)"
         );
     }
-    let runners: Vec<(&'static Backend, Runner)> =
-        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
     write_run_file(&out, &cfg, &cells)?;
-    execute(cells, &runners, cfg, &out)
+    execute(cells, &built, cfg, &out)
 }
 
 /// Describe how `stored` and `wanted` differ, field by field.
@@ -956,8 +818,8 @@ pub fn resume(
     dir: &Path,
     common: &CommonArgs,
     backend_names: Option<Vec<String>>,
-    models: Option<Vec<String>>,
-    precisions: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
 ) -> Result<bool> {
     let run_path = dir.join(RUN_FILE);
     let text = std::fs::read_to_string(&run_path).with_context(|| {
@@ -971,7 +833,7 @@ pub fn resume(
     // The run's configuration with every flag given now applied: any change is a difference.
     let mut wanted = run.config.clone();
     if common.quick {
-        wanted.profile = "quick".into();
+        wanted.profile = Profile::Quick;
     }
     if let Some(v) = common.epochs {
         wanted.epochs = v;
@@ -999,6 +861,15 @@ pub fn resume(
     if let Some(v) = common.accum_steps {
         wanted.accum_steps = v;
     }
+    if common.fallback.is_some() {
+        wanted.fallback = common.fallback;
+    }
+    if common.autotune.is_some() {
+        wanted.autotune = common.autotune;
+    }
+    if common.no_autotune_cache {
+        wanted.no_autotune_cache = true;
+    }
     let mut differences = config_differences(&run.config, &wanted);
     let planned = |f: fn(&CellId) -> &String| {
         let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
@@ -1006,6 +877,8 @@ pub fn resume(
         v.dedup();
         v
     };
+    let models = models.map(|v| v.iter().map(ToString::to_string).collect());
+    let precisions = precisions.map(|v| v.iter().map(ToString::to_string).collect());
     for (flag, given, stored) in [
         ("--backends", backend_names, planned(|c| &c.backend)),
         ("--models", models, planned(|c| &c.model)),
@@ -1048,20 +921,17 @@ pub fn resume(
             .map(|n| backends::find(n))
             .collect::<Result<_>>()?
     };
-    let mut wanted = wanted;
-    if run.config.fallback.is_some() && !wanted.iter().any(|b| b.name == "flex") {
-        wanted.push(backends::find("flex")?);
-    }
-    let built = build_and_probe(&wanted)?;
-    let runners: Vec<(&'static Backend, Runner)> =
-        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
+    let built = build_and_probe(&with_fallback_backends(
+        wanted,
+        run.config.fallback.is_some(),
+    ))?;
     eprintln!(
         "kiln: resuming {}: {} of {} cells left",
         dir.display(),
         remaining.len(),
         run.cells.len()
     );
-    execute(remaining, &runners, run.config, dir)
+    execute(remaining, &built, run.config, dir)
 }
 
 /// What `cargo xtask bench` runs: one cell.
@@ -1070,8 +940,8 @@ pub struct OneCell<'a> {
     pub device: Option<String>,
     /// Graphics API (wgpu): prefixes the device spec.
     pub api: Option<String>,
-    pub model: &'a str,
-    pub precision: &'a str,
+    pub model: ModelKind,
+    pub precision: Precision,
     pub bare: bool,
 }
 
@@ -1079,8 +949,6 @@ pub struct OneCell<'a> {
 pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let (_, cfg) = config(common, one.bare)?;
     let (backend, model, precision) = (one.backend, one.model, one.precision);
-    check_name("model", model, MODELS)?;
-    check_name("precision", precision, PRECISIONS)?;
     let b = backends::find(backend)?;
     if let Some(why) = backends::unbuildable(b)
         && cfg.fallback.is_none()
@@ -1092,13 +960,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         eprintln!("kiln: {note}");
     }
     let out = check_out(common.out.as_deref())?;
-    let mut wanted = vec![b];
-    if cfg.fallback.is_some() && b.name != "flex" {
-        wanted.push(backends::find("flex")?);
-    }
-    let built = build_and_probe(&wanted)?;
-    let runners: Vec<(&'static Backend, Runner)> =
-        built.iter().map(|(b, r, _)| (*b, r.clone())).collect();
+    let built = build_and_probe(&with_fallback_backends(vec![b], cfg.fallback.is_some()))?;
     let report = built
         .iter()
         .find(|(x, _, _)| x.name == b.name)
@@ -1131,7 +993,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
                  `--fallback cpu` runs the cell on the CPU instead)",
                 d.reason.clone().unwrap_or_default()
             ),
-            Some(d) if !d.precisions.iter().any(|p| p == precision) => bail!(
+            Some(d) if !d.precisions.iter().any(|p| p == precision.name()) => bail!(
                 "{backend} {spec} does not support {precision}; it supports {}",
                 d.precisions.join(", ")
             ),
@@ -1149,23 +1011,22 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     }
     let emulated = report
         .and_then(|r| r.devices.iter().find(|d| d.spec == spec))
-        .is_some_and(|d| d.kind == "cpu-emulated-gpu");
-    let cell = PlannedCell {
-        id: CellId {
-            model: model.into(),
+        .is_some_and(|d| d.kind.is_cpu_emulated());
+    let cell = PlannedCell::new(
+        CellId {
+            model: model.to_string(),
             backend: backend.into(),
             device: spec,
-            precision: precision.into(),
+            precision: precision.to_string(),
         },
-        dataset,
-        dataset_note: None,
-        budget_seconds: (emulated && common.budget.is_none())
-            .then(|| emulated_budget(&cfg.profile)),
-        autotune: (emulated && common.autotune.is_none()).then(|| "minimal".to_string()),
-    };
+        (dataset, None),
+        emulated,
+        common,
+        cfg.profile,
+    );
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
-    execute(vec![cell], &runners, cfg, &out)
+    execute(vec![cell], &built, cfg, &out)
 }
 
 #[cfg(test)]
@@ -1190,7 +1051,7 @@ mod tests {
 
     fn cfg() -> RunConfig {
         RunConfig {
-            profile: "quick".into(),
+            profile: Profile::Quick,
             epochs: 1,
             batch_size: 8,
             budget_seconds: Some(5.0),
@@ -1214,11 +1075,35 @@ mod tests {
                 device: "cpu".into(),
                 precision: "f32".into(),
             },
-            dataset: "synthetic".into(),
+            dataset: DatasetName::Synthetic,
             dataset_note: None,
             budget_seconds: None,
             autotune: None,
         }
+    }
+
+    /// A built backend whose probe lists one available default device of `kind`.
+    fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceKind) -> Built {
+        let report = ProbeReport {
+            backend: name.into(),
+            backend_version: "0".into(),
+            devices: vec![kiln_results::DeviceReport {
+                spec: spec.into(),
+                name: spec.into(),
+                kind,
+                available: true,
+                reason: None,
+                precisions: vec!["f32".into()],
+                default: true,
+                memory_bytes: None,
+                runtime: None,
+            }],
+        };
+        (backends::find(name).unwrap(), runner, report)
+    }
+
+    fn on_cpu(name: &str, runner: Runner) -> Built {
+        built(name, runner, "cpu", kiln_results::DeviceKind::Cpu)
     }
 
     fn script(dir: &Path, name: &str, body: &str) -> Runner {
@@ -1264,19 +1149,18 @@ mod tests {
             "device vulkan:discrete:0 unavailable: no adapter",
         );
         let runners = vec![
-            (backends::find("wgpu").unwrap(), unavailable),
-            (
-                backends::find("flex").unwrap(),
-                fine_runner(tmp.path(), "flex"),
+            built(
+                "wgpu",
+                unavailable,
+                "vulkan:discrete:0",
+                kiln_results::DeviceKind::DiscreteGpu,
             ),
+            on_cpu("flex", fine_runner(tmp.path(), "flex")),
         ];
-        for fallback in [None, Some("cpu".to_string())] {
+        for fallback in [None, Some(FallbackTarget::Cpu)] {
             let out = tmp.path().join(format!("run-{}", fallback.is_some()));
             prepare_out(Some(&out)).unwrap();
-            let config = RunConfig {
-                fallback: fallback.clone(),
-                ..cfg()
-            };
+            let config = RunConfig { fallback, ..cfg() };
             execute(vec![gpu_cell.clone()], &runners, config, &out).unwrap();
             let records = kiln_results::read::load(std::slice::from_ref(&out))
                 .unwrap()
@@ -1337,10 +1221,7 @@ mod tests {
         let out = tmp.path().join("run");
         prepare_out(Some(&out)).unwrap();
         write_run_file(&out, &cfg(), &[cell("flex"), cell("ndarray")]).unwrap();
-        let runners = vec![
-            (backends::find("flex").unwrap(), crash),
-            (backends::find("ndarray").unwrap(), fine),
-        ];
+        let runners = vec![on_cpu("flex", crash), on_cpu("ndarray", fine)];
         let all_ok = execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
         assert!(!all_ok);
         let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
@@ -1369,10 +1250,7 @@ mod tests {
         );
         let out = tmp.path().join("run");
         prepare_out(Some(&out)).unwrap();
-        let runners = vec![
-            (backends::find("flex").unwrap(), fine),
-            (backends::find("ndarray").unwrap(), killed),
-        ];
+        let runners = vec![on_cpu("flex", fine), on_cpu("ndarray", killed)];
         execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
         let text = std::fs::read_to_string(out.join(RESULTS_FILE)).unwrap();
         assert!(text.ends_with('\n'), "every record is a whole line");
@@ -1470,6 +1348,17 @@ mod tests {
             err.contains("--backends: run has flex,ndarray, flags give flex"),
             "{err}"
         );
+        // Every flag that shapes a cell is compared, the runtime ones included.
+        let mut runtime = common();
+        runtime.fallback = Some(FallbackTarget::Cpu);
+        runtime.autotune = Some(AutotuneLevel::Full);
+        runtime.no_autotune_cache = true;
+        let err = resume(&out, &runtime, None, None, None)
+            .unwrap_err()
+            .to_string();
+        for field in ["fallback", "autotune", "no_autotune_cache"] {
+            assert!(err.contains(&format!("{field}: run has")), "{field}: {err}");
+        }
         let err = resume(&tmp.path().join("nope"), &common(), None, None, None)
             .unwrap_err()
             .to_string();

@@ -4,15 +4,17 @@
 pub mod amp;
 pub mod calibrate;
 pub mod check;
+pub mod cubecl;
 pub mod fingerprint;
 pub mod memory;
 pub mod models;
 pub mod protocol;
 pub mod runner;
 
-pub use models::{Classifier, MnistCnn, ModelKind, ResNet};
+pub use kiln_results::{CellRequest, Precision, Record};
+pub use models::{BuildModel, Classifier, MnistCnn, ModelKind, ResNet};
 pub use protocol::{DeviceData, Protocol, Trainer};
-pub use runner::{Binding, Precision};
+pub use runner::{Binding, bench};
 
 /// The Burn version Kiln is pinned to (see the workspace `Cargo.toml`).
 pub const BURN_VERSION: &str = "0.22.1";

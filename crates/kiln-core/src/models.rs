@@ -8,56 +8,13 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 
-use kiln_data::Geometry;
-
 /// A network that maps a batch of images `[b, c, h, w]` to class logits `[b, classes]`.
 pub trait Classifier: Module + Sized + 'static {
     /// Logits for `images`.
     fn forward(&self, images: Tensor<4>) -> Tensor<2>;
 }
 
-/// The models Kiln knows, by their command-line names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelKind {
-    /// The article's small MNIST CNN.
-    MnistCnn,
-    /// torchvision's ResNet18 topology, 3x32x32 input, 10 classes (CIFAR-10).
-    ResNet18,
-    /// The article's 1-channel ResNet18 variant (MNIST-sized input).
-    ResNet18Gray,
-}
-
-/// Model names accepted on the command line.
-pub const MODEL_NAMES: &[&str] = &["mnist-cnn", "resnet18", "resnet18-gray"];
-
-impl ModelKind {
-    /// Parse a command-line name.
-    pub fn parse(name: &str) -> Option<ModelKind> {
-        match name {
-            "mnist-cnn" => Some(ModelKind::MnistCnn),
-            "resnet18" => Some(ModelKind::ResNet18),
-            "resnet18-gray" => Some(ModelKind::ResNet18Gray),
-            _ => None,
-        }
-    }
-
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ModelKind::MnistCnn => "mnist-cnn",
-            ModelKind::ResNet18 => "resnet18",
-            ModelKind::ResNet18Gray => "resnet18-gray",
-        }
-    }
-
-    /// The input the model takes.
-    pub fn geometry(self) -> Geometry {
-        match self {
-            ModelKind::ResNet18 => Geometry::CIFAR,
-            ModelKind::MnistCnn | ModelKind::ResNet18Gray => Geometry::MNIST,
-        }
-    }
-}
+pub use kiln_results::ModelKind;
 
 /// Work to do with a freshly built model whose concrete type depends on its [`ModelKind`].
 pub trait WithModel {
@@ -67,10 +24,15 @@ pub trait WithModel {
     fn run<M: Classifier>(self, model: M) -> Self::Output;
 }
 
-impl ModelKind {
+/// Building a network from its [`ModelKind`].
+pub trait BuildModel {
     /// Build this kind of model on `device` (the one place a kind becomes a network) and hand
     /// it to `work`.
-    pub fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output {
+    fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output;
+}
+
+impl BuildModel for ModelKind {
+    fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output {
         match self {
             ModelKind::MnistCnn => work.run(MnistCnn::new(device)),
             ModelKind::ResNet18 => work.run(ResNet::resnet18(3, 10, device)),

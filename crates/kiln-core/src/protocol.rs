@@ -44,6 +44,23 @@ pub struct Protocol {
     pub amp: Option<FloatDType>,
 }
 
+impl Protocol {
+    /// The protocol a cell request asks for.
+    pub fn from_request(request: &kiln_results::CellRequest) -> Protocol {
+        Protocol {
+            epochs: request.epochs,
+            batch_size: request.batch_size,
+            budget: request.budget(),
+            seed: request.seed,
+            eval_limit: request.eval_limit,
+            inject_nan_at_step: request.inject_nan_at_step,
+            accum_steps: request.accum_steps,
+            amp: crate::runner::amp_dtype(request.precision),
+            ..Protocol::default()
+        }
+    }
+}
+
 impl Default for Protocol {
     fn default() -> Self {
         Protocol {
@@ -177,15 +194,18 @@ impl<M: Classifier> Trainer<M> {
     ) -> (GradientsParams, Tensor<1>) {
         let [len] = indices.dims();
         let micro = len.div_ceil(self.accum_steps).max(1);
-        let (cast, input_dtype) = self.compute_model(model);
-        let forward_model = cast.as_ref().unwrap_or(model);
         let scale = self.scaler().map(LossScaler::scale);
         let scaled = |loss: &Tensor<1>| match scale {
             Some(s) => loss.clone().mul_scalar(s),
             None => loss.clone(),
         };
         // Mean loss of `part` weighted by its share of the batch, in f32 (as autocast does).
+        // Under amp the cast of the master model is part of each micro-batch's own graph: a
+        // backward pass consumes the graph it runs through, so a cast shared by two
+        // micro-batches would be gone for the second one.
         let micro_loss = |part: Tensor<1, Int>, share: f64| {
+            let (cast, input_dtype) = self.compute_model(model);
+            let forward_model = cast.as_ref().unwrap_or(model);
             let mut x = data.train_x.clone().select(0, part.clone());
             if let Some(dtype) = input_dtype {
                 x = x.cast(dtype);

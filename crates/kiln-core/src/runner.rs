@@ -1,6 +1,8 @@
 //! The runner binary every backend crate provides: `kiln-<backend> --probe` reports devices;
-//! `kiln-<backend> --model NAME ...` trains one cell and prints JSON lines (events, then one
-//! final record) on standard output. Human-readable notes go to standard error.
+//! `kiln-<backend> --cell FILE` (what xtask runs) or `kiln-<backend> --model NAME ...` (flags
+//! that only build the same request) trains one cell and prints JSON lines (events, then one
+//! final record) on standard output. Human-readable notes go to standard error. [`bench`] is the
+//! same thing as a library call, for programs that embed one backend crate.
 
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
@@ -14,11 +16,12 @@ use clap::Parser;
 
 use kiln_data::{Origin, Request};
 use kiln_results::{
-    CellId, DataKind, DeviceReport, Event, ProbeReport, Profile, Record, SCHEMA_VERSION, Status,
+    AutotuneLevel, CellRequest, DataKind, DatasetName, DeviceKind, DeviceReport, Event, FloatKind,
+    ModelKind, Precision, ProbeReport, Profile, Record, SCHEMA_VERSION, Status, Vocabulary,
     parse_duration,
 };
 
-use crate::models::{Classifier, MODEL_NAMES, ModelKind, WithModel};
+use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Outcome, Protocol};
 use crate::{CoreError, calibrate, fingerprint, memory};
 
@@ -43,8 +46,7 @@ pub struct Selected {
     pub spec: String,
     /// Human-readable name (the CPU model, the adapter's name).
     pub name: String,
-    /// `cpu`, `discrete-gpu`, `integrated-gpu`, `virtual-gpu` or `cpu-emulated-gpu`.
-    pub kind: String,
+    pub kind: DeviceKind,
     /// How a GPU runtime is set up (API, driver, fusion, autotune).
     pub runtime: Option<kiln_results::Runtime>,
 }
@@ -56,79 +58,31 @@ impl Selected {
             device,
             spec: "cpu".into(),
             name: fingerprint::cpu_model(),
-            kind: "cpu".into(),
+            kind: DeviceKind::Cpu,
             runtime: None,
         }
     }
 }
 
-/// Float precision of a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Everything in f32.
-    F32,
-    /// Pure f16: weights, optimizer state, activations and gradients (diverges; kept as a row).
-    F16,
-    /// Pure bf16.
-    BF16,
-    /// Mixed precision: f32 master weights and optimizer, f16 forward and backward, dynamic
-    /// loss scaling.
-    AmpF16,
-    /// Mixed precision with bf16 compute.
-    AmpBF16,
+/// Burn's float type for one of Kiln's.
+pub fn dtype(kind: FloatKind) -> FloatDType {
+    match kind {
+        FloatKind::F32 => FloatDType::F32,
+        FloatKind::F16 => FloatDType::F16,
+        FloatKind::BF16 => FloatDType::BF16,
+    }
 }
 
-/// Precision names accepted on the command line.
-pub const PRECISION_NAMES: &[&str] = &["f32", "f16", "bf16", "amp-f16", "amp-bf16"];
-
-impl Precision {
-    /// Parse a command-line name.
-    pub fn parse(name: &str) -> Option<Precision> {
-        match name {
-            "f32" => Some(Precision::F32),
-            "f16" => Some(Precision::F16),
-            "bf16" => Some(Precision::BF16),
-            "amp-f16" => Some(Precision::AmpF16),
-            "amp-bf16" => Some(Precision::AmpBF16),
-            _ => None,
-        }
-    }
-
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F16 => "f16",
-            Precision::BF16 => "bf16",
-            Precision::AmpF16 => "amp-f16",
-            Precision::AmpBF16 => "amp-bf16",
-        }
-    }
-
-    /// Burn's float type the forward and backward passes compute in.
-    pub fn dtype(self) -> FloatDType {
-        match self {
-            Precision::F32 => FloatDType::F32,
-            Precision::F16 | Precision::AmpF16 => FloatDType::F16,
-            Precision::BF16 | Precision::AmpBF16 => FloatDType::BF16,
-        }
-    }
-
-    /// The compute type of a mixed-precision mode (`None` for pure modes).
-    pub fn amp(self) -> Option<FloatDType> {
-        match self {
-            Precision::AmpF16 | Precision::AmpBF16 => Some(self.dtype()),
-            _ => None,
-        }
-    }
+/// The compute type of a mixed-precision mode (`None` for pure modes).
+pub fn amp_dtype(precision: Precision) -> Option<FloatDType> {
+    precision.is_amp().then(|| dtype(precision.compute()))
 }
 
 /// The precisions `device` computes in (an `amp-*` mode needs its compute type).
 pub fn supported_precisions(device: &Device) -> Vec<String> {
-    PRECISION_NAMES
+    Precision::ALL
         .iter()
-        .filter_map(|n| Precision::parse(n))
-        .filter(|p| device.supports_dtype(p.dtype()))
+        .filter(|p| device.supports_dtype(dtype(p.compute())))
         .map(|p| p.name().to_string())
         .collect()
 }
@@ -138,7 +92,7 @@ pub fn cpu_device_report(device: &Device) -> DeviceReport {
     DeviceReport {
         spec: "cpu".into(),
         name: fingerprint::cpu_model(),
-        kind: "cpu".into(),
+        kind: DeviceKind::Cpu,
         available: true,
         reason: None,
         precisions: supported_precisions(device),
@@ -148,30 +102,58 @@ pub fn cpu_device_report(device: &Device) -> DeviceReport {
     }
 }
 
+/// The flags that train a cell: each one only sets a field of the [`CellRequest`] it builds.
+const CELL_FLAGS: &[&str] = &[
+    "model",
+    "device",
+    "api",
+    "precision",
+    "autotune",
+    "no_autotune_cache",
+    "epochs",
+    "batch",
+    "budget",
+    "seed",
+    "dataset",
+    "data_dir",
+    "synthetic",
+    "quick",
+    "eval_limit",
+    "train_limit",
+    "no_calibrate",
+    "recalibrate",
+    "accum_steps",
+    "inject_nan_at_step",
+    "bare",
+];
+
 #[derive(Parser, Debug)]
 #[command(
     about = "Kiln runner: trains one benchmark cell on this backend and prints JSON lines",
-    after_help = "Run by `cargo xtask bench`; can be run directly. See the README."
+    after_help = "Run by `cargo xtask bench` with --cell; can be run directly. See the README."
 )]
 struct Args {
     /// Print this backend's devices as JSON and exit.
     #[arg(long)]
     probe: bool,
+    /// The whole cell as a JSON request (what xtask writes); no other cell flag may be given.
+    #[arg(long, value_name = "FILE", conflicts_with_all = CELL_FLAGS)]
+    cell: Option<PathBuf>,
     /// Model: mnist-cnn, resnet18 or resnet18-gray.
     #[arg(long)]
-    model: Option<String>,
+    model: Option<ModelKind>,
     /// Device spec from --probe (`default` picks the backend's default device).
-    #[arg(long, default_value = "default")]
-    device: String,
+    #[arg(long)]
+    device: Option<String>,
     /// Graphics API of a GPU backend (wgpu: vulkan, metal, dx12, webgpu); prefixes --device.
     #[arg(long)]
     api: Option<String>,
     /// f32, f16, bf16 (pure), amp-f16 or amp-bf16 (mixed, with dynamic loss scaling).
-    #[arg(long, default_value = "f32")]
-    precision: String,
+    #[arg(long)]
+    precision: Option<Precision>,
     /// CubeCL autotune level (minimal, balanced, extensive, full) for GPU backends.
     #[arg(long)]
-    autotune: Option<String>,
+    autotune: Option<AutotuneLevel>,
     /// Neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
     #[arg(long)]
     no_autotune_cache: bool,
@@ -184,12 +166,12 @@ struct Args {
     /// Training time budget of the cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
     #[arg(long)]
     budget: Option<String>,
-    /// Seed of initialisation, shuffling and synthetic data.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Dataset: mnist, fashion-mnist, fashion-mnist-sample, cifar-10 or synthetic.
     #[arg(long)]
-    dataset: Option<String>,
+    dataset: Option<DatasetName>,
     /// Directory holding dataset files (directly or in a subfolder named after the dataset).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -212,14 +194,61 @@ struct Args {
     #[arg(long)]
     recalibrate: bool,
     /// Gradient accumulation: run each batch as N micro-batches (N must divide the batch).
-    #[arg(long, default_value_t = 1)]
-    accum_steps: usize,
+    #[arg(long)]
+    accum_steps: Option<usize>,
     /// Fault injection (tests): make the loss of this step NaN.
     #[arg(long, hide = true)]
     inject_nan_at_step: Option<usize>,
     /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
     #[arg(long)]
     bare: bool,
+}
+
+impl Args {
+    /// The request these flags describe (validated).
+    fn request(&self, backend: &str) -> Result<CellRequest, String> {
+        let model = self.model.ok_or_else(|| {
+            format!(
+                "--model is required (one of {}), or --cell FILE",
+                ModelKind::names()
+            )
+        })?;
+        let mut r = CellRequest::new(model, backend, Profile::from_quick(self.quick));
+        let device = self.device.clone().unwrap_or_else(|| "default".into());
+        r.device = match &self.api {
+            Some(api) if device == "default" => api.clone(),
+            Some(api) => format!("{api}:{device}"),
+            None => device,
+        };
+        if let Some(p) = self.precision {
+            r.precision = p;
+        }
+        if let Some(text) = &self.budget {
+            r.budget_seconds = parse_duration(text)
+                .map_err(|e| format!("--budget: {e}"))?
+                .map(|b| b.as_secs_f64());
+        }
+        r.epochs = self.epochs.unwrap_or(r.epochs);
+        r.batch_size = self.batch.unwrap_or(r.batch_size);
+        r.seed = self.seed.unwrap_or(r.seed);
+        r.accum_steps = self.accum_steps.unwrap_or(r.accum_steps);
+        r.dataset = if self.synthetic {
+            Some(DatasetName::Synthetic)
+        } else {
+            self.dataset
+        };
+        r.data_dir = self.data_dir.clone();
+        r.eval_limit = self.eval_limit;
+        r.train_limit = self.train_limit;
+        r.autotune = self.autotune;
+        r.autotune_cache = !self.no_autotune_cache;
+        r.calibrate = !self.no_calibrate;
+        r.recalibrate = self.recalibrate;
+        r.bare = self.bare;
+        r.inject_nan_at_step = self.inject_nan_at_step;
+        r.validate()?;
+        Ok(r)
+    }
 }
 
 fn emit(event: &Event) {
@@ -231,46 +260,45 @@ fn emit(event: &Event) {
     }
 }
 
-/// Everything about a cell that is known before it trains.
-struct Cell {
-    id: CellId,
+/// Everything about a cell that is known before it trains, and what it learns as it goes.
+struct Cell<'a> {
+    request: &'a CellRequest,
+    /// The device spec as resolved (`default` becomes the backend's default device).
+    device: String,
     device_name: String,
-    protocol: Protocol,
     dataset: String,
     data_note: Option<String>,
     started_at: u64,
     started: Instant,
     args: Vec<String>,
     threads: usize,
-    device_kind: Option<String>,
+    device_kind: Option<DeviceKind>,
     runtime: Option<kiln_results::Runtime>,
     backend_version: String,
     flops_per_sample: Option<u64>,
     peak: Option<kiln_results::Calibration>,
 }
 
-impl Cell {
+impl Cell<'_> {
     fn record(&self, status: Status, reason: Option<String>, outcome: Option<Outcome>) -> Record {
-        let mut r = Record::not_run(&self.id, status, "");
+        let mut id = self.request.id();
+        id.device = self.device.clone();
+        let mut r = Record::not_run(&id, status, "");
         r.reason = reason;
         r.device_name = self.device_name.clone();
-        r.batch_size = self.protocol.batch_size;
-        r.accum_steps = self.protocol.accum_steps;
-        r.micro_batch_size = self.protocol.batch_size / self.protocol.accum_steps.max(1);
-        r.epochs_requested = self.protocol.epochs;
-        r.seed = self.protocol.seed;
+        r.batch_size = self.request.batch_size;
+        r.accum_steps = self.request.accum_steps;
+        r.micro_batch_size = self.request.batch_size / self.request.accum_steps.max(1);
+        r.epochs_requested = self.request.epochs;
+        r.seed = self.request.seed;
         r.dataset = self.dataset.clone();
         r.fingerprint = fingerprint::collect(self.threads);
         r.fingerprint.backend_version = self.backend_version.clone();
         r.flops_per_sample = self.flops_per_sample;
         r.peak = self.peak.clone();
-        r.device_kind = self.device_kind.clone();
+        r.device_kind = self.device_kind;
         r.runtime = self.runtime.clone();
-        if self
-            .device_kind
-            .as_deref()
-            .is_some_and(|k| k.ends_with("gpu"))
-        {
+        if self.device_kind.is_some_and(DeviceKind::is_gpu) {
             r.fingerprint.gpu_name = Some(self.device_name.clone());
             r.fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
         }
@@ -278,7 +306,7 @@ impl Cell {
         r.wall_seconds = self.started.elapsed().as_secs_f64();
         r.args = self.args.clone();
         r.peak_memory_bytes = memory::peak_rss_bytes();
-        r.obtained.budget_seconds = self.protocol.budget.map(|b| b.as_secs_f64());
+        r.obtained.budget_seconds = self.request.budget_seconds;
         if let Some(o) = outcome {
             r.epoch_seconds = o.epoch_seconds;
             r.first_epoch_seconds = o.first_epoch_seconds;
@@ -305,62 +333,55 @@ impl Cell {
     }
 }
 
-fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Record, CoreError> {
-    let kind = args
-        .model
-        .as_deref()
-        .and_then(ModelKind::parse)
-        .ok_or_else(|| CoreError::Config("--model is required".into()))?;
-    let precision = Precision::parse(&args.precision).ok_or_else(|| {
-        CoreError::Config(format!(
-            "unknown precision {:?}; known: {}",
-            args.precision,
-            PRECISION_NAMES.join(", ")
-        ))
-    })?;
-    let selected = match binding.device(&cell.id.device) {
+fn run_cell(
+    binding: &dyn Binding,
+    cell: &mut Cell,
+    sink: &mut dyn FnMut(&Event),
+) -> Result<Record, CoreError> {
+    let request = cell.request;
+    let kind = request.model;
+    let precision = request.precision;
+    let selected = match binding.device(&request.device) {
         Ok(found) => found,
         Err(why) => {
             return Ok(cell.record(
                 Status::Skipped,
-                Some(format!("device {} unavailable: {why}", cell.id.device)),
+                Some(format!("device {} unavailable: {why}", request.device)),
                 None,
             ));
         }
     };
     let mut device = selected.device;
     cell.device_name = selected.name;
-    cell.id.device = selected.spec;
+    cell.device = selected.spec;
     cell.device_kind = Some(selected.kind);
     cell.runtime = selected.runtime;
-    if !device.supports_dtype(precision.dtype()) {
+    if !device.supports_dtype(dtype(precision.compute())) {
         return Ok(cell.record(
             Status::Skipped,
             Some(format!(
-                "{} does not support {} on this device (supported: {})",
+                "{} does not support {precision} on this device (supported: {})",
                 binding.name(),
-                precision.name(),
                 supported_precisions(&device).join(", ")
             )),
             None,
         ));
     }
-    if precision != Precision::F32 && precision.amp().is_none() {
+    if precision != Precision::F32 && !precision.is_amp() {
         device
-            .configure(precision.dtype())
-            .map_err(|e| CoreError::Device(format!("cannot use {}: {e:?}", precision.name())))?;
+            .configure(dtype(precision.compute()))
+            .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
     }
     // Calibrate before seeding, so the model's initialisation never depends on the cache.
-    if !args.no_calibrate {
+    if request.calibrate {
         let key = format!(
-            "{}|{}|{}|{} threads|{}",
+            "{}|{}|{}|{} threads|{precision}",
             binding.name(),
-            cell.id.device,
+            cell.device,
             cell.device_name,
             cell.threads,
-            precision.name()
         );
-        match calibrate::peak(&device, &key, args.recalibrate) {
+        match calibrate::peak(&device, &key, request.recalibrate) {
             Ok(c) => {
                 eprintln!(
                     "kiln: GEMM peak {:.1} GFLOP/s ({}x{}{})",
@@ -375,49 +396,23 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         }
     }
     cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
-    device.seed(args.seed);
+    device.seed(request.seed);
     let device = device.autodiff();
 
-    let profile = if args.quick {
-        Profile::Quick
-    } else {
-        Profile::Full
-    };
     let geometry = kind.geometry();
-    let (dataset_name, note) = match (&args.dataset, args.synthetic) {
-        (_, true) => ("synthetic".to_string(), None),
-        (Some(name), false) => (name.clone(), None),
-        (None, false) => {
-            kiln_data::default_dataset(geometry, args.quick, args.data_dir.as_deref())?
-        }
-    };
-    if let Some(g) = kiln_data::geometry_of(&dataset_name)
-        && g != geometry
-    {
-        return Err(CoreError::Config(format!(
-            "dataset {dataset_name} has {}x{}x{} images; model {} takes {}x{}x{}",
-            g.channels,
-            g.height,
-            g.width,
-            kind.name(),
-            geometry.channels,
-            geometry.height,
-            geometry.width
-        )));
-    }
-    let standard_epoch = if geometry == kiln_data::Geometry::CIFAR {
-        50_000
-    } else {
-        60_000
+    let quick = request.profile == Profile::Quick;
+    let (dataset_name, note) = match request.dataset {
+        Some(name) => (name, request.dataset_note.clone()),
+        None => kiln_data::default_dataset(geometry, quick, request.data_dir.as_deref())?,
     };
     let mut dataset = kiln_data::load(&Request {
-        name: dataset_name.clone(),
+        name: dataset_name,
         geometry,
-        data_dir: args.data_dir.clone(),
-        seed: args.seed,
-        synthetic_sizes: profile.synthetic_sizes(standard_epoch),
+        data_dir: request.data_dir.clone(),
+        seed: request.seed,
+        synthetic_sizes: request.profile.synthetic_sizes(kind.standard_epoch()),
     })?;
-    if let Some(n) = args.train_limit {
+    if let Some(n) = request.train_limit {
         dataset.train = dataset.train.truncated(n, geometry);
     }
     cell.dataset = dataset.name.clone();
@@ -426,25 +421,30 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         eprintln!("kiln: {} ({verdict:?})", path.display());
     }
 
-    let data = DeviceData::upload(&dataset, &device, cell.protocol.eval_limit);
-    let id = &cell.id;
-    emit(&protocol::start_event(
+    let protocol = Protocol::from_request(request);
+    let data = DeviceData::upload(&dataset, &device, protocol.eval_limit);
+    let precision_name = precision.to_string();
+    sink(&protocol::start_event(
         kind.name(),
-        (&id.backend, &id.device, &cell.device_name, &id.precision),
+        (
+            binding.name(),
+            &cell.device,
+            &cell.device_name,
+            &precision_name,
+        ),
         &dataset,
         &data,
-        &cell.protocol,
+        &protocol,
     ));
 
-    let mut sink = |e: &Event| emit(e);
-    let result = if args.bare {
-        let (rounds, steps) = if args.quick { (3, 10) } else { (5, 20) };
+    let mut record = if request.bare {
+        let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
         let overhead = kind.build(
             &device,
             Overhead {
                 device: &device,
                 data: &data,
-                protocol: &cell.protocol,
+                protocol: &protocol,
                 rounds,
                 steps,
             },
@@ -453,16 +453,17 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         r.train_samples = data.train_len;
         r.loop_overhead = Some(overhead);
         r.reason = Some("loop-overhead measurement (--bare): no epoch time".into());
-        Ok(r)
+        r
     } else {
+        let mut events = |e: &Event| sink(e);
         let outcome = kind.build(
             &device,
             Train {
                 device: &device,
                 data: &data,
-                standard_epoch,
-                protocol: &cell.protocol,
-                sink: &mut sink,
+                standard_epoch: kind.standard_epoch(),
+                protocol: &protocol,
+                sink: &mut events,
             },
         )?;
         let status = if outcome.diverged.is_some() {
@@ -470,15 +471,13 @@ fn run_cell(binding: &dyn Binding, args: &Args, cell: &mut Cell) -> Result<Recor
         } else {
             Status::Ok
         };
-        Ok(cell.record(status, outcome.diverged.clone(), Some(outcome)))
+        cell.record(status, outcome.diverged.clone(), Some(outcome))
     };
-    result.map(|mut r: Record| {
-        r.data = match dataset.origin {
-            Origin::Real => DataKind::Real,
-            Origin::Synthetic => DataKind::Synthetic,
-        };
-        r
-    })
+    record.data = match dataset.origin {
+        Origin::Real => DataKind::Real,
+        Origin::Synthetic => DataKind::Synthetic,
+    };
+    Ok(record)
 }
 
 /// A whole cell under the protocol, for any model.
@@ -527,6 +526,79 @@ impl WithModel for Overhead<'_> {
     }
 }
 
+/// Train and time one cell on `binding`'s device as `request` says, sending progress events to
+/// `sink`, and return its record: the library form of a runner, for a program that embeds one
+/// backend crate. A request that does not validate, a failure and a panic inside the backend
+/// all become a record whose status says so; this never panics. CubeCL's autotune settings
+/// (`request.autotune`, `request.autotune_cache`) are environment variables read when a
+/// device starts: only the runner binary sets them (see [`set_runtime_env`]).
+pub fn bench(binding: &dyn Binding, request: &CellRequest, sink: &mut dyn FnMut(&Event)) -> Record {
+    bench_with_args(binding, request, Vec::new(), sink)
+}
+
+fn bench_with_args(
+    binding: &dyn Binding,
+    request: &CellRequest,
+    args: Vec<String>,
+    sink: &mut dyn FnMut(&Event),
+) -> Record {
+    let mut cell = Cell {
+        request,
+        device: request.device.clone(),
+        device_name: request.device.clone(),
+        dataset: String::new(),
+        data_note: None,
+        started_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        started: Instant::now(),
+        args,
+        threads: binding.threads(),
+        device_kind: None,
+        runtime: None,
+        backend_version: binding.version().into(),
+        flops_per_sample: None,
+        peak: None,
+    };
+    if let Err(e) = request.validate() {
+        return cell.record(Status::Failed, Some(e), None);
+    }
+    if request.backend != binding.name() {
+        return cell.record(
+            Status::Failed,
+            Some(format!(
+                "the request is for backend {:?}, this is {}",
+                request.backend,
+                binding.name()
+            )),
+            None,
+        );
+    }
+    // A panic inside a backend (an unsupported op, an allocation failure) becomes this cell's
+    // failed record instead of a silent crash.
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_cell(binding, &mut cell, sink)));
+    match result {
+        Ok(Ok(record)) => record,
+        Ok(Err(e)) => {
+            eprintln!("kiln: {e}");
+            cell.record(Status::Failed, Some(e.to_string()), None)
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            cell.record(
+                Status::Failed,
+                Some(format!("the backend panicked: {what}")),
+                None,
+            )
+        }
+    }
+}
+
 /// The runner's `main`: parse arguments, probe or train, print JSON lines.
 pub fn main(binding: &dyn Binding) -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -552,137 +624,38 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let usage = |msg: String| {
-        eprintln!("error: {msg}");
-        ExitCode::from(2)
+    let request = match &args.cell {
+        Some(path) => CellRequest::read(path),
+        None => args.request(binding.name()),
     };
-    let Some(model) = args.model.clone() else {
-        return usage(format!(
-            "--model is required (one of {})",
-            MODEL_NAMES.join(", ")
-        ));
-    };
-    if ModelKind::parse(&model).is_none() {
-        return usage(format!(
-            "unknown model {model:?}; known: {}",
-            MODEL_NAMES.join(", ")
-        ));
-    }
-    let profile = if args.quick {
-        Profile::Quick
-    } else {
-        Profile::Full
-    };
-    let budget = match &args.budget {
-        Some(text) => match parse_duration(text) {
-            Ok(b) => b,
-            Err(e) => return usage(format!("--budget: {e}")),
-        },
-        None => profile.budget(),
-    };
-    let epochs = args.epochs.unwrap_or(profile.epochs());
-    let batch_size = args.batch.unwrap_or(profile.batch_size());
-    if epochs == 0 {
-        return usage("--epochs must be at least 1".into());
-    }
-    if batch_size == 0 {
-        return usage("--batch must be at least 1".into());
-    }
-    if args.train_limit == Some(0) || args.eval_limit == Some(0) {
-        return usage("--train-limit and --eval-limit must be at least 1".into());
-    }
-    if args.accum_steps == 0 || !batch_size.is_multiple_of(args.accum_steps) {
-        return usage(format!(
-            "--accum-steps {} must be at least 1 and divide the batch size {batch_size}",
-            args.accum_steps
-        ));
-    }
-    if let Err(e) = set_runtime_env(&args) {
-        return usage(e);
-    }
-    let mut cell = Cell {
-        id: CellId {
-            model: model.clone(),
-            backend: binding.name().into(),
-            device: match &args.api {
-                Some(api) if args.device == "default" => api.clone(),
-                Some(api) => format!("{api}:{}", args.device),
-                None => args.device.clone(),
-            },
-            precision: args.precision.clone(),
-        },
-        device_name: args.device.clone(),
-        protocol: Protocol {
-            epochs,
-            batch_size,
-            budget,
-            seed: args.seed,
-            eval_limit: args.eval_limit,
-            inject_nan_at_step: args.inject_nan_at_step,
-            accum_steps: args.accum_steps,
-            amp: Precision::parse(&args.precision).and_then(Precision::amp),
-            ..Protocol::default()
-        },
-        dataset: String::new(),
-        data_note: None,
-        started_at: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        started: Instant::now(),
-        args: argv[1..].to_vec(),
-        threads: binding.threads(),
-        device_kind: None,
-        runtime: None,
-        backend_version: binding.version().into(),
-        flops_per_sample: None,
-        peak: None,
-    };
-    // A panic inside a backend (an unsupported op, an allocation failure) becomes this cell's
-    // failed record instead of a silent crash.
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_cell(binding, &args, &mut cell)));
-    let (record, code) = match result {
-        Ok(Ok(record)) => (record, ExitCode::SUCCESS),
-        Ok(Err(e)) => {
-            eprintln!("kiln: {e}");
-            (
-                cell.record(Status::Failed, Some(e.to_string()), None),
-                ExitCode::from(1),
-            )
-        }
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            (
-                cell.record(
-                    Status::Failed,
-                    Some(format!("the backend panicked: {what}")),
-                    None,
-                ),
-                ExitCode::from(1),
-            )
+    let request = match request {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
         }
     };
+    set_runtime_env(&request);
+    let record = bench_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
     debug_assert_eq!(record.schema, SCHEMA_VERSION);
+    let failed = record.status == Status::Failed;
     emit(&Event::Final(Box::new(record)));
-    code
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
-/// Turn the runtime flags into the environment CubeCL reads when a device starts.
-fn set_runtime_env(args: &Args) -> Result<(), String> {
+/// Turn the request's runtime settings into the environment CubeCL reads when a device starts.
+/// Only for a process's `main`, before any other thread starts: setting the environment while
+/// other threads read it is undefined behaviour.
+pub fn set_runtime_env(request: &CellRequest) {
     let mut vars = Vec::new();
-    if let Some(level) = &args.autotune {
-        if !["minimal", "balanced", "extensive", "full"].contains(&level.as_str()) {
-            return Err(format!(
-                "--autotune {level:?}: use minimal, balanced, extensive or full"
-            ));
-        }
-        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.as_str()));
+    if let Some(level) = request.autotune {
+        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.name()));
     }
-    if args.no_autotune_cache {
+    if !request.autotune_cache {
         vars.push(("CUBECL_AUTOTUNE_CACHE", "false"));
     }
     for (key, value) in vars {
@@ -690,7 +663,6 @@ fn set_runtime_env(args: &Args) -> Result<(), String> {
         // so nothing reads the environment concurrently.
         unsafe { std::env::set_var(key, value) };
     }
-    Ok(())
 }
 
 /// Threads a rayon-based CPU backend uses: `RAYON_NUM_THREADS`, else one per logical core.

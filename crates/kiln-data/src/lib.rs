@@ -31,43 +31,11 @@ pub enum DataError {
         file: String,
         source: std::io::Error,
     },
-    #[error("unknown dataset {0:?}; known: {KNOWN}")]
-    Unknown(String),
+    #[error(transparent)]
+    Unknown(#[from] kiln_results::UnknownName),
 }
 
-/// Dataset names accepted by `--dataset`.
-pub const KNOWN: &str = "mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic";
-
-/// Image geometry and class count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Geometry {
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
-    pub classes: usize,
-}
-
-impl Geometry {
-    /// 1x28x28, 10 classes (MNIST, Fashion-MNIST).
-    pub const MNIST: Geometry = Geometry {
-        channels: 1,
-        height: 28,
-        width: 28,
-        classes: 10,
-    };
-    /// 3x32x32, 10 classes (CIFAR-10).
-    pub const CIFAR: Geometry = Geometry {
-        channels: 3,
-        height: 32,
-        width: 32,
-        classes: 10,
-    };
-
-    /// Bytes in one image.
-    pub fn pixels(&self) -> usize {
-        self.channels * self.height * self.width
-    }
-}
+pub use kiln_results::{DatasetName, Geometry, Vocabulary};
 
 /// One split held in host memory as bytes, planar per image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,8 +108,7 @@ impl Dataset {
 /// What to load.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// One of [`KNOWN`].
-    pub name: String,
+    pub name: DatasetName,
     /// Geometry a synthetic set takes (the model's input).
     pub geometry: Geometry,
     pub data_dir: Option<PathBuf>,
@@ -151,23 +118,12 @@ pub struct Request {
     pub synthetic_sizes: (usize, usize),
 }
 
-/// The embedded sample: Fashion-MNIST's official 10k test set, split 8,000 train / 2,000 test.
-pub const SAMPLE_NAME: &str = "fashion-mnist-sample";
 /// Training samples of the embedded sample (the first ones of the official test set).
 pub const SAMPLE_TRAIN: usize = 8_000;
 static SAMPLE_IMAGES: &[u8] =
     include_bytes!("../../../datasets/fashion-mnist-sample/t10k-images-idx3-ubyte.gz");
 static SAMPLE_LABELS: &[u8] =
     include_bytes!("../../../datasets/fashion-mnist-sample/t10k-labels-idx1-ubyte.gz");
-
-/// The geometry a dataset name implies, if it names real data.
-pub fn geometry_of(name: &str) -> Option<Geometry> {
-    match name {
-        "mnist" | "fashion-mnist" | SAMPLE_NAME => Some(Geometry::MNIST),
-        "cifar-10" => Some(Geometry::CIFAR),
-        _ => None,
-    }
-}
 
 fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
     std::fs::read(path).map_err(|source| DataError::Io {
@@ -283,7 +239,7 @@ pub fn load_sample() -> Result<Dataset, DataError> {
     let px = Geometry::MNIST.pixels();
     let split_at = SAMPLE_TRAIN.min(n);
     Ok(Dataset {
-        name: SAMPLE_NAME.into(),
+        name: DatasetName::FashionMnistSample.to_string(),
         origin: Origin::Real,
         geometry: Geometry::MNIST,
         train: Split {
@@ -328,81 +284,84 @@ pub fn synthetic(geometry: Geometry, train: usize, test: usize, seed: u64) -> Da
     };
     let channels = geometry.channels;
     Dataset {
-        name: "synthetic".into(),
+        name: DatasetName::Synthetic.to_string(),
         origin: Origin::Synthetic,
         geometry,
         train: make(train, seed),
         test: make(test, seed ^ 0x9e37_79b9_7f4a_7c15),
         mean: vec![0.5; channels],
         std: vec![0.5; channels],
-        standard_epoch: if geometry == Geometry::CIFAR {
-            50_000
-        } else {
-            60_000
-        },
+        standard_epoch: geometry.standard_epoch(),
         files: Vec::new(),
     }
 }
 
 /// Load the dataset a request names.
 pub fn load(request: &Request) -> Result<Dataset, DataError> {
-    let name = request.name.as_str();
+    let name = request.name;
     match name {
-        "synthetic" => {
+        DatasetName::Synthetic => {
             let (train, test) = request.synthetic_sizes;
             Ok(synthetic(request.geometry, train, test, request.seed))
         }
-        SAMPLE_NAME => load_sample(),
-        "mnist" | "fashion-mnist" | "cifar-10" => {
-            let entry = manifest::dataset(name).ok_or_else(|| DataError::Unknown(name.into()))?;
+        DatasetName::FashionMnistSample => load_sample(),
+        DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
+            let entry = manifest_entry(name)?;
             let found = locate::locate(entry, request.data_dir.as_deref())?;
             let mut files = Vec::new();
-            let (train, test, geometry, mean, std, standard_epoch) = if name == "cifar-10" {
+            let (train, test, mean, std) = if name == DatasetName::Cifar10 {
                 let (train, test) = load_cifar(entry, &found, &mut files)?;
                 (
                     train,
                     test,
-                    Geometry::CIFAR,
                     vec![0.4914, 0.4822, 0.4465],
                     vec![0.2470, 0.2435, 0.2616],
-                    50_000,
                 )
             } else {
                 let train =
                     load_idx_split(entry, &found, "train-images", "train-labels", &mut files)?;
                 let test = load_idx_split(entry, &found, "test-images", "test-labels", &mut files)?;
-                let (mean, std) = if name == "mnist" {
+                let (mean, std) = if name == DatasetName::Mnist {
                     (0.1307, 0.3081)
                 } else {
                     (0.2860, 0.3530)
                 };
-                (train, test, Geometry::MNIST, vec![mean], vec![std], 60_000)
+                (train, test, vec![mean], vec![std])
             };
+            let geometry = name.geometry().unwrap_or(request.geometry);
             Ok(Dataset {
-                name: name.into(),
+                name: name.to_string(),
                 origin: Origin::Real,
                 geometry,
                 train,
                 test,
                 mean,
                 std,
-                standard_epoch,
+                standard_epoch: geometry.standard_epoch(),
                 files,
             })
         }
-        other => Err(DataError::Unknown(other.into())),
     }
 }
 
+/// The manifest entry of a real dataset that is read from files.
+fn manifest_entry(name: DatasetName) -> Result<&'static manifest::ManifestDataset, DataError> {
+    manifest::dataset(name.name()).ok_or_else(|| {
+        DataError::Unknown(kiln_results::UnknownName {
+            what: "dataset in datasets/manifest.json",
+            given: name.to_string(),
+            known: "mnist, fashion-mnist, cifar-10".into(),
+        })
+    })
+}
+
 /// Whether a real dataset can be found (for planning, without reading it).
-pub fn available(name: &str, data_dir: Option<&Path>) -> Result<(), DataError> {
+pub fn available(name: DatasetName, data_dir: Option<&Path>) -> Result<(), DataError> {
     match name {
-        "synthetic" | SAMPLE_NAME => Ok(()),
-        "mnist" | "fashion-mnist" | "cifar-10" => {
-            let entry = manifest::dataset(name).ok_or_else(|| DataError::Unknown(name.into()))?;
-            locate::locate(entry, data_dir).map(|_| ())
+        DatasetName::Synthetic | DatasetName::FashionMnistSample => Ok(()),
+        DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
+            locate::locate(manifest_entry(name)?, data_dir).map(|_| ())
         }
-        other => Err(DataError::Unknown(other.into())),
     }
 }
 
@@ -413,12 +372,12 @@ pub fn default_dataset(
     geometry: Geometry,
     quick: bool,
     data_dir: Option<&Path>,
-) -> Result<(String, Option<String>), DataError> {
+) -> Result<(DatasetName, Option<String>), DataError> {
     if geometry == Geometry::CIFAR {
-        return Ok(match available("cifar-10", data_dir) {
-            Ok(()) => ("cifar-10".into(), None),
+        return Ok(match available(DatasetName::Cifar10, data_dir) {
+            Ok(()) => (DatasetName::Cifar10, None),
             Err(e) => (
-                "synthetic".into(),
+                DatasetName::Synthetic,
                 Some(format!(
                     "CIFAR-10 not found, synthetic data used instead ({e})"
                 )),
@@ -426,13 +385,13 @@ pub fn default_dataset(
         });
     }
     if quick {
-        return Ok((SAMPLE_NAME.into(), None));
+        return Ok((DatasetName::FashionMnistSample, None));
     }
-    match available("mnist", data_dir) {
-        Ok(()) => Ok(("mnist".into(), None)),
-        Err(mnist_missing) => match available("fashion-mnist", data_dir) {
+    match available(DatasetName::Mnist, data_dir) {
+        Ok(()) => Ok((DatasetName::Mnist, None)),
+        Err(mnist_missing) => match available(DatasetName::FashionMnist, data_dir) {
             Ok(()) => Ok((
-                "fashion-mnist".into(),
+                DatasetName::FashionMnist,
                 Some("MNIST not found: Fashion-MNIST (same format and size) used instead".into()),
             )),
             Err(_) => Err(mnist_missing),
@@ -483,10 +442,10 @@ mod tests {
 mod locate_tests {
     use super::*;
 
-    fn request(name: &str, dir: &Path) -> Request {
+    fn request(name: DatasetName, dir: &Path) -> Request {
         Request {
             name: name.into(),
-            geometry: geometry_of(name).unwrap_or(Geometry::MNIST),
+            geometry: name.geometry().unwrap_or(Geometry::MNIST),
             data_dir: Some(dir.to_path_buf()),
             seed: 0,
             synthetic_sizes: (0, 0),
@@ -515,7 +474,7 @@ mod locate_tests {
             let pixels: Vec<u8> = (0..n * 3072).map(|i| ((i + k) % 251) as u8).collect();
             std::fs::write(dir.join(name), cifar::encode(&pixels, &labels)).unwrap();
         }
-        let d = load(&request("cifar-10", tmp.path())).unwrap();
+        let d = load(&request(DatasetName::Cifar10, tmp.path())).unwrap();
         assert_eq!((d.train.len(), d.test.len()), (50_000, 10_000));
         assert_eq!(d.geometry, Geometry::CIFAR);
         assert_eq!(d.train.labels[..3], [0, 1, 2]);
@@ -536,7 +495,7 @@ mod locate_tests {
         ] {
             std::fs::write(tmp.path().join(name), vec![0u8; 3073 * 2]).unwrap();
         }
-        let err = load(&request("cifar-10", tmp.path()))
+        let err = load(&request(DatasetName::Cifar10, tmp.path()))
             .unwrap_err()
             .to_string();
         assert!(
@@ -549,7 +508,7 @@ mod locate_tests {
     fn a_partial_dataset_directory_lists_what_is_missing() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("train-images-idx3-ubyte.gz"), b"x").unwrap();
-        let err = available("mnist", Some(tmp.path()))
+        let err = available(DatasetName::Mnist, Some(tmp.path()))
             .unwrap_err()
             .to_string();
         assert!(
@@ -582,7 +541,7 @@ mod locate_tests {
             return;
         }
         let d = load(&Request {
-            name: "fashion-mnist".into(),
+            name: DatasetName::FashionMnist,
             geometry: Geometry::MNIST,
             data_dir: None,
             seed: 0,

@@ -162,3 +162,100 @@ fn a_missing_dataset_names_where_kiln_looked() {
         "{reason}"
     );
 }
+
+/// A tiny synthetic cell as a request: 32 samples, batch 8, one epoch, no calibration.
+fn tiny_request() -> kiln_results::CellRequest {
+    use kiln_results::{CellRequest, DatasetName, ModelKind, Profile};
+    let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.epochs = 1;
+    r.batch_size = 8;
+    r.budget_seconds = None;
+    r.dataset = Some(DatasetName::Synthetic);
+    r.train_limit = Some(32);
+    r.eval_limit = Some(16);
+    r.calibrate = false;
+    r
+}
+
+fn run_request(r: &kiln_results::CellRequest) -> (std::process::Output, Record) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("cell.json");
+    r.write(&path).unwrap();
+    let out = runner().arg("--cell").arg(&path).output().unwrap();
+    let record = final_record(&out.stdout);
+    (out, record)
+}
+
+#[test]
+fn a_cell_request_file_runs_the_cell_it_describes() {
+    let mut r = tiny_request();
+    r.seed = 7;
+    let (out, record) = run_request(&r);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(record.status, Status::Ok, "{:?}", record.reason);
+    assert_eq!(record.seed, 7);
+    assert_eq!(record.batch_size, 8);
+    assert_eq!(record.train_samples, 32);
+    assert_eq!(record.dataset, "synthetic");
+
+    // A request that breaks a rule is refused before any work, naming the file and the rule.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad.json");
+    let mut bad = tiny_request();
+    bad.accum_steps = 3;
+    bad.write(&path).unwrap();
+    let out = runner().arg("--cell").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("--accum-steps 3"),
+        "{err}"
+    );
+
+    // --cell is the whole request: another cell flag beside it is a usage error.
+    let out = runner()
+        .arg("--cell")
+        .arg(&path)
+        .args(["--epochs", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn every_precision_trains_with_and_without_gradient_accumulation() {
+    use kiln_results::{Precision, Vocabulary};
+    for &precision in Precision::ALL {
+        for accum in [1, 2, 4] {
+            let mut r = tiny_request();
+            r.precision = precision;
+            r.accum_steps = accum;
+            let (out, record) = run_request(&r);
+            let what = format!(
+                "{precision} x accum {accum}: {:?}; stderr: {}",
+                record.reason,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // Pure f16 may diverge (a result, recorded as such); nothing may fail.
+            let fine = if precision == Precision::F16 {
+                matches!(record.status, Status::Ok | Status::Diverged)
+            } else {
+                record.status == Status::Ok
+            };
+            assert!(fine, "{what}");
+            assert_eq!(record.accum_steps, accum, "{what}");
+            assert_eq!(record.micro_batch_size, 8 / accum, "{what}");
+            if precision.is_amp() {
+                let scaling = record
+                    .loss_scaling
+                    .as_ref()
+                    .expect("amp records loss scaling");
+                assert!(scaling.applied_steps + scaling.skipped_steps >= 4, "{what}");
+            }
+        }
+    }
+}

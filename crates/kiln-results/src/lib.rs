@@ -1,15 +1,23 @@
-//! Kiln's shared vocabulary without Burn: the versioned record schema every runner writes, the
+//! Kiln's shared vocabulary without Burn: the names of models, precisions, datasets and
+//! device kinds, the cell request every runner takes, the versioned record schema every runner writes, the
 //! probe report, run profiles, the reader that keeps every valid line, summary statistics and
 //! the renderers (Markdown, CSV) derived from records.
 
+pub mod cell;
 pub mod probe;
 pub mod profile;
 pub mod read;
 pub mod render;
 pub mod schema;
 pub mod stats;
+pub mod vocab;
 
+pub use cell::{CELL_VERSION, CellRequest};
 pub use probe::{DeviceReport, ProbeReport};
-pub use profile::{Profile, parse_duration};
+pub use profile::parse_duration;
 pub use schema::*;
 pub use stats::Stats;
+pub use vocab::{
+    AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, ModelKind,
+    Precision, Profile, UnknownName, Vocabulary,
+};

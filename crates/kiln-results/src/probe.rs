@@ -9,8 +9,7 @@ pub struct DeviceReport {
     pub spec: String,
     /// Human-readable name (the CPU model, the adapter's name).
     pub name: String,
-    /// `cpu`, `discrete-gpu`, `integrated-gpu`, `virtual-gpu` or `cpu-emulated-gpu`.
-    pub kind: String,
+    pub kind: crate::DeviceKind,
     pub available: bool,
     /// Why it is not available, or a note on what it is.
     pub reason: Option<String>,

@@ -1,17 +1,15 @@
-//! The two run profiles and duration parsing, shared by xtask and the runners.
+//! What the two run profiles mean, and duration parsing, shared by xtask and the runners.
 
 use std::time::Duration;
 
-/// `--quick` or the article's protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Profile {
-    /// About ten minutes for the CPU backends: embedded sample, 3 epochs, small budget.
-    Quick,
-    /// The article's protocol: batch 128, 20 epochs, full datasets, a per-cell budget.
-    Full,
-}
+use crate::vocab::{ModelKind, Profile, Vocabulary};
 
 impl Profile {
+    /// `Quick` when `quick` is set (the `--quick` flag), else `Full`.
+    pub fn from_quick(quick: bool) -> Profile {
+        if quick { Profile::Quick } else { Profile::Full }
+    }
+
     /// Epochs per cell.
     pub fn epochs(self) -> usize {
         match self {
@@ -34,10 +32,19 @@ impl Profile {
     }
 
     /// Models `bench-all` runs by default.
-    pub fn models(self) -> &'static [&'static str] {
+    pub fn models(self) -> &'static [ModelKind] {
         match self {
-            Profile::Quick => &["mnist-cnn"],
-            Profile::Full => &["mnist-cnn", "resnet18", "resnet18-gray"],
+            Profile::Quick => &[ModelKind::MnistCnn],
+            Profile::Full => ModelKind::ALL,
+        }
+    }
+
+    /// Training budget of a cell on a CPU-emulated GPU adapter (lavapipe takes seconds per
+    /// step) when no `--budget` is given: enough for the warm-up step and a few timed steps.
+    pub fn emulated_budget(self) -> Duration {
+        match self {
+            Profile::Quick => Duration::from_secs(30),
+            Profile::Full => Duration::from_secs(120),
         }
     }
 

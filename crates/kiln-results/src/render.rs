@@ -66,7 +66,9 @@ fn device_cell(r: &Record) -> String {
     } else {
         format!("{} ({})", r.device, r.device_name)
     };
-    if r.device_kind.as_deref() == Some("cpu-emulated-gpu") {
+    if r.device_kind
+        .is_some_and(crate::DeviceKind::is_cpu_emulated)
+    {
         device.push_str(" [CPU-emulated, not a GPU]");
     }
     if let Some(from) = &r.fallback_from {
@@ -453,7 +455,9 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.data == DataKind::Synthetic {
         out.push("synthetic data: accuracy means nothing".into());
     }
-    if r.device_kind.as_deref() == Some("cpu-emulated-gpu") {
+    if r.device_kind
+        .is_some_and(crate::DeviceKind::is_cpu_emulated)
+    {
         out.push(
             "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \
              not a GPU result"
@@ -545,7 +549,7 @@ pub fn csv(records: &[Record]) -> String {
             optu(r.flops_per_sample),
             opt(r.achieved_gflops),
             opt(r.peak.as_ref().map(|p| p.gflops)),
-            r.device_kind.clone().unwrap_or_default(),
+            r.device_kind.map(|k| k.to_string()).unwrap_or_default(),
             r.fallback_from.clone().unwrap_or_default(),
             r.loss_scaling
                 .as_ref()
@@ -644,7 +648,7 @@ mod tests {
         let torch = timed("pytorch", 100.0);
         let tch = timed("tch", 130.0);
         let mut emulated = timed("wgpu", 400.0);
-        emulated.device_kind = Some("cpu-emulated-gpu".into());
+        emulated.device_kind = Some(crate::DeviceKind::CpuEmulatedGpu);
         let md = markdown(&[torch, tch, emulated.clone()], None);
         assert!(md.contains("Time ÷ PyTorch's"), "{md}");
         assert!(md.contains("| 1.30× |"), "{md}");

@@ -263,9 +263,8 @@ pub struct Record {
     /// The device's measured GEMM peak in this precision.
     #[serde(default)]
     pub peak: Option<Calibration>,
-    /// `cpu`, `discrete-gpu`, `integrated-gpu`, `virtual-gpu` or `cpu-emulated-gpu`.
     #[serde(default)]
-    pub device_kind: Option<String>,
+    pub device_kind: Option<crate::DeviceKind>,
     /// How the device's runtime was set up (GPU backends).
     #[serde(default)]
     pub runtime: Option<Runtime>,

@@ -20,7 +20,7 @@ pub struct TchBinding;
 mod linked {
     use burn::tensor::Device;
     use kiln_core::runner::{Selected, cpu_device_report, supported_precisions};
-    use kiln_results::DeviceReport;
+    use kiln_results::{DeviceKind, DeviceReport};
 
     // The one place Kiln names the deprecated libtorch devices.
     #[allow(deprecated)]
@@ -74,11 +74,11 @@ mod linked {
     }
 
     /// Kiln's kind of a libtorch GPU device: MPS is Apple's integrated GPU, CUDA a card.
-    fn gpu_kind(spec: &str) -> &'static str {
+    fn gpu_kind(spec: &str) -> DeviceKind {
         if spec == "mps" {
-            "integrated-gpu"
+            DeviceKind::IntegratedGpu
         } else {
-            "discrete-gpu"
+            DeviceKind::DiscreteGpu
         }
     }
 
@@ -88,7 +88,7 @@ mod linked {
         Some(DeviceReport {
             spec: spec.into(),
             name: name.into(),
-            kind: gpu_kind(spec).into(),
+            kind: gpu_kind(spec),
             available: true,
             reason: None,
             precisions: supported_precisions(&d),
@@ -105,7 +105,7 @@ mod linked {
         DeviceReport {
             spec: spec.into(),
             name: spec.into(),
-            kind: gpu_kind(spec).into(),
+            kind: gpu_kind(spec),
             available: false,
             reason: Some(why.into()),
             precisions: Vec::new(),
@@ -140,7 +140,7 @@ mod linked {
             device: d,
             spec: entry.spec.clone(),
             name: entry.name.clone(),
-            kind: entry.kind.clone(),
+            kind: entry.kind,
             runtime: entry.runtime.clone(),
         })
     }
@@ -170,7 +170,7 @@ impl Binding for TchBinding {
             vec![DeviceReport {
                 spec: "cpu".into(),
                 name: "libtorch CPU".into(),
-                kind: "cpu".into(),
+                kind: kiln_results::DeviceKind::Cpu,
                 available: false,
                 reason: Some(format!("built without libtorch: {SETUP_HINT}")),
                 precisions: Vec::new(),

@@ -7,14 +7,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use burn::tensor::wgpu::{WgpuBackend, wgpu};
 use burn::tensor::{Device, DeviceKind};
 use kiln_core::Binding;
 use kiln_core::runner::{Selected, supported_precisions};
-use kiln_results::{DeviceReport, Runtime};
+use kiln_results::{DeviceKind as Kind, DeviceReport, Runtime};
 
 /// The wgpu backend: one device per adapter and graphics API.
 pub struct WgpuBinding;
@@ -52,29 +51,21 @@ impl Adapter {
     }
 
     /// Kiln's device kind: a CPU adapter is a software GPU on the CPU, never a GPU.
-    pub fn device_kind(&self) -> &'static str {
+    pub fn device_kind(&self) -> Kind {
         if self.cpu_emulated {
-            "cpu-emulated-gpu"
+            Kind::CpuEmulatedGpu
         } else {
             match self.kind {
-                "discrete" => "discrete-gpu",
-                "integrated" => "integrated-gpu",
-                "virtual" => "virtual-gpu",
-                _ => "other-gpu",
+                "discrete" => Kind::DiscreteGpu,
+                "integrated" => Kind::IntegratedGpu,
+                "virtual" => Kind::VirtualGpu,
+                _ => Kind::OtherGpu,
             }
         }
     }
 
     fn runtime(&self) -> Runtime {
-        Runtime {
-            api: Some(self.api.to_string()),
-            driver: Some(self.driver.clone()).filter(|d| !d.is_empty()),
-            cpu_emulated: self.cpu_emulated,
-            fusion: Some(FUSION),
-            autotune: Some(autotune_level()),
-            autotune_cache: Some(autotune_cache_state()),
-            autotune_cache_dir: Some(autotune_cache_dir().display().to_string()),
-        }
+        kiln_core::cubecl::runtime(self.api, &self.driver, self.cpu_emulated, FUSION)
     }
 
     /// Preference when Kiln picks one adapter: real GPUs first, discrete before integrated.
@@ -220,49 +211,6 @@ fn open(adapter: &Adapter) -> Result<Device, String> {
     Ok(device)
 }
 
-/// Autotune level in effect (CubeCL reads `CUBECL_AUTOTUNE_LEVEL`; `balanced` by default).
-fn autotune_level() -> String {
-    match std::env::var("CUBECL_AUTOTUNE_LEVEL").as_deref() {
-        Ok("minimal" | "0") => "minimal",
-        Ok("extensive" | "2") => "extensive",
-        Ok("full" | "3") => "full",
-        _ => "balanced",
-    }
-    .to_string()
-}
-
-/// Where CubeCL keeps its autotune cache: `target/environment` under the outermost Cargo
-/// workspace above the working directory, else the user cache directory (`~/.cache/cubecl`).
-pub fn autotune_cache_dir() -> PathBuf {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let workspace = cwd
-        .ancestors()
-        .filter(|d| d.join("Cargo.toml").is_file())
-        .last()
-        .map(|root| root.join("target").join("environment"));
-    workspace.unwrap_or_else(|| {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        base.join("cubecl")
-    })
-}
-
-/// `disabled` (CUBECL_AUTOTUNE_CACHE off), `warm` (the cache holds results) or `cold`.
-fn autotune_cache_state() -> String {
-    if matches!(
-        std::env::var("CUBECL_AUTOTUNE_CACHE").as_deref(),
-        Ok("false" | "0" | "off")
-    ) {
-        return "disabled".into();
-    }
-    let warm = std::fs::read_dir(autotune_cache_dir())
-        .map(|mut entries| entries.next().is_some())
-        .unwrap_or(false);
-    if warm { "warm" } else { "cold" }.into()
-}
-
 /// Why there is no usable adapter, with what to install.
 fn no_adapter_reason() -> String {
     let hint = if cfg!(target_os = "linux") {
@@ -294,7 +242,7 @@ impl Binding for WgpuBinding {
             return vec![DeviceReport {
                 spec: "none".into(),
                 name: "no adapter".into(),
-                kind: "gpu".into(),
+                kind: Kind::OtherGpu,
                 available: false,
                 reason: Some(no_adapter_reason()),
                 precisions: Vec::new(),
@@ -318,7 +266,7 @@ impl Binding for WgpuBinding {
                 DeviceReport {
                     spec: a.spec(),
                     name: a.name.clone(),
-                    kind: a.device_kind().into(),
+                    kind: a.device_kind(),
                     available: opened.is_ok(),
                     reason,
                     precisions: opened
@@ -371,7 +319,7 @@ impl Binding for WgpuBinding {
             device,
             spec: adapter.spec(),
             name: adapter.name.clone(),
-            kind: adapter.device_kind().into(),
+            kind: adapter.device_kind(),
             runtime: Some(adapter.runtime()),
         })
     }
@@ -419,7 +367,7 @@ mod tests {
         };
         let list = vec![a("cpu", true), a("integrated", false), a("discrete", false)];
         assert_eq!(best(&list).map(|a| a.kind), Some("discrete"));
-        assert_eq!(list[0].device_kind(), "cpu-emulated-gpu");
+        assert_eq!(list[0].device_kind(), Kind::CpuEmulatedGpu);
         assert_eq!(list[0].spec(), "vulkan:cpu");
         assert_eq!(list[2].spec(), "vulkan:discrete:0");
     }

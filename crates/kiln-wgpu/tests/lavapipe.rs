@@ -40,7 +40,7 @@ fn probe_labels_software_adapters_and_never_panics() {
             assert!(d.reason.is_some(), "{d:?}");
         }
         if d.name.to_lowercase().contains("llvmpipe") {
-            assert_eq!(d.kind, "cpu-emulated-gpu", "{d:?}");
+            assert_eq!(d.kind, kiln_results::DeviceKind::CpuEmulatedGpu, "{d:?}");
             assert!(d.runtime.as_ref().is_some_and(|r| r.cpu_emulated));
             assert!(d.reason.as_deref().is_some_and(|r| r.contains("not a GPU")));
         }

@@ -1,0 +1,250 @@
+//! The cell contract: what xtask asks a runner to do, as one JSON document. xtask plans
+//! `CellRequest`s and writes each to a file; a runner (Rust or Python) takes `--cell FILE`. A
+//! runner's human flags only build a request, and every request goes through one `validate`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::schema::CellId;
+use crate::vocab::{AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, Profile};
+
+/// Version of the request layout; a runner refuses a request of another version.
+pub const CELL_VERSION: u32 = 1;
+
+/// One cell of the matrix, fully specified.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CellRequest {
+    /// [`CELL_VERSION`].
+    pub kiln_cell: u32,
+    pub model: ModelKind,
+    /// The backend's name (`flex`, `tch`, ...).
+    pub backend: String,
+    /// Device spec from the backend's probe, or `default`.
+    pub device: String,
+    pub precision: Precision,
+    /// Which profile's defaults apply (synthetic set sizes, GPU loop sizes).
+    pub profile: Profile,
+    pub epochs: usize,
+    pub batch_size: usize,
+    /// Training time allowed to the cell; when it runs out the cell stops and is projected.
+    pub budget_seconds: Option<f64>,
+    /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
+    pub accum_steps: usize,
+    pub seed: u64,
+    /// The dataset; `None`: the model's default for the profile.
+    pub dataset: Option<DatasetName>,
+    /// Why this dataset was chosen, when it is a fallback (kept in the record's notes).
+    #[serde(default)]
+    pub dataset_note: Option<String>,
+    /// Directory holding dataset files.
+    pub data_dir: Option<PathBuf>,
+    /// The cell's data exported by xtask, for runners that do not read datasets themselves.
+    #[serde(default)]
+    pub data_file: Option<PathBuf>,
+    /// Evaluate at most this many test samples after each epoch.
+    pub eval_limit: Option<usize>,
+    /// Train on at most this many samples per epoch.
+    pub train_limit: Option<usize>,
+    /// CubeCL autotune level (GPU runtimes); `None`: the runtime's default.
+    pub autotune: Option<AutotuneLevel>,
+    /// False: neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    pub autotune_cache: bool,
+    /// What xtask does when the device or precision cannot run the cell.
+    pub fallback: Option<FallbackTarget>,
+    /// Measure the device's GEMM peak (for efficiency figures).
+    pub calibrate: bool,
+    /// Measure it again even if it is cached.
+    pub recalibrate: bool,
+    /// Measure the loop overhead against a bare loop instead of training a full cell.
+    pub bare: bool,
+    /// Fault injection (tests): the loss of this 1-based step is made NaN.
+    #[serde(default)]
+    pub inject_nan_at_step: Option<usize>,
+}
+
+impl CellRequest {
+    /// A request with the profile's defaults: batch 128, its epochs and budget, seed 42, the
+    /// model's default dataset, the backend's default device, f32.
+    pub fn new(model: ModelKind, backend: &str, profile: Profile) -> CellRequest {
+        CellRequest {
+            kiln_cell: CELL_VERSION,
+            model,
+            backend: backend.to_string(),
+            device: "default".into(),
+            precision: Precision::F32,
+            profile,
+            epochs: profile.epochs(),
+            batch_size: profile.batch_size(),
+            budget_seconds: profile.budget().map(|b| b.as_secs_f64()),
+            accum_steps: 1,
+            seed: 42,
+            dataset: None,
+            dataset_note: None,
+            data_dir: None,
+            data_file: None,
+            eval_limit: None,
+            train_limit: None,
+            autotune: None,
+            autotune_cache: true,
+            fallback: None,
+            calibrate: true,
+            recalibrate: false,
+            bare: false,
+            inject_nan_at_step: None,
+        }
+    }
+
+    /// Every rule a request must satisfy, checked before any work; the error names the field
+    /// (as its flag) and the value.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.kiln_cell != CELL_VERSION {
+            return Err(format!(
+                "cell request version {} is not {CELL_VERSION}, the one this Kiln reads; \
+                 rebuild the runners (`cargo xtask doctor --build`)",
+                self.kiln_cell
+            ));
+        }
+        if self.backend.is_empty() {
+            return Err("the backend name is empty".into());
+        }
+        if self.epochs == 0 {
+            return Err("--epochs must be at least 1 (got 0)".into());
+        }
+        if self.batch_size == 0 {
+            return Err("--batch must be at least 1 (got 0)".into());
+        }
+        if self.accum_steps == 0 || !self.batch_size.is_multiple_of(self.accum_steps) {
+            return Err(format!(
+                "--accum-steps {} must be at least 1 and divide the batch size {}",
+                self.accum_steps, self.batch_size
+            ));
+        }
+        if self.eval_limit == Some(0) || self.train_limit == Some(0) {
+            return Err("--eval-limit and --train-limit must be at least 1 (got 0)".into());
+        }
+        if let Some(b) = self.budget_seconds
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(format!(
+                "--budget {b} s: a budget is a positive number of seconds, or none"
+            ));
+        }
+        if let Some(d) = self.dataset
+            && !d.fits(self.model)
+        {
+            let (g, m) = (
+                d.geometry().unwrap_or(self.model.geometry()),
+                self.model.geometry(),
+            );
+            return Err(format!(
+                "dataset {d} has {}x{}x{} images; model {} takes {}x{}x{}",
+                g.channels, g.height, g.width, self.model, m.channels, m.height, m.width
+            ));
+        }
+        if self.inject_nan_at_step == Some(0) {
+            return Err("--inject-nan-at-step counts steps from 1".into());
+        }
+        Ok(())
+    }
+
+    /// The training budget as a duration.
+    pub fn budget(&self) -> Option<Duration> {
+        self.budget_seconds.map(Duration::from_secs_f64)
+    }
+
+    /// The cell's coordinates in the matrix.
+    pub fn id(&self) -> CellId {
+        CellId {
+            model: self.model.to_string(),
+            backend: self.backend.clone(),
+            device: self.device.clone(),
+            precision: self.precision.to_string(),
+        }
+    }
+
+    /// Read and validate a request file.
+    pub fn read(path: &Path) -> Result<CellRequest, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the cell request {}: {e}", path.display()))?;
+        let request: CellRequest = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: not a cell request this Kiln can read ({e}); requests are written by \
+                 `cargo xtask bench --plan-only` or xtask itself",
+                path.display()
+            )
+        })?;
+        request
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(request)
+    }
+
+    /// Write the request as pretty JSON.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_profile_and_validate() {
+        let quick = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+        assert_eq!(quick.epochs, 3);
+        assert_eq!(quick.budget_seconds, Some(200.0));
+        assert!(quick.validate().is_ok());
+        let full = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Full);
+        assert_eq!(full.epochs, 20);
+        assert!(full.validate().is_ok());
+    }
+
+    #[test]
+    fn every_rule_names_its_flag() {
+        let ok = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+        let cases: Vec<(Box<dyn Fn(&mut CellRequest)>, &str)> = vec![
+            (Box::new(|r| r.epochs = 0), "--epochs"),
+            (Box::new(|r| r.batch_size = 0), "--batch"),
+            (Box::new(|r| r.accum_steps = 3), "--accum-steps 3"),
+            (Box::new(|r| r.accum_steps = 0), "--accum-steps 0"),
+            (Box::new(|r| r.eval_limit = Some(0)), "--eval-limit"),
+            (Box::new(|r| r.train_limit = Some(0)), "--train-limit"),
+            (Box::new(|r| r.budget_seconds = Some(-1.0)), "--budget"),
+            (Box::new(|r| r.budget_seconds = Some(f64::NAN)), "--budget"),
+            (
+                Box::new(|r| r.dataset = Some(DatasetName::Cifar10)),
+                "dataset cifar-10",
+            ),
+            (Box::new(|r| r.kiln_cell = 99), "version 99"),
+            (Box::new(|r| r.inject_nan_at_step = Some(0)), "from 1"),
+        ];
+        for (change, words) in cases {
+            let mut r = ok.clone();
+            change(&mut r);
+            let err = r.validate().unwrap_err();
+            assert!(err.contains(words), "{words:?} not in {err:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("kiln-cell-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cell.json");
+        let mut r = CellRequest::new(ModelKind::ResNet18Gray, "tch", Profile::Full);
+        r.precision = Precision::AmpBF16;
+        r.autotune = Some(AutotuneLevel::Minimal);
+        r.write(&path).unwrap();
+        assert_eq!(CellRequest::read(&path).unwrap(), r);
+
+        std::fs::write(&path, r#"{"kiln_cell":1,"model":"lenet"}"#).unwrap();
+        let err = CellRequest::read(&path).unwrap_err();
+        assert!(err.contains("cell.json") && err.contains("lenet"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
