@@ -244,7 +244,7 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// Directory of prebuilt runners, if the user points Kiln at one (`KILN_RUNNER_DIR`).
-fn prebuilt_dir() -> Option<PathBuf> {
+pub fn prebuilt_dir() -> Option<PathBuf> {
     std::env::var_os("KILN_RUNNER_DIR").map(PathBuf::from)
 }
 
@@ -296,7 +296,7 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
             let program = match (prebuilt_dir(), links_torch) {
                 (Some(dir), _) => dir.join(exe),
                 (None, false) => target_dir().join("release").join(exe),
-                (None, true) => torch_target_dir().join("release").join(exe),
+                (None, true) => crate::build::torch_target_dir().join("release").join(exe),
             };
             Ok(Runner {
                 program,
@@ -325,196 +325,6 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-}
-
-/// Build every buildable runner. They are built the way `cargo xtask test` builds the
-/// workspace (`--workspace --tests`, plus `--bins`): cargo unifies Burn's features over the
-/// packages and dev-dependencies of one invocation, so building the runners any other way would
-/// compile Burn a second time with another feature set. `--bins` is not optional: with `--tests`
-/// alone cargo builds a package's plain binary only when one of its integration tests uses it.
-/// Cargo's own list of the artifacts it produced is checked against the runner packages, so a
-/// runner that a build did not make is an error here, on a warm target dir as on a cold one.
-/// The libtorch runner is built on its own, so no other runner ever links libtorch.
-pub fn build_all() -> Result<()> {
-    if let Some(dir) = prebuilt_dir() {
-        eprintln!(
-            "kiln: using prebuilt runners from {} (KILN_RUNNER_DIR)",
-            dir.display()
-        );
-        return Ok(());
-    }
-    let plain: Vec<&str> = all()
-        .iter()
-        .filter_map(|b| match &b.source {
-            Source::Cargo {
-                package,
-                requires: None,
-            } => Some(package.as_str()),
-            _ => None,
-        })
-        .collect();
-    eprintln!(
-        "kiln: building the runners ({}) in release mode; a first build compiles Burn and \
-         takes about 30 minutes on 2 cores",
-        plain.join(", ")
-    );
-    let mut cmd = cargo();
-    cmd.current_dir(workspace_root()).args(build_args());
-    let built = run_build(cmd, "the runners")?;
-    check_built(&built, &plain, &target_dir())?;
-    match torch::find() {
-        Ok(t) => {
-            for b in all() {
-                if let Source::Cargo {
-                    package,
-                    requires: Some(Requirement::Libtorch),
-                } = &b.source
-                {
-                    eprintln!(
-                        "kiln: building {package} against libtorch {} (its own target dir, \
-                         {}; a first build compiles Burn again with tch, about 20 minutes)",
-                        t.lib_dir.display(),
-                        torch_target_dir().display()
-                    );
-                    let mut cmd = cargo();
-                    cmd.current_dir(workspace_root())
-                        .args(tch_build_args("build", package))
-                        .arg("--message-format=json-render-diagnostics");
-                    for (k, v) in t.build_env() {
-                        cmd.env(k, v);
-                    }
-                    let built = run_build(cmd, package).with_context(|| {
-                        format!(
-                            "building {package} against libtorch {}",
-                            t.lib_dir.display()
-                        )
-                    })?;
-                    check_built(&built, &[package.as_str()], &torch_target_dir())?;
-                }
-            }
-        }
-        Err(why) => eprintln!("kiln: not building tch: {why}"),
-    }
-    Ok(())
-}
-
-/// The cargo arguments that build the plain (non-libtorch) runners.
-pub fn build_args() -> Vec<&'static str> {
-    vec![
-        "build",
-        "--release",
-        "--workspace",
-        "--tests",
-        "--bins",
-        "--message-format=json-render-diagnostics",
-    ]
-}
-
-/// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
-/// the terminal. Returns the executables it produced, by target name.
-fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("cannot start cargo to build the runners")?;
-    let stdout = child
-        .stdout
-        .take()
-        .context("cargo's output could not be read")?;
-    let built = executables(std::io::BufReader::new(stdout));
-    let status = child.wait().context("waiting for cargo")?;
-    if !status.success() {
-        bail!(
-            "building {what} failed ({status}); the compiler output above says why. \
-             `cargo build --release --workspace --tests --bins` reproduces it"
-        );
-    }
-    Ok(built)
-}
-
-/// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
-/// fresh or rebuilt, as (target name, path).
-pub fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
-    #[derive(serde::Deserialize)]
-    struct Target {
-        name: String,
-        kind: Vec<String>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Message {
-        reason: String,
-        target: Option<Target>,
-        executable: Option<PathBuf>,
-    }
-    reader
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|line| serde_json::from_str::<Message>(&line).ok())
-        .filter(|m| m.reason == "compiler-artifact")
-        .filter_map(|m| {
-            let target = m.target?;
-            let exe = m.executable?;
-            target
-                .kind
-                .iter()
-                .any(|k| k == "bin")
-                .then_some((target.name, exe))
-        })
-        .collect()
-}
-
-/// An error unless every package in `wanted` produced its runner binary in `dir`/release.
-pub fn check_built(
-    built: &[(String, PathBuf)],
-    wanted: &[&str],
-    dir: &std::path::Path,
-) -> Result<()> {
-    let missing: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|p| !built.iter().any(|(name, exe)| name == p && exe.is_file()))
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "the build finished but did not produce the runner binar{} {} in {}; this is a bug \
-             in Kiln's build command, please report it",
-            if missing.len() == 1 { "y" } else { "ies" },
-            missing.join(", "),
-            dir.join("release").display()
-        );
-    }
-    Ok(())
-}
-
-/// Where libtorch runners are built: a target directory of their own, because their Burn
-/// feature set (with `tch`) differs from the other runners'; sharing one directory would make
-/// cargo rebuild Burn each time it switches between the two.
-pub fn torch_target_dir() -> PathBuf {
-    target_dir().join("libtorch")
-}
-
-/// The cargo arguments that build (`build`) or test (`test`) a libtorch runner; the two share
-/// one build.
-pub fn tch_build_args(command: &str, package: &str) -> Vec<String> {
-    let mut args: Vec<String> = [
-        command,
-        "--release",
-        "-p",
-        package,
-        "--features",
-        "libtorch",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if command == "build" {
-        args.push("--tests".into());
-        args.push("--bins".into());
-    }
-    args.push("--target-dir".into());
-    args.push(torch_target_dir().display().to_string());
-    args
 }
 
 /// Ask a built runner for its devices, with a time limit. Its stdout and stderr are drained by
@@ -588,40 +398,6 @@ fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_build_asks_for_binaries_not_only_tests() {
-        // With `--tests` alone, cargo skips the plain binary of a package that has no
-        // integration test (kiln-ndarray): the bug a cold clone met.
-        let args = build_args();
-        assert!(args.contains(&"--bins"), "{args:?}");
-        assert!(args.contains(&"--tests"), "{args:?}");
-        assert!(tch_build_args("build", "kiln-tch").contains(&"--bins".to_string()));
-    }
-
-    #[test]
-    fn cargo_artifacts_name_the_binaries_built() {
-        let tmp = tempfile::tempdir().unwrap();
-        let flex = tmp.path().join("kiln-flex");
-        std::fs::write(&flex, b"").unwrap();
-        let messages = format!(
-            "{{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"kiln-flex\",\"kind\":[\"bin\"]}},\"executable\":{flex:?},\"fresh\":true}}\n\
-             {{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"kiln_ndarray\",\"kind\":[\"lib\"]}},\"executable\":null}}\n\
-             {{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"runner\",\"kind\":[\"test\"]}},\"executable\":\"/x/runner-abc\"}}\n\
-             not json\n\
-             {{\"reason\":\"build-finished\",\"success\":true}}\n"
-        );
-        let built = executables(messages.as_bytes());
-        assert_eq!(built, vec![("kiln-flex".to_string(), flex)]);
-        assert!(check_built(&built, &["kiln-flex"], tmp.path()).is_ok());
-        let err = check_built(&built, &["kiln-flex", "kiln-ndarray"], tmp.path())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("kiln-ndarray") && !err.contains("kiln-flex,"),
-            "{err}"
-        );
-    }
 
     /// Copy `from` to `to`, leaving out build outputs.
     fn copy_tree(from: &Path, to: &Path) {

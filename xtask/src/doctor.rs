@@ -64,7 +64,7 @@ pub fn statuses() -> Vec<BackendStatus> {
 /// Print the doctor table (or JSON); `Ok(true)` when at least one device is usable.
 pub fn doctor(json: bool, build: bool) -> Result<bool> {
     if build {
-        backends::build_all()?;
+        crate::build::build_all()?;
     }
     let all = statuses();
     let usable = all.iter().any(|s| s.devices.iter().any(|d| d.available));

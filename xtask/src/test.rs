@@ -40,7 +40,7 @@ pub fn run(extra: &[String]) -> Result<bool> {
     match &torch {
         Ok(t) => {
             let mut cmd = cargo();
-            cmd.args(crate::backends::tch_build_args("test", "kiln-tch"));
+            cmd.args(crate::build::tch_build_args("test", "kiln-tch"));
             for (k, v) in t.build_env().into_iter().chain(t.run_env()) {
                 cmd.env(k, v);
             }

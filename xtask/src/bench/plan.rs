@@ -7,7 +7,7 @@ use kiln_results::{
     ProbeReport, Profile, Record, Status,
 };
 
-use crate::run::PlannedCell;
+use super::config::PlannedCell;
 
 /// What `bench-all` was asked for, resolved.
 #[derive(Debug, Clone)]
@@ -122,7 +122,7 @@ fn skip_reason(
 
 /// A planned cell; on a CPU-emulated adapter it gets a short budget and minimal autotune
 /// unless the user set them.
-fn planned(
+pub fn planned(
     matrix: &Matrix,
     id: CellId,
     dataset: &(DatasetName, Option<String>),

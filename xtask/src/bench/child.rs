@@ -1,0 +1,225 @@
+//! One cell in its own process: its request written, its output read as it comes, its
+//! wall-clock limit enforced, its record returned whatever happens to it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use kiln_results::render::{human_seconds, obtained_text};
+use kiln_results::{CellId, Event, Record, Status};
+
+use super::config::{PlannedCell, RunConfig};
+use super::interrupt::interrupted;
+use super::progress::{Display, Position};
+use crate::backends::Runner;
+use crate::export::export_data;
+use crate::{time, workspace_root};
+
+pub(super) fn tail_of(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// A file name for the cell `id` (its log, its request).
+pub(super) fn cell_stem(id: &CellId) -> String {
+    format!(
+        "{}-{}-{}-{}",
+        id.model,
+        id.backend,
+        id.device.replace([':', '/'], "_"),
+        id.precision
+    )
+}
+
+/// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data,
+/// compiling kernels and evaluating (a day without a budget).
+pub(super) fn wall_clock_limit(budget_seconds: Option<f64>) -> Duration {
+    Duration::from_secs_f64(budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0))
+}
+
+/// Run one cell in its own process and return its record (a failed one if it produced none),
+/// or `None` when Ctrl-C interrupted it.
+pub(super) fn run_cell(
+    runner: &Runner,
+    cell: &PlannedCell,
+    cfg: &RunConfig,
+    out: &Path,
+    position: &Position,
+    display: &mut Display,
+    limit: Duration,
+) -> Result<Option<Record>> {
+    let id = &cell.id;
+    let log = out.join("logs").join(format!("{}.stderr", cell_stem(id)));
+    let mut request = cell.request(cfg)?;
+    if runner.needs_data_file {
+        request.data_file = Some(export_data(&request, out)?);
+    }
+    let request_path = out.join("cells").join(format!("{}.json", cell_stem(id)));
+    std::fs::create_dir_all(out.join("cells"))
+        .and_then(|_| request.write(&request_path))
+        .with_context(|| format!("cannot write {}", request_path.display()))?;
+    let mut cmd = runner.command();
+    cmd.arg("--cell").arg(&request_path);
+    if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
+        cmd.env("KILN_COMMIT", commit);
+    }
+    if let Some(status) = git(&["status", "--porcelain", "--untracked-files=no"]) {
+        cmd.env("KILN_DIRTY", if status.is_empty() { "0" } else { "1" });
+    }
+    cmd.env("KILN_WORKSPACE", workspace_root());
+    let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stdout = child.stdout.take().context("runner has no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let started = Instant::now();
+    let label = format!(
+        "[{}/{}] {} {} {} ({})",
+        position.index, position.total, id.backend, id.device, id.model, id.precision
+    );
+    display.line(&format!("{label}: starting, data {}", cell.dataset));
+    let mut final_record = None;
+    let mut unparsed = Vec::new();
+    let mut timed_out = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
+                Ok(Event::Final(record)) => final_record = Some(*record),
+                Ok(Event::Start(s)) => display.line(&format!(
+                    "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
+                    s.train_samples,
+                    s.test_samples,
+                    s.steps_per_epoch,
+                    s.epochs,
+                    s.budget_seconds
+                        .map(human_seconds)
+                        .unwrap_or_else(|| "none".into())
+                )),
+                Ok(Event::Epoch(e)) => display.line(&format!(
+                    "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
+                    e.epoch,
+                    if e.partial {
+                        " (cut by the budget)"
+                    } else {
+                        ""
+                    },
+                    human_seconds(e.seconds),
+                    e.steps,
+                    e.mean_loss,
+                    e.test_accuracy
+                        .map(|a| format!("{:.1}%", a * 100.0))
+                        .unwrap_or_else(|| "–".into())
+                )),
+                Ok(Event::Progress(p)) => {
+                    let eta = p.eta_seconds.unwrap_or(0.0);
+                    display.status(&format!(
+                        "{label}: epoch {} step {}/{} | {} elapsed | cell ETA {} | run ETA ≤{}",
+                        p.epoch,
+                        p.step,
+                        p.steps_per_epoch,
+                        time::short(p.elapsed_seconds),
+                        time::short(eta),
+                        time::short(eta + position.later_seconds)
+                    ))
+                }
+                Err(_) => unparsed.push(line),
+            },
+            Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if interrupted() {
+                    let _ = child.kill();
+                    break;
+                }
+                if started.elapsed() > limit {
+                    let _ = child.kill();
+                    timed_out = true;
+                    break;
+                }
+            }
+        }
+    }
+    let status = child.wait()?;
+    if interrupted() {
+        display.line(&format!("{label}: interrupted, not recorded"));
+        return Ok(None);
+    }
+    let record = match final_record {
+        Some(r) => r,
+        None => {
+            let why = if timed_out {
+                format!("timed out after {}", human_seconds(limit.as_secs_f64()))
+            } else {
+                format!("the runner exited ({status}) without a final record")
+            };
+            let mut detail = tail_of(&log, 5);
+            if !unparsed.is_empty() {
+                detail = format!(
+                    "{detail} | unparsable output: {}",
+                    unparsed.last().cloned().unwrap_or_default()
+                );
+            }
+            Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
+        }
+    };
+    let summary = match (record.status, &record.epoch_seconds) {
+        (Status::Ok, Some(e)) => format!(
+            "{} per {}-sample epoch, test accuracy {} ({})",
+            human_seconds(e.median),
+            record.obtained.standard_epoch_samples,
+            record
+                .test_accuracy
+                .map(|a| format!("{:.1}%", a * 100.0))
+                .unwrap_or_else(|| "–".into()),
+            obtained_text(&record)
+        ),
+        (Status::Ok, None) => match &record.loop_overhead {
+            Some(o) => format!(
+                "Kiln loop {:.1} ms/step, bare loop {:.1} ms/step: overhead {:+.2}% (median of {} rounds of {} steps)",
+                o.kiln_step_seconds.median * 1e3,
+                o.bare_step_seconds.median * 1e3,
+                o.overhead_percent,
+                o.rounds,
+                o.steps_per_round
+            ),
+            None => "done".into(),
+        },
+        (s, _) => format!(
+            "{}: {}",
+            s.as_str(),
+            record.reason.clone().unwrap_or_default()
+        ),
+    };
+    display.line(&format!(
+        "{label}: {summary} [{} wall]",
+        time::short(started.elapsed().as_secs_f64())
+    ));
+    Ok(Some(record))
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .current_dir(workspace_root())
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

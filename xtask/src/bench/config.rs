@@ -1,0 +1,162 @@
+//! A run's configuration, its planned cells and the request each cell becomes.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use kiln_results::{
+    AutotuneLevel, CellId, CellRequest, DatasetName, FallbackTarget, ModelKind, Precision, Profile,
+    parse_duration,
+};
+
+use crate::flags::CommonArgs;
+
+/// Marker file of a run directory.
+pub const RUN_FILE: &str = "run.json";
+
+/// The settings every cell of a run shares.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub profile: Profile,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub budget_seconds: Option<f64>,
+    pub seed: u64,
+    pub data_dir: Option<PathBuf>,
+    pub eval_limit: Option<usize>,
+    pub train_limit: Option<usize>,
+    #[serde(default = "one")]
+    pub accum_steps: usize,
+    pub bare: bool,
+    /// `cpu`: a cell whose device is unavailable, or which fails on an unsupported operation or
+    /// type, is run again on the CPU and recorded as a fallback.
+    #[serde(default)]
+    pub fallback: Option<FallbackTarget>,
+    /// CubeCL autotune level for GPU cells (`None`: the runtime's default).
+    #[serde(default)]
+    pub autotune: Option<AutotuneLevel>,
+    /// GPU cells neither read nor write the on-disk autotune cache.
+    #[serde(default)]
+    pub no_autotune_cache: bool,
+}
+
+pub(super) fn one() -> usize {
+    1
+}
+
+/// One cell as planned, with the dataset chosen for it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PlannedCell {
+    pub id: CellId,
+    pub dataset: DatasetName,
+    /// Why this dataset (a fallback), if it is not the obvious one.
+    pub dataset_note: Option<String>,
+    /// This cell's own training budget and autotune level, when they differ from the run's
+    /// (a CPU-emulated GPU gets a short budget: it is a correctness row).
+    #[serde(default)]
+    pub budget_seconds: Option<f64>,
+    #[serde(default)]
+    pub autotune: Option<AutotuneLevel>,
+}
+
+impl PlannedCell {
+    /// The request a runner gets for this cell of a run configured by `cfg`.
+    pub fn request(&self, cfg: &RunConfig) -> Result<CellRequest> {
+        let model: ModelKind = self.id.model.parse()?;
+        let mut r = CellRequest::new(model, &self.id.backend, cfg.profile);
+        r.device = self.id.device.clone();
+        r.precision = self.id.precision.parse()?;
+        r.epochs = cfg.epochs;
+        r.batch_size = cfg.batch_size;
+        r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
+        r.accum_steps = cfg.accum_steps;
+        r.seed = cfg.seed;
+        r.dataset = Some(self.dataset);
+        r.dataset_note = self.dataset_note.clone();
+        r.data_dir = cfg.data_dir.clone();
+        r.eval_limit = cfg.eval_limit;
+        r.train_limit = cfg.train_limit;
+        r.autotune = cfg.autotune.or(self.autotune);
+        r.autotune_cache = !cfg.no_autotune_cache;
+        r.fallback = cfg.fallback;
+        r.bare = cfg.bare;
+        r.validate().map_err(|e| anyhow::anyhow!(e))?;
+        Ok(r)
+    }
+}
+
+/// `run.json`: what a run directory is and what it was asked to do.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct RunFile {
+    pub kiln_run: u32,
+    pub created_at: u64,
+    pub command: Vec<String>,
+    pub config: RunConfig,
+    pub cells: Vec<PlannedCell>,
+}
+
+pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
+    let profile = Profile::from_quick(common.quick);
+    let budget = match &common.budget {
+        Some(text) => parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}"))?,
+        None => profile.budget(),
+    };
+    if let Some(dir) = &common.data_dir
+        && !dir.is_dir()
+    {
+        bail!("--data-dir {}: no such directory", dir.display());
+    }
+    let cfg = RunConfig {
+        profile,
+        epochs: common.epochs.unwrap_or(profile.epochs()),
+        batch_size: common.batch.unwrap_or(profile.batch_size()),
+        budget_seconds: budget.map(|b| b.as_secs_f64()),
+        seed: common.seed.unwrap_or(42),
+        data_dir: common.data_dir.clone(),
+        eval_limit: common.eval_limit,
+        train_limit: common.train_limit,
+        accum_steps: common.accum_steps.unwrap_or(1),
+        bare,
+        fallback: common.fallback,
+        autotune: common.autotune,
+        no_autotune_cache: common.no_autotune_cache,
+    };
+    // The rules of a cell are the cell request's: check them once, before any work.
+    let probe = PlannedCell {
+        id: CellId {
+            model: ModelKind::MnistCnn.to_string(),
+            backend: "any".into(),
+            device: "default".into(),
+            precision: Precision::F32.to_string(),
+        },
+        dataset: DatasetName::Synthetic,
+        dataset_note: None,
+        budget_seconds: None,
+        autotune: None,
+    };
+    probe.request(&cfg)?;
+    Ok((profile, cfg))
+}
+
+/// The dataset for `model`, resolved once so every backend trains on the same data.
+pub(super) fn dataset_for(
+    model: ModelKind,
+    common: &CommonArgs,
+) -> Result<(DatasetName, Option<String>)> {
+    if common.synthetic {
+        return Ok((DatasetName::Synthetic, None));
+    }
+    if let Some(name) = common.dataset {
+        if !name.fits(model) {
+            bail!("dataset {name} does not fit model {model} (different image shape)");
+        }
+        kiln_data::available(name, common.data_dir.as_deref())?;
+        return Ok((name, None));
+    }
+    Ok(kiln_data::default_dataset(
+        model.geometry(),
+        common.quick,
+        common.data_dir.as_deref(),
+    )?)
+}

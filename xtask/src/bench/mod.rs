@@ -1,0 +1,347 @@
+//! `bench-all` and `bench`: plan the matrix, run one child process per cell, append records as
+//! they arrive, fall back to the CPU where asked, write the report.
+
+mod child;
+mod config;
+mod fallback;
+mod interrupt;
+pub mod plan;
+mod progress;
+mod resume;
+mod rundir;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use kiln_results::read::RESULTS_FILE;
+use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
+
+use crate::backends::{self, Backend, Runner};
+use crate::flags::CommonArgs;
+use child::{run_cell, wall_clock_limit};
+pub use config::{PlannedCell, RunConfig};
+use config::{config, dataset_for};
+use fallback::fallback_reason;
+pub use interrupt::{install_interrupt_handler, interrupted};
+use progress::{Display, Position};
+pub use resume::resume;
+use rundir::{append_record, check_out, prepare_out, write_run_file};
+
+/// Run planned cells, append their records, render the report. Returns false if any failed or
+/// the run was interrupted.
+fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path) -> Result<bool> {
+    let results = out.join(RESULTS_FILE);
+    eprintln!(
+        "kiln: {} cells; results go to {}",
+        cells.len(),
+        results.display()
+    );
+    let mut display = Display::new();
+    let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
+    let mut all_ok = true;
+    for (i, cell) in cells.iter().enumerate() {
+        let position = Position {
+            index: i + 1,
+            total: cells.len(),
+            later_seconds: per_cell_bound * (cells.len() - i - 1) as f64,
+        };
+        let runner = runner_of(built, &cell.id.backend).cloned();
+        let record = match runner {
+            Some(runner) => run_cell(
+                &runner,
+                cell,
+                &cfg,
+                out,
+                &position,
+                &mut display,
+                wall_clock_limit(cell.budget_seconds.or(cfg.budget_seconds)),
+            )?,
+            None => Some(Record::not_run(
+                &cell.id,
+                Status::Skipped,
+                backends::find(&cell.id.backend)
+                    .ok()
+                    .and_then(backends::unbuildable)
+                    .unwrap_or_else(|| "backend not built".into()),
+            )),
+        };
+        let Some(record) = record else {
+            all_ok = false;
+            eprintln!(
+                "kiln: {} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
+                i,
+                cells.len(),
+                out.display()
+            );
+            break;
+        };
+        append_record(&results, &record)?;
+        let probes = probes(built);
+        let fallback = match (&cfg.fallback, fallback_reason(&record)) {
+            (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
+                .and_then(|c| runner_of(built, &c.id.backend).map(|r| (c, r)))
+                .map(|c| (c, why)),
+            _ => None,
+        };
+        match fallback {
+            Some(((fb_cell, fb_runner), why)) => {
+                let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
+                display.line(&format!(
+                    "kiln: {} falls back to {} {}",
+                    cell.id, fb_cell.id.backend, fb_cell.id.device
+                ));
+                let Some(mut fb) = run_cell(
+                    fb_runner,
+                    &fb_cell,
+                    &cfg,
+                    out,
+                    &position,
+                    &mut display,
+                    wall_clock_limit(fb_cell.budget_seconds.or(cfg.budget_seconds)),
+                )?
+                else {
+                    all_ok = false;
+                    break;
+                };
+                fb.fallback_from = Some(from.clone());
+                fb.reason = Some(match fb.reason.take() {
+                    Some(r) => format!("fell back from {from}; {r}"),
+                    None => format!("fell back from {from}"),
+                });
+                all_ok &= matches!(fb.status, Status::Ok | Status::Skipped);
+                append_record(&results, &fb)?;
+            }
+            None => all_ok &= matches!(record.status, Status::Ok | Status::Skipped),
+        }
+    }
+    let loaded = kiln_results::read::load(std::slice::from_ref(&results))?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let (markdown, report) = crate::report::write_run_report(out, &loaded.records)?;
+    println!("\n{markdown}");
+    eprintln!(
+        "kiln: report written to {} (re-render with `cargo xtask report {}`)",
+        report.display(),
+        out.display()
+    );
+    Ok(all_ok)
+}
+
+/// A built backend: its runner and what its probe reported.
+pub type Built = (&'static Backend, Runner, ProbeReport);
+
+/// The runner of the backend called `name`, if it was built.
+fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
+    built
+        .iter()
+        .find(|(b, _, _)| b.name == name)
+        .map(|(_, r, _)| r)
+}
+
+/// The probe reports of the built backends, by name.
+fn probes(built: &[Built]) -> Vec<(&str, &ProbeReport)> {
+    built.iter().map(|(b, _, p)| (b.name.as_str(), p)).collect()
+}
+
+/// Build the runners of `wanted` and probe them; returns each usable backend with its runner.
+/// A backend that cannot run here (libtorch missing, say) is left out with one line saying why
+/// and what fixes it.
+fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
+    crate::build::build_all()?;
+    let mut out = Vec::new();
+    for &b in wanted {
+        let runner = match backends::runner(b) {
+            Ok(r) => r,
+            Err(why) => {
+                eprintln!("kiln: skipping {}: {why}", b.name);
+                continue;
+            }
+        };
+        let report = backends::probe(&runner)?;
+        out.push((b, runner, report));
+    }
+    Ok(out)
+}
+
+/// The backends to probe besides `wanted`: with `--fallback`, every default backend, so that
+/// a CPU device to fall back to is known.
+fn with_fallback_backends(
+    mut wanted: Vec<&'static Backend>,
+    fallback: bool,
+) -> Vec<&'static Backend> {
+    if fallback {
+        for b in backends::all().iter().filter(|b| b.default) {
+            if !wanted.iter().any(|w| w.name == b.name) && backends::unbuildable(b).is_none() {
+                wanted.push(b);
+            }
+        }
+        wanted.sort_by_key(|b| b.order);
+    }
+    wanted
+}
+
+/// `cargo xtask bench-all`.
+pub fn bench_all(
+    common: &CommonArgs,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+    all_devices: bool,
+) -> Result<bool> {
+    let (profile, cfg) = config(common, false)?;
+    let models = models.unwrap_or_else(|| profile.models().to_vec());
+    let backends_named = backend_names.is_some();
+    let wanted: Vec<&'static Backend> = match backend_names {
+        Some(names) => names
+            .iter()
+            .map(|n| backends::find(n))
+            .collect::<Result<_>>()?,
+        None => backends::all().iter().filter(|b| b.default).collect(),
+    };
+    let matrix = plan::Matrix {
+        models: models
+            .iter()
+            .map(|&m| dataset_for(m, common).map(|d| (m, d)))
+            .collect::<Result<_>>()?,
+        precisions: precisions.unwrap_or_else(|| vec![Precision::F32]),
+        backends: wanted.iter().map(|b| b.name.clone()).collect(),
+        backends_named,
+        all_devices,
+        fallback: cfg.fallback.is_some(),
+        budget_given: common.budget.is_some(),
+        autotune_given: common.autotune.is_some(),
+        profile,
+    };
+    let out = check_out(common.out.as_deref())?;
+    let built = build_and_probe(&with_fallback_backends(wanted, cfg.fallback.is_some()))?;
+    let plan::Plan { cells, skipped } = plan::plan(&matrix, &probes(&built));
+    for (_, (_, note)) in &matrix.models {
+        if let Some(note) = note {
+            eprintln!("kiln: {note}");
+        }
+    }
+    let out = prepare_out(Some(&out))?;
+    for r in &skipped {
+        eprintln!(
+            "kiln: skipping {}: {}",
+            r.cell(),
+            r.reason.clone().unwrap_or_default()
+        );
+        append_record(&out.join(RESULTS_FILE), r)?;
+    }
+    if cells.is_empty() {
+        bail!(
+            "no cell to run: every backend was unavailable or skipped (see `cargo xtask doctor`)"
+        );
+    }
+    write_run_file(&out, &cfg, &cells)?;
+    execute(cells, &built, cfg, &out)
+}
+
+/// What `cargo xtask bench` runs: one cell.
+pub struct OneCell<'a> {
+    pub backend: &'a str,
+    pub device: Option<String>,
+    /// Graphics API (wgpu): prefixes the device spec.
+    pub api: Option<String>,
+    pub model: ModelKind,
+    pub precision: Precision,
+    pub bare: bool,
+}
+
+/// `cargo xtask bench`: one cell.
+pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
+    let (_, cfg) = config(common, one.bare)?;
+    let (backend, model, precision) = (one.backend, one.model, one.precision);
+    let b = backends::find(backend)?;
+    if let Some(why) = backends::unbuildable(b)
+        && cfg.fallback.is_none()
+    {
+        bail!("backend {backend} cannot run here: {why}");
+    }
+    let (dataset, note) = dataset_for(model, common)?;
+    if let Some(note) = note {
+        eprintln!("kiln: {note}");
+    }
+    let out = check_out(common.out.as_deref())?;
+    let built = build_and_probe(&with_fallback_backends(vec![b], cfg.fallback.is_some()))?;
+    let report = built
+        .iter()
+        .find(|(x, _, _)| x.name == b.name)
+        .map(|(_, _, r)| r);
+    let spec = match (one.device, one.api, report) {
+        (Some(d), Some(api), _) if !d.starts_with(&format!("{api}:")) => format!("{api}:{d}"),
+        (Some(d), _, _) => d,
+        (None, Some(api), Some(report)) => report
+            .devices
+            .iter()
+            .filter(|d| d.spec.starts_with(&format!("{api}:")))
+            .min_by_key(|d| (!d.available, !d.default))
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| api.clone()),
+        (None, _, Some(report)) => report
+            .devices
+            .iter()
+            .find(|d| d.default)
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| "default".into()),
+        (None, _, None) => "default".into(),
+    };
+    // Without --fallback an unusable device or precision is an error before any work; with
+    // it, the runner records why and the CPU fallback runs.
+    if cfg.fallback.is_none() {
+        let report = report.context("the runner was not built")?;
+        match report.devices.iter().find(|d| d.spec == spec) {
+            Some(d) if !d.available => bail!(
+                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`; \
+                 `--fallback cpu` runs the cell on the CPU instead)",
+                d.reason.clone().unwrap_or_default()
+            ),
+            Some(d) if !d.precisions.iter().any(|p| p == precision.name()) => bail!(
+                "{backend} {spec} does not support {precision}; it supports {}",
+                d.precisions.join(", ")
+            ),
+            Some(_) => {}
+            None => bail!(
+                "{backend} has no device {spec:?}; its devices: {}",
+                report
+                    .devices
+                    .iter()
+                    .map(|d| d.spec.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+    let kind = report
+        .and_then(|r| r.devices.iter().find(|d| d.spec == spec))
+        .map_or(kiln_results::DeviceKind::Cpu, |d| d.kind);
+    let matrix = plan::Matrix {
+        models: vec![(model, (dataset, None))],
+        precisions: vec![precision],
+        backends: vec![backend.to_string()],
+        backends_named: true,
+        all_devices: false,
+        fallback: cfg.fallback.is_some(),
+        budget_given: common.budget.is_some(),
+        autotune_given: common.autotune.is_some(),
+        profile: cfg.profile,
+    };
+    let cell = plan::planned(
+        &matrix,
+        CellId {
+            model: model.to_string(),
+            backend: backend.into(),
+            device: spec,
+            precision: precision.to_string(),
+        },
+        &matrix.models[0].1,
+        kind,
+    );
+    let out = prepare_out(Some(&out))?;
+    write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
+    execute(vec![cell], &built, cfg, &out)
+}

@@ -1,0 +1,172 @@
+//! `bench-all --resume DIR`: finish a run with its own configuration, refusing any flag that
+//! would change it.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use kiln_results::read::RESULTS_FILE;
+use kiln_results::{CellId, ModelKind, Precision, Profile, Record, parse_duration};
+
+use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
+use super::{build_and_probe, execute, with_fallback_backends};
+use crate::backends::{self, Backend};
+use crate::flags::CommonArgs;
+
+/// Describe how `stored` and `wanted` differ, field by field.
+pub(super) fn config_differences(stored: &RunConfig, wanted: &RunConfig) -> Vec<String> {
+    let a = serde_json::to_value(stored).unwrap_or_default();
+    let b = serde_json::to_value(wanted).unwrap_or_default();
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["unreadable configuration".into()];
+    };
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, v)| {
+            format!(
+                "{k}: run has {v}, flags give {}",
+                b.get(k).cloned().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The planned cells of a run that have no final record in its results file yet.
+pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCell>> {
+    let results = dir.join(RESULTS_FILE);
+    let done: Vec<CellId> = if results.exists() {
+        kiln_results::read::load(std::slice::from_ref(&results))?
+            .records
+            .iter()
+            .map(Record::cell)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(run
+        .cells
+        .iter()
+        .filter(|c| !done.contains(&c.id))
+        .cloned()
+        .collect())
+}
+
+/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record.
+pub fn resume(
+    dir: &Path,
+    common: &CommonArgs,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+) -> Result<bool> {
+    let run_path = dir.join(RUN_FILE);
+    let text = std::fs::read_to_string(&run_path).with_context(|| {
+        format!(
+            "--resume {}: no {RUN_FILE} there, so it is not a Kiln run directory",
+            dir.display()
+        )
+    })?;
+    let run: RunFile = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a run file this Kiln can read", run_path.display()))?;
+    // The run's configuration with every flag given now applied: any change is a difference.
+    let mut wanted = run.config.clone();
+    if common.quick {
+        wanted.profile = Profile::Quick;
+    }
+    if let Some(v) = common.epochs {
+        wanted.epochs = v;
+    }
+    if let Some(v) = common.batch {
+        wanted.batch_size = v;
+    }
+    if let Some(text) = &common.budget {
+        wanted.budget_seconds = parse_duration(text)
+            .map_err(|e| anyhow::anyhow!("--budget: {e}"))?
+            .map(|b| b.as_secs_f64());
+    }
+    if let Some(v) = common.seed {
+        wanted.seed = v;
+    }
+    if let Some(d) = &common.data_dir {
+        wanted.data_dir = Some(d.clone());
+    }
+    if common.eval_limit.is_some() {
+        wanted.eval_limit = common.eval_limit;
+    }
+    if common.train_limit.is_some() {
+        wanted.train_limit = common.train_limit;
+    }
+    if let Some(v) = common.accum_steps {
+        wanted.accum_steps = v;
+    }
+    if common.fallback.is_some() {
+        wanted.fallback = common.fallback;
+    }
+    if common.autotune.is_some() {
+        wanted.autotune = common.autotune;
+    }
+    if common.no_autotune_cache {
+        wanted.no_autotune_cache = true;
+    }
+    let mut differences = config_differences(&run.config, &wanted);
+    let planned = |f: fn(&CellId) -> &String| {
+        let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let models = models.map(|v| v.iter().map(ToString::to_string).collect());
+    let precisions = precisions.map(|v| v.iter().map(ToString::to_string).collect());
+    for (flag, given, stored) in [
+        ("--backends", backend_names, planned(|c| &c.backend)),
+        ("--models", models, planned(|c| &c.model)),
+        ("--precisions", precisions, planned(|c| &c.precision)),
+    ] {
+        if let Some(mut given) = given {
+            given.sort();
+            given.dedup();
+            if given != stored {
+                differences.push(format!(
+                    "{flag}: run has {}, flags give {}",
+                    stored.join(","),
+                    given.join(",")
+                ));
+            }
+        }
+    }
+    if common.synthetic || common.dataset.is_some() {
+        differences
+            .push("--synthetic/--dataset: the run's datasets are fixed in its run.json".into());
+    }
+    if !differences.is_empty() {
+        bail!(
+            "--resume {}: the flags differ from that run's configuration ({}); run --resume \
+             without them, or start a new run",
+            dir.display(),
+            differences.join("; ")
+        );
+    }
+    let remaining = remaining_cells(&run, dir)?;
+    if remaining.is_empty() {
+        eprintln!("kiln: every cell of {} has its final record", dir.display());
+    }
+    let wanted: Vec<&'static Backend> = {
+        let mut names: Vec<&str> = remaining.iter().map(|c| c.id.backend.as_str()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .map(|n| backends::find(n))
+            .collect::<Result<_>>()?
+    };
+    let built = build_and_probe(&with_fallback_backends(
+        wanted,
+        run.config.fallback.is_some(),
+    ))?;
+    eprintln!(
+        "kiln: resuming {}: {} of {} cells left",
+        dir.display(),
+        remaining.len(),
+        run.cells.len()
+    );
+    execute(remaining, &built, run.config, dir)
+}

@@ -1,0 +1,81 @@
+//! The run directory: checked before any work, records appended whole, `run.json` written.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use kiln_results::Record;
+
+use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
+use crate::{time, workspace_root};
+
+/// Validate and create the run directory.
+pub(super) fn prepare_out(out: Option<&Path>) -> Result<PathBuf> {
+    let dir = check_out(out)?;
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The run directory `--out` names (or the default), checked before any work: it must be new or
+/// empty, and never an existing run, whose results must not be mixed with new ones.
+pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => workspace_root()
+            .join("results")
+            .join(time::stamp(time::unix_now())),
+    };
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("--out {}: exists and is not a directory", dir.display());
+        }
+        let empty = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty {
+            if dir.join(RUN_FILE).is_file() {
+                bail!(
+                    "--out {}: already holds a Kiln run; choose another directory (its results \
+                     stay as they are; `cargo xtask report {}` re-renders them)",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            bail!(
+                "--out {}: exists, is not empty and is not a Kiln run; choose an empty or new directory",
+                dir.display()
+            );
+        }
+    }
+    Ok(dir)
+}
+
+/// Append one record as one line, flushed and synced, so a killed run loses nothing finished.
+pub fn append_record(path: &Path, record: &Record) -> Result<()> {
+    let mut line = serde_json::to_string(record)?;
+    line.push('\n');
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    file.write_all(line.as_bytes())
+        .and_then(|_| file.sync_data())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Write `run.json`, which marks `out` as a Kiln run and lets `--resume` finish it.
+pub(super) fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell]) -> Result<()> {
+    let run_file = RunFile {
+        kiln_run: 1,
+        created_at: time::unix_now(),
+        command: std::env::args().collect(),
+        config: cfg.clone(),
+        cells: cells.to_vec(),
+    };
+    std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&run_file)?)
+        .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))
+}

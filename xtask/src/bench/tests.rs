@@ -1,0 +1,359 @@
+//! The run loop against fake runners: failures, kills, timeouts, fallback, resume.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::config::{RUN_FILE, RunFile};
+use super::resume::remaining_cells;
+use super::*;
+use kiln_results::{AutotuneLevel, DatasetName, Event, FallbackTarget, Profile};
+
+#[test]
+fn out_dir_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = tmp.path().join("new");
+    assert!(prepare_out(Some(&fresh)).is_ok());
+    // Now it holds logs/: not empty and not a run.
+    let err = prepare_out(Some(&fresh)).unwrap_err().to_string();
+    assert!(err.contains("not a Kiln run"), "{err}");
+    std::fs::write(fresh.join(RUN_FILE), "{}").unwrap();
+    let err = prepare_out(Some(&fresh)).unwrap_err().to_string();
+    assert!(err.contains("already holds a Kiln run"), "{err}");
+    let file = tmp.path().join("f");
+    std::fs::write(&file, "x").unwrap();
+    assert!(prepare_out(Some(&file)).is_err());
+}
+
+fn cfg() -> RunConfig {
+    RunConfig {
+        profile: Profile::Quick,
+        epochs: 1,
+        batch_size: 8,
+        budget_seconds: Some(5.0),
+        seed: 1,
+        data_dir: None,
+        eval_limit: None,
+        train_limit: None,
+        accum_steps: 1,
+        bare: false,
+        fallback: None,
+        autotune: None,
+        no_autotune_cache: false,
+    }
+}
+
+fn cell(backend: &str) -> PlannedCell {
+    PlannedCell {
+        id: CellId {
+            model: "mnist-cnn".into(),
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+        },
+        dataset: DatasetName::Synthetic,
+        dataset_note: None,
+        budget_seconds: None,
+        autotune: None,
+    }
+}
+
+/// A built backend whose probe lists one available default device of `kind`.
+fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceKind) -> Built {
+    let report = ProbeReport {
+        backend: name.into(),
+        backend_version: "0".into(),
+        devices: vec![kiln_results::DeviceReport {
+            spec: spec.into(),
+            name: spec.into(),
+            kind,
+            available: true,
+            reason: None,
+            precisions: vec!["f32".into()],
+            default: true,
+            memory_bytes: None,
+            runtime: None,
+        }],
+    };
+    (backends::find(name).unwrap(), runner, report)
+}
+
+fn on_cpu(name: &str, runner: Runner) -> Built {
+    built(name, runner, "cpu", kiln_results::DeviceKind::Cpu)
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> Runner {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Runner {
+        program: path,
+        args: Vec::new(),
+        env: Vec::new(),
+        needs_data_file: false,
+    }
+}
+
+/// A fake runner that prints a final record of `status` for `backend`'s cell.
+fn runner_with(dir: &Path, backend: &str, status: Status, reason: &str) -> Runner {
+    let record = Record::not_run(&cell(backend).id, status, reason);
+    let event = serde_json::to_string(&Event::Final(Box::new(record))).unwrap();
+    let file = dir.join(format!("final-{backend}-{}.json", status.as_str()));
+    std::fs::write(&file, event).unwrap();
+    script(
+        dir,
+        &format!("{}-{backend}", status.as_str()),
+        &format!("cat {}", file.display()),
+    )
+}
+
+#[test]
+fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gpu_cell = PlannedCell {
+        id: CellId {
+            device: "vulkan:discrete:0".into(),
+            ..cell("wgpu").id
+        },
+        ..cell("wgpu")
+    };
+    let unavailable = runner_with(
+        tmp.path(),
+        "wgpu",
+        Status::Skipped,
+        "device vulkan:discrete:0 unavailable: no adapter",
+    );
+    let runners = vec![
+        built(
+            "wgpu",
+            unavailable,
+            "vulkan:discrete:0",
+            kiln_results::DeviceKind::DiscreteGpu,
+        ),
+        on_cpu("flex", fine_runner(tmp.path(), "flex")),
+    ];
+    for fallback in [None, Some(FallbackTarget::Cpu)] {
+        let out = tmp.path().join(format!("run-{}", fallback.is_some()));
+        prepare_out(Some(&out)).unwrap();
+        let config = RunConfig { fallback, ..cfg() };
+        execute(vec![gpu_cell.clone()], &runners, config, &out).unwrap();
+        let records = kiln_results::read::load(std::slice::from_ref(&out))
+            .unwrap()
+            .records;
+        // The unavailable cell is always recorded with its reason.
+        assert_eq!(records[0].status, Status::Skipped);
+        assert_eq!(records[0].backend, "wgpu");
+        if fallback.is_none() {
+            assert_eq!(records.len(), 1, "no fallback without the flag");
+            continue;
+        }
+        assert_eq!(records.len(), 2);
+        let fb = &records[1];
+        assert_eq!((fb.backend.as_str(), fb.status), ("flex", Status::Ok));
+        let from = fb.fallback_from.as_deref().unwrap();
+        assert!(
+            from.starts_with("wgpu vulkan:discrete:0: ") && from.contains("no adapter"),
+            "{from}"
+        );
+        assert!(
+            fb.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("fell back from wgpu")
+        );
+    }
+    // A divergence or crash is a result, not a reason to fall back.
+    let diverged = Record::not_run(&gpu_cell.id, Status::Diverged, "loss NaN");
+    assert!(fallback_reason(&diverged).is_none());
+    let crashed = Record::not_run(&gpu_cell.id, Status::Failed, "signal: 9");
+    assert!(fallback_reason(&crashed).is_none());
+    let op = Record::not_run(&gpu_cell.id, Status::Failed, "UnsupportedDType(BF16)");
+    assert!(fallback_reason(&op).is_some());
+}
+
+/// A fake runner that prints an ok final record for `backend`'s cell.
+fn fine_runner(dir: &Path, backend: &str) -> Runner {
+    let good = Record::not_run(&cell(backend).id, Status::Ok, "");
+    let event = serde_json::to_string(&Event::Final(Box::new(good))).unwrap();
+    let file = dir.join(format!("final-{backend}.json"));
+    std::fs::write(&file, event).unwrap();
+    script(
+        dir,
+        &format!("fine-{backend}"),
+        &format!("cat {}", file.display()),
+    )
+}
+
+#[test]
+fn a_failing_runner_becomes_a_failed_record_and_the_matrix_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let crash = script(
+        tmp.path(),
+        "crash",
+        "echo 'not json'\necho 'boom: out of cheese' >&2\nexit 3",
+    );
+    let fine = fine_runner(tmp.path(), "ndarray");
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    write_run_file(&out, &cfg(), &[cell("flex"), cell("ndarray")]).unwrap();
+    let runners = vec![on_cpu("flex", crash), on_cpu("ndarray", fine)];
+    let all_ok = execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
+    assert!(!all_ok);
+    let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
+    assert_eq!(loaded.records.len(), 2);
+    let failed = &loaded.records[0];
+    assert_eq!(failed.status, Status::Failed);
+    let reason = failed.reason.clone().unwrap();
+    assert!(
+        reason.contains("without a final record") && reason.contains("out of cheese"),
+        "{reason}"
+    );
+    assert!(reason.contains("unparsable output: not json"), "{reason}");
+    assert_eq!(loaded.records[1].status, Status::Ok);
+    assert!(out.join("report.md").is_file() && out.join(RUN_FILE).is_file());
+}
+
+#[test]
+fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fine = fine_runner(tmp.path(), "flex");
+    // Starts its cell, prints a progress line, then dies by SIGKILL mid-cell.
+    let killed = script(
+        tmp.path(),
+        "killed",
+        "echo '{\"event\":\"progress\",\"epoch\":1,\"step\":1,\"steps_per_epoch\":9,\"elapsed_seconds\":0.1,\"eta_seconds\":null}'\nkill -9 $$",
+    );
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let runners = vec![on_cpu("flex", fine), on_cpu("ndarray", killed)];
+    execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
+    let text = std::fs::read_to_string(out.join(RESULTS_FILE)).unwrap();
+    assert!(text.ends_with('\n'), "every record is a whole line");
+    let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.records[0].status, Status::Ok);
+    let killed = &loaded.records[1];
+    assert_eq!(killed.status, Status::Failed);
+    assert!(
+        killed.reason.as_deref().unwrap_or("").contains("signal: 9"),
+        "{:?}",
+        killed.reason
+    );
+}
+
+#[test]
+fn a_runner_past_its_wall_clock_limit_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hang = script(tmp.path(), "hang", "sleep 30");
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let mut config = cfg();
+    config.budget_seconds = None;
+    // Exercise the limit directly with a tiny one.
+    let mut display = Display::new();
+    let position = Position {
+        index: 1,
+        total: 1,
+        later_seconds: 0.0,
+    };
+    let record = run_cell(
+        &hang,
+        &cell("flex"),
+        &config,
+        &out,
+        &position,
+        &mut display,
+        Duration::from_millis(300),
+    )
+    .unwrap()
+    .expect("a timed-out cell is recorded");
+    assert_eq!(record.status, Status::Failed);
+    assert!(record.reason.unwrap().contains("timed out"));
+}
+
+fn common() -> CommonArgs {
+    CommonArgs {
+        quick: false,
+        out: None,
+        epochs: None,
+        batch: None,
+        budget: None,
+        seed: None,
+        data_dir: None,
+        synthetic: false,
+        dataset: None,
+        eval_limit: None,
+        train_limit: None,
+        accum_steps: None,
+        fallback: None,
+        autotune: None,
+        no_autotune_cache: false,
+    }
+}
+
+#[test]
+fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let mut stored = cfg();
+    stored.epochs = 3;
+    write_run_file(&out, &stored, &[cell("flex"), cell("ndarray")]).unwrap();
+    append_record(
+        &out.join(RESULTS_FILE),
+        &Record::not_run(&cell("flex").id, Status::Ok, ""),
+    )
+    .unwrap();
+    let run: RunFile =
+        serde_json::from_str(&std::fs::read_to_string(out.join(RUN_FILE)).unwrap()).unwrap();
+    let left = remaining_cells(&run, &out).unwrap();
+    assert_eq!(left, vec![cell("ndarray")]);
+
+    let mut other = common();
+    other.quick = true;
+    other.epochs = Some(5);
+    let err = resume(&out, &other, None, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("epochs: run has 3, flags give 5"), "{err}");
+    let err = resume(&out, &common(), Some(vec!["flex".into()]), None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--backends: run has flex,ndarray, flags give flex"),
+        "{err}"
+    );
+    // Every flag that shapes a cell is compared, the runtime ones included.
+    let mut runtime = common();
+    runtime.fallback = Some(FallbackTarget::Cpu);
+    runtime.autotune = Some(AutotuneLevel::Full);
+    runtime.no_autotune_cache = true;
+    let err = resume(&out, &runtime, None, None, None)
+        .unwrap_err()
+        .to_string();
+    for field in ["fallback", "autotune", "no_autotune_cache"] {
+        assert!(err.contains(&format!("{field}: run has")), "{field}: {err}");
+    }
+    let err = resume(&tmp.path().join("nope"), &common(), None, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a Kiln run directory"), "{err}");
+}
+
+#[test]
+fn records_are_appended_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(RESULTS_FILE);
+    let id = CellId {
+        model: "mnist-cnn".into(),
+        backend: "flex".into(),
+        device: "cpu".into(),
+        precision: "f32".into(),
+    };
+    for _ in 0..3 {
+        append_record(&path, &Record::not_run(&id, Status::Skipped, "x")).unwrap();
+    }
+    let loaded = kiln_results::read::load(&[tmp.path().to_path_buf()]).unwrap();
+    assert_eq!(loaded.records.len(), 3);
+    assert!(loaded.warnings.is_empty());
+}

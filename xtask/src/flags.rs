@@ -1,0 +1,171 @@
+//! The command line: every subcommand and flag of `cargo xtask`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use kiln_results::{AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Kiln: which Burn backend trains fastest here?"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// Options shared by `bench-all` and `bench`.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run directory (default: results/<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Epochs per cell (default: 20, or 3 with --quick).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Batch size (default: 128).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory holding dataset files (directly or in DIR/<dataset>/).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Train every cell on generated data (labelled synthetic in every record).
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic.
+    #[arg(long)]
+    pub dataset: Option<DatasetName>,
+    /// Evaluate at most this many test samples after each epoch.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+    /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
+    #[arg(long)]
+    pub accum_steps: Option<usize>,
+    /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
+    /// standard epoch and labelled).
+    #[arg(long)]
+    pub train_limit: Option<usize>,
+    /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
+    /// operation or type, on the CPU instead (recorded as "fell back from ...").
+    #[arg(long, value_name = "TARGET")]
+    pub fallback: Option<FallbackTarget>,
+    /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
+    #[arg(long)]
+    pub autotune: Option<AutotuneLevel>,
+    /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[arg(long)]
+    pub no_autotune_cache: bool,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run the whole matrix (model x backend x device x precision) and write a report.
+    BenchAll {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Backends, comma-separated (default: every buildable default backend).
+        #[arg(long, value_delimiter = ',')]
+        backends: Option<Vec<String>>,
+        /// Models, comma-separated (default: mnist-cnn; all three without --quick).
+        #[arg(long, value_delimiter = ',')]
+        models: Option<Vec<ModelKind>>,
+        /// Precisions, comma-separated (default: f32).
+        #[arg(long, value_delimiter = ',')]
+        precisions: Option<Vec<Precision>>,
+        /// Finish an interrupted run: run only its cells that have no final record, with its
+        /// configuration (flags given with --resume must match it).
+        #[arg(long, value_name = "DIR", conflicts_with = "out")]
+        resume: Option<PathBuf>,
+        /// A cell for every available device of each backend, not only its default (best) one.
+        #[arg(long)]
+        all_devices: bool,
+    },
+    /// Run one cell.
+    Bench {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Backend name.
+        #[arg(long)]
+        backend: String,
+        /// Device spec (see `cargo xtask doctor`); default: the backend's default device.
+        #[arg(long)]
+        device: Option<String>,
+        /// Graphics API of the wgpu backend: vulkan, metal, dx12 or webgpu.
+        #[arg(long)]
+        api: Option<String>,
+        /// Model: mnist-cnn, resnet18, resnet18-gray.
+        #[arg(long)]
+        model: ModelKind,
+        /// f32, f16, bf16 (pure) or amp-f16, amp-bf16 (mixed precision with loss scaling).
+        #[arg(long, default_value = "f32")]
+        precision: Precision,
+        /// Measure the Kiln loop's overhead against a bare loop of the same steps.
+        #[arg(long)]
+        bare: bool,
+    },
+    /// Show every backend: built or not, its devices, available or not and why.
+    Doctor {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Build the runners first.
+        #[arg(long)]
+        build: bool,
+    },
+    /// Re-render reports from results files or run directories (merged into one table).
+    Report {
+        /// results.jsonl files or run directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Baseline row for speed-ups: a prefix of backend/device/precision (default: flex/cpu/f32).
+        #[arg(long)]
+        baseline: Option<String>,
+        /// Also write the table as CSV to this file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Also write the merged records as a JSON array to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+    /// Install torch==2.9.0 from PyPI into a virtual environment (libtorch for the tch backend,
+    /// PyTorch for the reference runner).
+    SetupLibtorch {
+        /// The virtual environment (default: ~/.cache/kiln/torch-2.9.0).
+        #[arg(long)]
+        venv: Option<PathBuf>,
+        /// The Python that creates it.
+        #[arg(long, default_value = "python3")]
+        python: String,
+    },
+    /// Run the test suite: the workspace's tests, then the libtorch tests when libtorch is set
+    /// up (the README's test command; CI runs exactly this).
+    Test {
+        /// Extra arguments for `cargo test` (after `--`).
+        #[arg(last = true)]
+        extra: Vec<String>,
+    },
+    /// Download a dataset (mnist, fashion-mnist, cifar-10) with checksum verification.
+    FetchData {
+        /// Dataset name.
+        name: String,
+        /// Destination (default: datasets/cache/<name>/).
+        #[arg(long)]
+        dest: Option<PathBuf>,
+        /// Mirror to download from instead of the manifest's (files under this URL).
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+}
