@@ -3,8 +3,10 @@
 
 Same models layer for layer, same Adam (1e-3, eps 1e-8), same batch, same sample order
 (SplitMix64 Fisher-Yates per epoch), same synced timing (first step and first epoch apart,
-chunks of a tenth of an epoch, projection when the budget ends), same test evaluation, and
-records in the same JSON schema (kiln-results, schema 1). `cargo xtask bench-all` starts it with
+chunks of a tenth of an epoch, stop when the budget ends), same test evaluation. It reports
+what it observed (kiln-results' Observed, as JSON); xtask derives the record with the rules and
+the fingerprint code every Rust runner's records use, so statistics, projection and labels are
+never computed twice. `cargo xtask bench-all` starts it with
 the torch environment's Python and `--cell FILE`, the same cell request every Rust runner takes,
 whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 `python kiln_torch.py --probe`.
@@ -16,7 +18,6 @@ import math
 import os
 import platform
 import resource
-import socket
 import sys
 import time
 
@@ -28,7 +29,6 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-SCHEMA_VERSION = 1
 MIN_TIMED_STEPS = 2
 MASK64 = (1 << 64) - 1
 
@@ -303,17 +303,6 @@ def load_data(path, train_limit, eval_limit):
 
 
 # ---------------------------------------------------------------- the protocol
-def stats(samples):
-    if not samples or any(not math.isfinite(s) for s in samples):
-        return None
-    s = sorted(samples)
-    n = len(s)
-    median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-    mean = sum(s) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in s) / (n - 1)) if n > 1 else 0.0
-    return {"median": median, "min": s[0], "max": s[-1], "mean": mean, "stddev": sd, "n": n}
-
-
 class Cell:
     def __init__(self, args, device, model, x, y, tx, ty):
         self.args, self.device, self.model = args, device, model
@@ -455,7 +444,9 @@ class Cell:
         return correct / self.tx.shape[0]
 
 
-def train(cell, standard_epoch):
+def train(cell):
+    """Train the cell; return what was measured (kiln-results' Measurements): Kiln derives the
+    statistics, the projection and the record from it, with the same rules as for Rust cells."""
     epochs, diverged = [], None
     for e in range(cell.args.epochs):
         summary, partial = cell.epoch(e)
@@ -468,83 +459,22 @@ def train(cell, standard_epoch):
         epochs.append(summary)
         if partial:
             break
-    out = {"diverged": diverged, "epochs": epochs, "epoch_seconds": None, "first_epoch_seconds": None,
-           "note": None}
-    scale = standard_epoch / cell.n
-    obtained = {"method": "none", "epochs": 0, "steps": 0, "epoch_samples": cell.n,
-                "standard_epoch_samples": standard_epoch, "budget_seconds": cell.budget,
-                "budget_exhausted": bool(epochs and epochs[-1]["partial"])}
-    out["obtained"] = obtained
-    out["test_accuracy"] = epochs[-1]["test_accuracy"] if epochs else None
-    if diverged:
-        return out
-    whole = [e for e in epochs if not e["partial"]]
-    if whole and whole[0]["epoch"] == 1:
-        out["first_epoch_seconds"] = whole[0]["seconds"] * scale
-    timed = [e for e in whole if e["epoch"] > 1]
-    if timed:
-        out["epoch_seconds"] = stats([e["seconds"] * scale for e in timed])
-        obtained.update(method="measured", epochs=len(timed), steps=sum(e["steps"] for e in timed))
-    elif len(whole) == 1 and len(epochs) == 1 and cell.args.epochs == 1:
-        out["epoch_seconds"] = stats([whole[0]["seconds"] * scale])
-        obtained.update(method="measured", epochs=1, steps=whole[0]["steps"])
-        out["note"] = "one epoch requested: its time includes the warm-up"
-    else:
-        per = [c[2] / c[1] * standard_epoch for c in cell.chunks]
-        obtained["steps"] = sum(c[0] for c in cell.chunks)
-        st = stats(per)
-        if st:
-            out["epoch_seconds"] = st
-            obtained["method"] = "projected"
-    return out
+    return {"epoch_samples": cell.n, "test_samples": cell.tx.shape[0],
+            "first_step_seconds": cell.first_step, "epochs": epochs,
+            "chunks": [{"steps": st, "samples": sa, "seconds": se} for st, sa, se in cell.chunks],
+            "diverged": diverged, "device_memory": None, "loss_scaling": None}
 
 
-# ---------------------------------------------------------------- records
-def fingerprint(threads, device):
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    try:
-        kernel = platform.release()
-    except Exception:
-        kernel = ""
+# ---------------------------------------------------------------- what this runner observed
+def observed(args, status, reason):
+    """kiln-results' Observed: the facts of this cell; xtask adds the machine's fingerprint."""
     return {
-        "hostname": socket.gethostname(), "cpu_model": cpu_model(), "logical_cores": os.cpu_count() or 1,
-        "threads": threads, "memory_bytes": memory_bytes(), "os": os_name(), "kernel": kernel,
-        "gpu_name": gpu, "gpu_driver": torch.version.cuda if gpu else None,
-        "gpu_memory_bytes": torch.cuda.get_device_properties(device).total_memory if gpu else None,
-        "backend_version": "torch " + torch.__version__, "rustc_version": None,
-        "burn_version": "", "kiln_version": os.environ.get("KILN_VERSION", ""),
-        "kiln_commit": os.environ.get("KILN_COMMIT", "unknown"),
-        "kiln_dirty": {"1": True, "0": False}.get(os.environ.get("KILN_DIRTY", "")),
-    }
-
-
-def os_name():
-    try:
-        with open("/etc/os-release") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return platform.platform()
-
-
-def base_record(args, status, reason):
-    return {
-        "schema": SCHEMA_VERSION, "model": args.model, "backend": "pytorch", "device": args.device,
-        "device_name": args.device, "precision": args.precision, "status": status, "reason": reason,
-        "batch_size": args.batch, "accum_steps": args.accum_steps,
-        "micro_batch_size": args.batch // max(args.accum_steps, 1), "epochs_requested": args.epochs,
-        "epoch_seconds": None, "first_epoch_seconds": None, "first_step_seconds": None,
-        "images_per_second": None, "peak_memory_bytes": peak_rss_bytes(), "device_memory": None,
-        "test_accuracy": None, "test_samples": 0, "train_samples": 0,
-        "obtained": {"method": "none", "epochs": 0, "steps": 0, "epoch_samples": 0,
-                     "standard_epoch_samples": 0, "budget_seconds": args.budget, "budget_exhausted": False},
-        "data": "synthetic", "dataset": "", "seed": args.seed, "epochs": [], "loop_overhead": None,
-        "flops_per_sample": None, "achieved_gflops": None, "peak": None, "device_kind": None,
-        "runtime": None, "loss_scaling": None, "fallback_from": None,
-        "fingerprint": fingerprint(torch.get_num_threads(), torch.device("cpu")),
-        "started_at": int(time.time()), "wall_seconds": 0.0, "args": sys.argv[1:],
+        "status": status, "reason": reason, "device": args.device, "device_name": args.device,
+        "device_kind": None, "runtime": None, "device_memory_bytes": None,
+        "backend_version": "torch " + torch.__version__, "threads": torch.get_num_threads(),
+        "dataset": "", "data": "synthetic", "notes": [], "flops_per_sample": None, "peak": None,
+        "peak_memory_bytes": peak_rss_bytes(), "started_at": int(time.time()), "wall_seconds": 0.0,
+        "args": sys.argv[1:], "measurements": None, "loop_overhead": None,
     }
 
 
@@ -588,6 +518,8 @@ def run(args, record):
         record["reason"] = "pytorch does not support %s on %s" % (args.precision, spec)
         return record
     device = torch.device(spec)
+    if device.type == "cuda":
+        record["device_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory
     header, x, y, tx, ty = load_data(args.data_file, args.train_limit, args.eval_limit)
     factory, shape = MODELS[args.model]
     if (header["channels"], header["height"], header["width"]) != shape:
@@ -605,8 +537,9 @@ def run(args, record):
     pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
     x, y, tx, ty = x.to(device), y.to(device), tx.to(device), ty.to(device)
-    record.update(dataset=header["name"], data=header["origin"], train_samples=x.shape[0],
-                  test_samples=tx.shape[0])
+    record.update(dataset=header["name"], data=header["origin"])
+    if header.get("note"):
+        record["notes"].append(header["note"])
     cell = Cell(args, device, model, x, y, tx, ty)
     emit({"event": "start", "model": args.model, "backend": "pytorch", "device": spec,
           "device_name": d["name"], "precision": args.precision, "dataset": header["name"],
@@ -614,27 +547,16 @@ def run(args, record):
           "steps_per_epoch": cell.steps_per_epoch, "epochs": args.epochs, "budget_seconds": args.budget})
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    out = train(cell, header["standard_epoch"])
-    notes = [n for n in [out["diverged"], out["note"], header.get("note")] if n]
-    record.update(
-        status="diverged" if out["diverged"] else "ok", reason="; ".join(notes) or None,
-        epoch_seconds=out["epoch_seconds"], first_epoch_seconds=out["first_epoch_seconds"],
-        first_step_seconds=cell.first_step, test_accuracy=out["test_accuracy"], obtained=out["obtained"],
-        epochs=out["epochs"], fingerprint=fingerprint(torch.get_num_threads(), device),
-    )
-    if out["epoch_seconds"]:
-        ips = header["standard_epoch"] / out["epoch_seconds"]["median"]
-        record["images_per_second"] = ips
-        record["achieved_gflops"] = ips * record["flops_per_sample"] / 1e9
+    measured = train(cell)
     if device.type == "cuda":
-        record["device_memory"] = {"peak_in_use_bytes": torch.cuda.max_memory_allocated(device),
-                                   "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
+        measured["device_memory"] = {"peak_in_use_bytes": torch.cuda.max_memory_allocated(device),
+                                     "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
     if cell.scaler is not None:
-        record["loss_scaling"] = {"initial_scale": 65536.0, "final_scale": cell.scaler.get_scale(),
-                                  "skipped_steps": cell.skipped, "applied_steps": cell.applied,
-                                  "growth_interval": 2000}
-    record["peak_memory_bytes"] = peak_rss_bytes()
-    record["wall_seconds"] = time.perf_counter() - wall0
+        measured["loss_scaling"] = {"initial_scale": 65536.0, "final_scale": cell.scaler.get_scale(),
+                                    "skipped_steps": cell.skipped, "applied_steps": cell.applied,
+                                    "growth_interval": 2000}
+    record.update(status="ok", measurements=measured, peak_memory_bytes=peak_rss_bytes(),
+                  wall_seconds=time.perf_counter() - wall0)
     return record
 
 
@@ -651,7 +573,7 @@ def main():
     if not cli.cell:
         p.error("--cell FILE is required (cargo xtask bench --backend pytorch writes it)")
     args = read_cell(cli.cell)
-    record = base_record(args, "failed", None)
+    record = observed(args, "failed", None)
     try:
         record = run(args, record)
         code = 0
@@ -660,7 +582,7 @@ def main():
         record["reason"] = "%s: %s" % (type(e).__name__, e)
         note(record["reason"])
         code = 1
-    emit(dict(event="final", **record))
+    emit(dict(event="observed", **record))
     return code
 
 

@@ -172,19 +172,31 @@ mod tests {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let last = stdout.lines().last().unwrap_or_default();
-        let Ok(Event::Final(record)) = serde_json::from_str::<Event>(last) else {
+        let Ok(Event::Observed(observed)) = serde_json::from_str::<Event>(last) else {
             panic!(
-                "no final record; stdout: {stdout}; stderr: {}",
+                "no observed report; stdout: {stdout}; stderr: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         };
-        let record: Record = *record;
+        let record: Record =
+            crate::bench::observed_record(*observed, &request, &Some("abc".into()), Some(false));
         assert_eq!(record.status, Status::Ok, "{:?}", record.reason);
         assert_eq!(record.backend, "pytorch");
         assert_eq!(record.dataset, "fashion-mnist-sample");
         assert_eq!((record.train_samples, record.test_samples), (96, 64));
         assert_eq!(record.epochs.len(), 1);
         assert!(record.test_accuracy.is_some() && record.epoch_seconds.is_some());
+        // The record's derived numbers follow the shared rules; the fingerprint is Kiln's.
+        assert_eq!(record.obtained.method, kiln_results::Method::Measured);
+        assert!(
+            record
+                .reason
+                .unwrap_or_default()
+                .contains("includes the warm-up")
+        );
+        assert_eq!(record.fingerprint.kiln_commit, "abc");
+        assert!(record.fingerprint.backend_version.starts_with("torch "));
+        assert!(!record.fingerprint.cpu_model.is_empty());
         assert!(
             record.flops_per_sample == Some(219_649_536),
             "{:?}",

@@ -5,7 +5,7 @@ pub mod amp;
 pub mod calibrate;
 pub mod check;
 pub mod cubecl;
-pub mod fingerprint;
+pub use kiln_results::fingerprint;
 pub mod memory;
 pub mod models;
 pub mod protocol;

@@ -15,7 +15,7 @@ use burn::tensor::FloatDType;
 
 use kiln_data::{Dataset, rng};
 use kiln_results::{
-    DeviceMemory, EpochSummary, Event, LoopOverhead, Method, Obtained, Progress, Start, Stats,
+    Chunk, DeviceMemory, EpochSummary, Event, LoopOverhead, Measurements, Progress, Start, Stats,
 };
 
 use crate::CoreError;
@@ -314,14 +314,6 @@ impl<M: Classifier> Trainer<M> {
     }
 }
 
-/// Steps timed between two synced clock reads.
-#[derive(Debug, Clone, Copy)]
-struct Chunk {
-    steps: usize,
-    samples: usize,
-    seconds: f64,
-}
-
 /// The state of a cell while it trains.
 struct Run<'a, M: Classifier> {
     device: &'a Device,
@@ -336,24 +328,6 @@ struct Run<'a, M: Classifier> {
     first_step_seconds: Option<f64>,
     chunks: Vec<Chunk>,
     device_memory: Option<DeviceMemory>,
-}
-
-/// What a cell produced; the runner adds identity and fingerprint to make a record.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub diverged: Option<String>,
-    pub epoch_seconds: Option<Stats>,
-    pub first_epoch_seconds: Option<f64>,
-    pub first_step_seconds: Option<f64>,
-    pub images_per_second: Option<f64>,
-    pub device_memory: Option<DeviceMemory>,
-    pub test_accuracy: Option<f64>,
-    pub test_samples: usize,
-    pub train_samples: usize,
-    pub obtained: Obtained,
-    pub epochs: Vec<EpochSummary>,
-    pub note: Option<String>,
-    pub loss_scaling: Option<kiln_results::LossScaling>,
 }
 
 fn sync(device: &Device) -> Result<(), CoreError> {
@@ -545,15 +519,15 @@ impl<'a, M: Classifier> Run<'a, M> {
     }
 }
 
-/// Train `model` under `protocol` on `data` (already on `device`), reporting to `sink`.
+/// Train `model` under `protocol` on `data` (already on `device`), reporting to `sink`, and
+/// return what was measured (`kiln_results::summarize` derives the numbers of a record).
 pub fn train<M: Classifier>(
     model: M,
     device: &Device,
     data: &DeviceData,
-    standard_epoch: usize,
     protocol: &Protocol,
     sink: &mut dyn Sink,
-) -> Result<Outcome, CoreError> {
+) -> Result<Measurements, CoreError> {
     if data.train_len == 0 {
         return Err(CoreError::Config("the training split is empty".into()));
     }
@@ -582,74 +556,16 @@ pub fn train<M: Classifier>(
             break;
         }
     }
-    let test_accuracy = epochs.last().and_then(|e| e.test_accuracy);
-    let scale = standard_epoch as f64 / data.train_len as f64;
-    let budget_exhausted = epochs.last().is_some_and(|e| e.partial);
-    let mut obtained = Obtained {
-        method: Method::None,
-        epochs: 0,
-        steps: 0,
+    Ok(Measurements {
         epoch_samples: data.train_len,
-        standard_epoch_samples: standard_epoch,
-        budget_seconds: protocol.budget.map(|b| b.as_secs_f64()),
-        budget_exhausted,
-    };
-    let mut outcome = Outcome {
-        diverged: diverged.clone(),
-        epoch_seconds: None,
-        first_epoch_seconds: None,
-        first_step_seconds: run.first_step_seconds,
-        images_per_second: None,
-        device_memory: run.device_memory.clone(),
-        test_accuracy,
         test_samples: data.test_len,
-        train_samples: data.train_len,
-        obtained: obtained.clone(),
-        epochs: epochs.clone(),
-        note: None,
+        first_step_seconds: run.first_step_seconds,
+        epochs,
+        chunks: run.chunks,
+        diverged,
+        device_memory: run.device_memory,
         loss_scaling: run.trainer.scaler().map(LossScaler::summary),
-    };
-    if diverged.is_some() {
-        return Ok(outcome);
-    }
-    let whole: Vec<&EpochSummary> = epochs.iter().filter(|e| !e.partial).collect();
-    outcome.first_epoch_seconds = whole
-        .first()
-        .filter(|e| e.epoch == 1)
-        .map(|e| e.seconds * scale);
-    let timed: Vec<&&EpochSummary> = whole.iter().filter(|e| e.epoch > 1).collect();
-    if !timed.is_empty() {
-        let samples: Vec<f64> = timed.iter().map(|e| e.seconds * scale).collect();
-        outcome.epoch_seconds = Stats::from_samples(&samples);
-        obtained.method = Method::Measured;
-        obtained.epochs = timed.len();
-        obtained.steps = timed.iter().map(|e| e.steps).sum();
-    } else if whole.len() == 1 && epochs.len() == 1 && protocol.epochs == 1 {
-        // A single requested epoch: it is the only whole epoch, warm-up included.
-        outcome.epoch_seconds = Stats::from_samples(&[whole[0].seconds * scale]);
-        obtained.method = Method::Measured;
-        obtained.epochs = 1;
-        obtained.steps = whole[0].steps;
-        outcome.note = Some("one epoch requested: its time includes the warm-up".into());
-    } else {
-        // Projected from steady-state chunks (every chunk follows the warm-up step).
-        let per_sample: Vec<f64> = run
-            .chunks
-            .iter()
-            .map(|c| c.seconds / c.samples as f64 * standard_epoch as f64)
-            .collect();
-        obtained.steps = run.chunks.iter().map(|c| c.steps).sum();
-        if let Some(stats) = Stats::from_samples(&per_sample) {
-            outcome.epoch_seconds = Some(stats);
-            obtained.method = Method::Projected;
-        }
-    }
-    outcome.images_per_second = outcome
-        .epoch_seconds
-        .as_ref()
-        .map(|s| standard_epoch as f64 / s.median);
-    outcome.obtained = obtained;
-    Ok(outcome)
+    })
 }
 
 /// Compare the Kiln loop with a bare loop of the same steps (`--bare`): `rounds` alternations of

@@ -17,13 +17,13 @@ use clap::Parser;
 use kiln_data::{Origin, Request};
 use kiln_results::{
     AutotuneLevel, CellRequest, DataKind, DatasetName, DeviceKind, DeviceReport, Event, FloatKind,
-    ModelKind, Precision, ProbeReport, Profile, Record, SCHEMA_VERSION, Status, Vocabulary,
-    parse_duration,
+    Measurements, ModelKind, Observed, Precision, ProbeReport, Profile, Record, SCHEMA_VERSION,
+    Status, Vocabulary, parse_duration,
 };
 
 use crate::models::{BuildModel, Classifier, WithModel};
-use crate::protocol::{self, DeviceData, Outcome, Protocol};
-use crate::{CoreError, calibrate, fingerprint, memory};
+use crate::protocol::{self, DeviceData, Protocol};
+use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, memory};
 
 /// What a thin backend crate tells the runner about its backend.
 pub trait Binding {
@@ -277,59 +277,52 @@ struct Cell<'a> {
     backend_version: String,
     flops_per_sample: Option<u64>,
     peak: Option<kiln_results::Calibration>,
+    data: DataKind,
 }
 
 impl Cell<'_> {
-    fn record(&self, status: Status, reason: Option<String>, outcome: Option<Outcome>) -> Record {
-        let mut id = self.request.id();
-        id.device = self.device.clone();
-        let mut r = Record::not_run(&id, status, "");
-        r.reason = reason;
-        r.device_name = self.device_name.clone();
-        r.batch_size = self.request.batch_size;
-        r.accum_steps = self.request.accum_steps;
-        r.micro_batch_size = self.request.batch_size / self.request.accum_steps.max(1);
-        r.epochs_requested = self.request.epochs;
-        r.seed = self.request.seed;
-        r.dataset = self.dataset.clone();
-        r.fingerprint = fingerprint::collect(self.threads);
-        r.fingerprint.backend_version = self.backend_version.clone();
-        r.flops_per_sample = self.flops_per_sample;
-        r.peak = self.peak.clone();
-        r.device_kind = self.device_kind;
-        r.runtime = self.runtime.clone();
-        if self.device_kind.is_some_and(DeviceKind::is_gpu) {
-            r.fingerprint.gpu_name = Some(self.device_name.clone());
-            r.fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
+    /// What this runner observed of the cell so far.
+    fn observed(
+        &self,
+        status: Status,
+        reason: Option<String>,
+        measurements: Option<Measurements>,
+    ) -> Observed {
+        Observed {
+            status,
+            reason,
+            device: self.device.clone(),
+            device_name: self.device_name.clone(),
+            device_kind: self.device_kind,
+            runtime: self.runtime.clone(),
+            device_memory_bytes: None,
+            backend_version: self.backend_version.clone(),
+            threads: self.threads,
+            dataset: self.dataset.clone(),
+            data: self.data,
+            notes: self.data_note.iter().cloned().collect(),
+            flops_per_sample: self.flops_per_sample,
+            peak: self.peak.clone(),
+            peak_memory_bytes: memory::peak_rss_bytes(),
+            started_at: self.started_at,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            args: self.args.clone(),
+            measurements,
+            loop_overhead: None,
         }
-        r.started_at = self.started_at;
-        r.wall_seconds = self.started.elapsed().as_secs_f64();
-        r.args = self.args.clone();
-        r.peak_memory_bytes = memory::peak_rss_bytes();
-        r.obtained.budget_seconds = self.request.budget_seconds;
-        if let Some(o) = outcome {
-            r.epoch_seconds = o.epoch_seconds;
-            r.first_epoch_seconds = o.first_epoch_seconds;
-            r.first_step_seconds = o.first_step_seconds;
-            r.images_per_second = o.images_per_second;
-            r.achieved_gflops = o
-                .images_per_second
-                .zip(self.flops_per_sample)
-                .map(|(ips, flops)| ips * flops as f64 / 1e9);
-            r.device_memory = o.device_memory;
-            r.test_accuracy = o.test_accuracy;
-            r.test_samples = o.test_samples;
-            r.train_samples = o.train_samples;
-            r.obtained = o.obtained;
-            r.epochs = o.epochs;
-            r.loss_scaling = o.loss_scaling;
-            let notes: Vec<String> = [r.reason.take(), o.note, self.data_note.clone()]
-                .into_iter()
-                .flatten()
-                .collect();
-            r.reason = (!notes.is_empty()).then(|| notes.join("; "));
-        }
-        r
+    }
+
+    /// The cell's record, by the rules every runner's records follow.
+    fn record(
+        &self,
+        status: Status,
+        reason: Option<String>,
+        measurements: Option<Measurements>,
+    ) -> Record {
+        self.observed(status, reason, measurements).into_record(
+            self.request,
+            fingerprint::collect(self.threads, BURN_VERSION),
+        )
     }
 }
 
@@ -417,6 +410,10 @@ fn run_cell(
     }
     cell.dataset = dataset.name.clone();
     cell.data_note = note;
+    cell.data = match dataset.origin {
+        Origin::Real => DataKind::Real,
+        Origin::Synthetic => DataKind::Synthetic,
+    };
     for (path, verdict) in &dataset.files {
         eprintln!("kiln: {} ({verdict:?})", path.display());
     }
@@ -437,7 +434,7 @@ fn run_cell(
         &protocol,
     ));
 
-    let mut record = if request.bare {
+    let record = if request.bare {
         let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
         let overhead = kind.build(
             &device,
@@ -449,33 +446,27 @@ fn run_cell(
                 steps,
             },
         )?;
-        let mut r = cell.record(Status::Ok, None, None);
+        let mut observed = cell.observed(
+            Status::Ok,
+            Some("loop-overhead measurement (--bare): no epoch time".into()),
+            None,
+        );
+        observed.loop_overhead = Some(overhead);
+        let mut r = observed.into_record(request, fingerprint::collect(cell.threads, BURN_VERSION));
         r.train_samples = data.train_len;
-        r.loop_overhead = Some(overhead);
-        r.reason = Some("loop-overhead measurement (--bare): no epoch time".into());
         r
     } else {
         let mut events = |e: &Event| sink(e);
-        let outcome = kind.build(
+        let measurements = kind.build(
             &device,
             Train {
                 device: &device,
                 data: &data,
-                standard_epoch: kind.standard_epoch(),
                 protocol: &protocol,
                 sink: &mut events,
             },
         )?;
-        let status = if outcome.diverged.is_some() {
-            Status::Diverged
-        } else {
-            Status::Ok
-        };
-        cell.record(status, outcome.diverged.clone(), Some(outcome))
-    };
-    record.data = match dataset.origin {
-        Origin::Real => DataKind::Real,
-        Origin::Synthetic => DataKind::Synthetic,
+        cell.record(Status::Ok, None, Some(measurements))
     };
     Ok(record)
 }
@@ -484,22 +475,14 @@ fn run_cell(
 struct Train<'a> {
     device: &'a Device,
     data: &'a DeviceData,
-    standard_epoch: usize,
     protocol: &'a Protocol,
     sink: &'a mut dyn protocol::Sink,
 }
 
 impl WithModel for Train<'_> {
-    type Output = Result<Outcome, CoreError>;
+    type Output = Result<Measurements, CoreError>;
     fn run<M: Classifier>(self, model: M) -> Self::Output {
-        protocol::train(
-            model,
-            self.device,
-            self.data,
-            self.standard_epoch,
-            self.protocol,
-            self.sink,
-        )
+        protocol::train(model, self.device, self.data, self.protocol, self.sink)
     }
 }
 
@@ -560,6 +543,7 @@ fn bench_with_args(
         backend_version: binding.version().into(),
         flops_per_sample: None,
         peak: None,
+        data: DataKind::Synthetic,
     };
     if let Err(e) = request.validate() {
         return cell.record(Status::Failed, Some(e), None);

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use kiln_core::MnistCnn;
 use kiln_core::protocol::{self, DeviceData, Protocol};
 use kiln_data::Geometry;
-use kiln_results::{Event, Method};
+use kiln_results::{Event, Measurements, Method, Summary, summarize};
 
 fn setup(train: usize) -> (Device, DeviceData) {
     let device = Device::flex();
@@ -17,18 +17,22 @@ fn setup(train: usize) -> (Device, DeviceData) {
     (device, on_device)
 }
 
-/// The MNIST CNN trained under `protocol`, its events dropped.
-fn train_quietly(device: &Device, data: &DeviceData, protocol: &Protocol) -> protocol::Outcome {
+/// The MNIST CNN trained under `protocol`, its events dropped: what was measured, and the
+/// summary a record of it reports.
+fn train_quietly(
+    device: &Device,
+    data: &DeviceData,
+    protocol: &Protocol,
+) -> (Measurements, Summary) {
     let mut sink = |_: &Event| {};
-    protocol::train(
-        MnistCnn::new(device),
-        device,
-        data,
+    let m = protocol::train(MnistCnn::new(device), device, data, protocol, &mut sink).unwrap();
+    let s = summarize(
+        &m,
         60_000,
-        protocol,
-        &mut sink,
-    )
-    .unwrap()
+        protocol.epochs,
+        protocol.budget.map(|b| b.as_secs_f64()),
+    );
+    (m, s)
 }
 
 #[test]
@@ -41,31 +45,26 @@ fn whole_epochs_after_warm_up_are_measured() {
     };
     let mut events = Vec::new();
     let mut sink = |e: &Event| events.push(e.clone());
-    let out = protocol::train(
-        MnistCnn::new(&device),
-        &device,
-        &data,
-        60_000,
-        &protocol,
-        &mut sink,
-    )
-    .unwrap();
-    assert!(out.diverged.is_none());
+    let m = protocol::train(MnistCnn::new(&device), &device, &data, &protocol, &mut sink).unwrap();
+    let out = summarize(&m, 60_000, protocol.epochs, None);
+    assert!(m.diverged.is_none());
     assert_eq!(out.obtained.method, Method::Measured);
     assert_eq!(
         out.obtained.epochs, 2,
         "epochs 2 and 3; the first is warm-up"
     );
     assert_eq!(out.obtained.steps, 6);
-    assert_eq!(out.epochs.len(), 3);
-    assert!(out.first_epoch_seconds.is_some() && out.first_step_seconds.is_some());
+    assert_eq!(m.epochs.len(), 3);
+    assert!(out.first_epoch_seconds.is_some() && m.first_step_seconds.is_some());
     let stats = out.epoch_seconds.unwrap();
     assert_eq!(stats.n, 2);
     // Scaled from 96-sample epochs to the 60,000-sample standard.
-    let raw = out.epochs[1].seconds.min(out.epochs[2].seconds);
+    let raw = m.epochs[1].seconds.min(m.epochs[2].seconds);
     assert!((stats.min - raw * 60_000.0 / 96.0).abs() < 1e-6 * stats.min);
     assert!(out.test_accuracy.is_some_and(|a| (0.0..=1.0).contains(&a)));
-    assert_eq!(out.test_samples, 32);
+    assert_eq!(m.test_samples, 32);
+    // Every chunk follows the warm-up step: 9 timed steps in 3 epochs of 3.
+    assert_eq!(m.chunks.iter().map(|c| c.steps).sum::<usize>(), 8);
     assert_eq!(
         events
             .iter()
@@ -85,15 +84,15 @@ fn a_cell_cut_by_its_budget_is_projected() {
         min_timed_steps: 3,
         ..Protocol::default()
     };
-    let out = train_quietly(&device, &data, &protocol);
+    let (m, out) = train_quietly(&device, &data, &protocol);
     assert_eq!(out.obtained.method, Method::Projected);
     assert!(out.obtained.budget_exhausted);
     assert_eq!(
         out.obtained.steps, 3,
         "stops as soon as the minimum is timed"
     );
-    assert_eq!(out.epochs.len(), 1);
-    assert!(out.epochs[0].partial);
+    assert_eq!(m.epochs.len(), 1);
+    assert!(m.epochs[0].partial);
     assert!(
         out.first_epoch_seconds.is_none(),
         "the first epoch never finished"
@@ -123,13 +122,13 @@ fn a_nan_loss_makes_the_cell_diverged_with_no_time() {
         inject_nan_at_step: Some(6),
         ..Protocol::default()
     };
-    let out = train_quietly(&device, &data, &protocol);
-    let why = out.diverged.expect("diverged");
+    let (m, out) = train_quietly(&device, &data, &protocol);
+    let why = m.diverged.clone().expect("diverged");
     assert!(why.contains("NaN") && why.contains("epoch 2"), "{why}");
     assert!(out.epoch_seconds.is_none() && out.images_per_second.is_none());
     assert_eq!(out.obtained.method, Method::None);
     assert_eq!(
-        out.epochs.len(),
+        m.epochs.len(),
         2,
         "training stopped in the epoch that diverged"
     );

@@ -444,7 +444,7 @@ mod locate_tests {
 
     fn request(name: DatasetName, dir: &Path) -> Request {
         Request {
-            name: name.into(),
+            name,
             geometry: name.geometry().unwrap_or(Geometry::MNIST),
             data_dir: Some(dir.to_path_buf()),
             seed: 0,

@@ -207,7 +207,8 @@ mod tests {
     #[test]
     fn every_rule_names_its_flag() {
         let ok = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-        let cases: Vec<(Box<dyn Fn(&mut CellRequest)>, &str)> = vec![
+        type Change = Box<dyn Fn(&mut CellRequest)>;
+        let cases: Vec<(Change, &str)> = vec![
             (Box::new(|r| r.epochs = 0), "--epochs"),
             (Box::new(|r| r.batch_size = 0), "--batch"),
             (Box::new(|r| r.accum_steps = 3), "--accum-steps 3"),

@@ -4,6 +4,8 @@
 //! the renderers (Markdown, CSV) derived from records.
 
 pub mod cell;
+pub mod fingerprint;
+pub mod observe;
 pub mod probe;
 pub mod profile;
 pub mod read;
@@ -13,6 +15,7 @@ pub mod stats;
 pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest};
+pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;
 pub use schema::*;

@@ -17,8 +17,11 @@ pub enum Event {
     Progress(Progress),
     /// One finished epoch, as measured.
     Epoch(EpochSummary),
-    /// The cell's final record; exactly one per cell.
+    /// The cell's final record; exactly one per cell (Rust runners).
     Final(Box<Record>),
+    /// What a runner that leaves the record to Kiln observed (the PyTorch reference): xtask
+    /// turns it into the final record with [`crate::Observed::into_record`].
+    Observed(Box<crate::Observed>),
 }
 
 /// What a cell announces once its data is on the device.

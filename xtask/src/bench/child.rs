@@ -65,11 +65,13 @@ pub(super) fn run_cell(
         .with_context(|| format!("cannot write {}", request_path.display()))?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
-    if let Some(commit) = git(&["rev-parse", "--short=12", "HEAD"]) {
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    if let Some(commit) = &commit {
         cmd.env("KILN_COMMIT", commit);
     }
-    if let Some(status) = git(&["status", "--porcelain", "--untracked-files=no"]) {
-        cmd.env("KILN_DIRTY", if status.is_empty() { "0" } else { "1" });
+    if let Some(dirty) = dirty {
+        cmd.env("KILN_DIRTY", if dirty { "1" } else { "0" });
     }
     cmd.env("KILN_WORKSPACE", workspace_root());
     let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
@@ -102,6 +104,10 @@ pub(super) fn run_cell(
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
                 Ok(Event::Final(record)) => final_record = Some(*record),
+                // A runner that leaves its record to Kiln (the PyTorch reference).
+                Ok(Event::Observed(observed)) => {
+                    final_record = Some(observed_record(*observed, &request, &commit, dirty));
+                }
                 Ok(Event::Start(s)) => display.line(&format!(
                     "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
                     s.train_samples,
@@ -222,4 +228,20 @@ fn git(args: &[&str]) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The record of a cell whose runner reported what it observed instead of a record (the
+/// PyTorch reference): the rules of every Rust runner's records, with the fingerprint taken here.
+pub fn observed_record(
+    observed: kiln_results::Observed,
+    request: &kiln_results::CellRequest,
+    commit: &Option<String>,
+    dirty: Option<bool>,
+) -> Record {
+    let mut fingerprint = kiln_results::fingerprint::collect(observed.threads, "");
+    // Neither Burn nor a Rust compiler built this runner.
+    fingerprint.rustc_version = None;
+    fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
+    fingerprint.kiln_dirty = dirty;
+    observed.into_record(request, fingerprint)
 }

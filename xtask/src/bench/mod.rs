@@ -20,6 +20,8 @@ use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
+#[cfg(test)]
+pub use child::observed_record;
 use child::{run_cell, wall_clock_limit};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};

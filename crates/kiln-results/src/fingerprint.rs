@@ -1,6 +1,6 @@
 //! Where a record was produced: host, CPU, memory, OS, versions and Kiln's revision.
 
-use kiln_results::Fingerprint;
+use crate::Fingerprint;
 
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
@@ -62,8 +62,9 @@ fn os_name() -> String {
         .unwrap_or_else(|| std::env::consts::OS.to_string())
 }
 
-/// The fingerprint of this process's machine; `threads` is what the backend uses.
-pub fn collect(threads: usize) -> Fingerprint {
+/// The fingerprint of this process's machine; `threads` is what the backend uses,
+/// `burn_version` the Burn a Rust runner was built with (empty for the PyTorch reference).
+pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
     Fingerprint {
         hostname: read_trimmed("/proc/sys/kernel/hostname")
             .or_else(|| command_output("hostname", &[]))
@@ -83,7 +84,7 @@ pub fn collect(threads: usize) -> Fingerprint {
         gpu_memory_bytes: None,
         backend_version: String::new(),
         rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
-        burn_version: crate::BURN_VERSION.into(),
+        burn_version: burn_version.into(),
         kiln_version: env!("CARGO_PKG_VERSION").into(),
         // xtask passes the revision; a runner started by hand asks git itself.
         kiln_commit: std::env::var("KILN_COMMIT")

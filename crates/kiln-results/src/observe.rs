@@ -1,0 +1,385 @@
+//! From what a runner observed to a record: one set of rules for every runner. Runners (Rust
+//! and Python) report raw measurements (synced clocks per epoch and per chunk of steps, losses,
+//! accuracy, memory readings, loss-scaling counts) and the facts of their device; the
+//! statistics, the projection of a budget-cut cell, the scaling to the standard epoch and the
+//! record's labels are derived here and nowhere else.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::CellRequest;
+use crate::schema::{
+    Calibration, DataKind, DeviceMemory, EpochSummary, Fingerprint, LoopOverhead, LossScaling,
+    Method, Obtained, Record, Runtime, Status,
+};
+use crate::{DeviceKind, Stats};
+
+/// Steady-state steps timed between two synced clock reads (the warm-up step is never in one).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct Chunk {
+    pub steps: usize,
+    pub samples: usize,
+    pub seconds: f64,
+}
+
+/// What a cell's training loop measured, before any statistic.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Measurements {
+    /// Samples in one epoch of the data actually trained on.
+    pub epoch_samples: usize,
+    /// Test samples evaluated after each epoch.
+    pub test_samples: usize,
+    /// The very first training step, synced (compilation, autotune, caches).
+    pub first_step_seconds: Option<f64>,
+    /// Every epoch as it ran (times unscaled); the last one `partial` when the budget cut it.
+    pub epochs: Vec<EpochSummary>,
+    /// Synced chunks of steady-state steps, in order.
+    pub chunks: Vec<Chunk>,
+    /// Why training stopped on a non-finite loss, if it did.
+    pub diverged: Option<String>,
+    /// Peak device allocator figures, where the backend reports them.
+    pub device_memory: Option<DeviceMemory>,
+    /// Dynamic loss scaling of an `amp-*` cell.
+    pub loss_scaling: Option<LossScaling>,
+}
+
+/// The numbers a record reports, derived from [`Measurements`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// Seconds per standard epoch after the warm-up epoch (measured or projected).
+    pub epoch_seconds: Option<Stats>,
+    /// The first (warm-up) epoch, scaled to the standard epoch.
+    pub first_epoch_seconds: Option<f64>,
+    pub images_per_second: Option<f64>,
+    pub test_accuracy: Option<f64>,
+    pub obtained: Obtained,
+    /// A note on how the time was obtained, when it needs one.
+    pub note: Option<String>,
+}
+
+/// The rules: whole epochs after the first are timed and scaled to the standard epoch; a single
+/// requested epoch is its own measurement (warm-up included, and said so); a cell cut short by
+/// its budget before a whole timed epoch is projected from its steady-state chunks; a diverged
+/// cell reports no time.
+pub fn summarize(
+    m: &Measurements,
+    standard_epoch: usize,
+    epochs_requested: usize,
+    budget_seconds: Option<f64>,
+) -> Summary {
+    let scale = standard_epoch as f64 / m.epoch_samples.max(1) as f64;
+    let mut s = Summary {
+        epoch_seconds: None,
+        first_epoch_seconds: None,
+        images_per_second: None,
+        test_accuracy: m.epochs.last().and_then(|e| e.test_accuracy),
+        obtained: Obtained {
+            method: Method::None,
+            epochs: 0,
+            steps: 0,
+            epoch_samples: m.epoch_samples,
+            standard_epoch_samples: standard_epoch,
+            budget_seconds,
+            budget_exhausted: m.epochs.last().is_some_and(|e| e.partial),
+        },
+        note: None,
+    };
+    if m.diverged.is_some() {
+        return s;
+    }
+    let whole: Vec<&EpochSummary> = m.epochs.iter().filter(|e| !e.partial).collect();
+    s.first_epoch_seconds = whole
+        .first()
+        .filter(|e| e.epoch == 1)
+        .map(|e| e.seconds * scale);
+    let timed: Vec<&&EpochSummary> = whole.iter().filter(|e| e.epoch > 1).collect();
+    if !timed.is_empty() {
+        let samples: Vec<f64> = timed.iter().map(|e| e.seconds * scale).collect();
+        s.epoch_seconds = Stats::from_samples(&samples);
+        s.obtained.method = Method::Measured;
+        s.obtained.epochs = timed.len();
+        s.obtained.steps = timed.iter().map(|e| e.steps).sum();
+    } else if whole.len() == 1 && m.epochs.len() == 1 && epochs_requested == 1 {
+        s.epoch_seconds = Stats::from_samples(&[whole[0].seconds * scale]);
+        s.obtained.method = Method::Measured;
+        s.obtained.epochs = 1;
+        s.obtained.steps = whole[0].steps;
+        s.note = Some("one epoch requested: its time includes the warm-up".into());
+    } else {
+        let per_epoch: Vec<f64> = m
+            .chunks
+            .iter()
+            .filter(|c| c.samples > 0)
+            .map(|c| c.seconds / c.samples as f64 * standard_epoch as f64)
+            .collect();
+        s.obtained.steps = m.chunks.iter().map(|c| c.steps).sum();
+        if let Some(stats) = Stats::from_samples(&per_epoch) {
+            s.epoch_seconds = Some(stats);
+            s.obtained.method = Method::Projected;
+        }
+    }
+    s.images_per_second = s
+        .epoch_seconds
+        .as_ref()
+        .map(|e| standard_epoch as f64 / e.median);
+    s
+}
+
+/// Everything a runner reports about a cell it ran (or could not run): the facts of its device
+/// and data, and its measurements. [`Observed::into_record`] turns it into the cell's record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// `ok` when the cell trained (or `--bare` measured), else why not.
+    pub status: Status,
+    pub reason: Option<String>,
+    /// The device spec as resolved (`default` becomes the backend's default device).
+    pub device: String,
+    pub device_name: String,
+    pub device_kind: Option<DeviceKind>,
+    pub runtime: Option<Runtime>,
+    /// Memory of the device, for GPU devices that report it.
+    #[serde(default)]
+    pub device_memory_bytes: Option<u64>,
+    /// Version of the backend the runner computed with (Burn's, or `torch X`).
+    pub backend_version: String,
+    /// Worker threads the backend computed with.
+    pub threads: usize,
+    /// The dataset trained on (empty when the cell failed before loading it).
+    pub dataset: String,
+    pub data: DataKind,
+    /// Notes on how the cell ran (a dataset fallback, ...), kept in the record's reason.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    pub flops_per_sample: Option<u64>,
+    pub peak: Option<Calibration>,
+    /// Peak resident set size of the runner process.
+    pub peak_memory_bytes: Option<u64>,
+    /// Seconds since the Unix epoch when the cell started.
+    pub started_at: u64,
+    pub wall_seconds: f64,
+    /// The runner's command-line arguments.
+    pub args: Vec<String>,
+    pub measurements: Option<Measurements>,
+    pub loop_overhead: Option<LoopOverhead>,
+}
+
+impl Observed {
+    /// The record of the cell `request` describes, with this machine's `fingerprint`.
+    pub fn into_record(self, request: &CellRequest, mut fingerprint: Fingerprint) -> Record {
+        let mut id = request.id();
+        id.device = self.device;
+        let mut r = Record::not_run(&id, self.status, "");
+        r.device_name = self.device_name;
+        r.batch_size = request.batch_size;
+        r.accum_steps = request.accum_steps;
+        r.micro_batch_size = request.batch_size / request.accum_steps.max(1);
+        r.epochs_requested = request.epochs;
+        r.seed = request.seed;
+        r.dataset = self.dataset;
+        r.data = self.data;
+        fingerprint.backend_version = self.backend_version;
+        if self.device_kind.is_some_and(DeviceKind::is_gpu) {
+            fingerprint.gpu_name = Some(r.device_name.clone());
+            fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
+            fingerprint.gpu_memory_bytes = self.device_memory_bytes;
+        }
+        r.fingerprint = fingerprint;
+        r.device_kind = self.device_kind;
+        r.runtime = self.runtime;
+        r.flops_per_sample = self.flops_per_sample;
+        r.peak = self.peak;
+        r.peak_memory_bytes = self.peak_memory_bytes;
+        r.started_at = self.started_at;
+        r.wall_seconds = self.wall_seconds;
+        r.args = self.args;
+        r.loop_overhead = self.loop_overhead;
+        r.obtained.budget_seconds = request.budget_seconds;
+        let mut notes = Vec::new();
+        notes.extend(self.reason);
+        if let Some(m) = self.measurements {
+            let standard_epoch = request.model.standard_epoch();
+            let s = summarize(&m, standard_epoch, request.epochs, request.budget_seconds);
+            if let Some(why) = &m.diverged {
+                r.status = Status::Diverged;
+                notes.insert(0, why.clone());
+            }
+            notes.extend(s.note);
+            r.epoch_seconds = s.epoch_seconds;
+            r.first_epoch_seconds = s.first_epoch_seconds;
+            r.first_step_seconds = m.first_step_seconds;
+            r.images_per_second = s.images_per_second;
+            r.achieved_gflops = s
+                .images_per_second
+                .zip(r.flops_per_sample)
+                .map(|(ips, flops)| ips * flops as f64 / 1e9);
+            r.device_memory = m.device_memory;
+            r.test_accuracy = s.test_accuracy;
+            r.test_samples = m.test_samples;
+            r.train_samples = m.epoch_samples;
+            r.obtained = s.obtained;
+            r.epochs = m.epochs;
+            r.loss_scaling = m.loss_scaling;
+        }
+        notes.extend(self.notes);
+        r.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ModelKind, Profile};
+
+    fn epoch(n: usize, seconds: f64, partial: bool) -> EpochSummary {
+        EpochSummary {
+            epoch: n,
+            seconds,
+            steps: 3,
+            samples: 96,
+            partial,
+            mean_loss: 1.0,
+            test_accuracy: Some(0.5),
+        }
+    }
+
+    fn measured(epochs: Vec<EpochSummary>, chunks: Vec<Chunk>) -> Measurements {
+        Measurements {
+            epoch_samples: 96,
+            test_samples: 32,
+            first_step_seconds: Some(2.0),
+            epochs,
+            chunks,
+            diverged: None,
+            device_memory: None,
+            loss_scaling: None,
+        }
+    }
+
+    #[test]
+    fn whole_epochs_after_the_first_are_measured_and_scaled() {
+        let m = measured(
+            vec![
+                epoch(1, 9.0, false),
+                epoch(2, 1.0, false),
+                epoch(3, 2.0, false),
+            ],
+            vec![],
+        );
+        let s = summarize(&m, 60_000, 3, None);
+        assert_eq!(s.obtained.method, Method::Measured);
+        assert_eq!((s.obtained.epochs, s.obtained.steps), (2, 6));
+        let scale = 60_000.0 / 96.0;
+        let e = s.epoch_seconds.unwrap();
+        assert_eq!((e.min, e.max, e.n), (scale, 2.0 * scale, 2));
+        assert_eq!(s.first_epoch_seconds, Some(9.0 * scale));
+        assert_eq!(s.images_per_second, Some(60_000.0 / e.median));
+        assert_eq!(s.test_accuracy, Some(0.5));
+    }
+
+    #[test]
+    fn one_requested_epoch_is_its_own_measurement_and_says_so() {
+        let m = measured(vec![epoch(1, 4.0, false)], vec![]);
+        let s = summarize(&m, 60_000, 1, None);
+        assert_eq!(s.obtained.method, Method::Measured);
+        assert!(s.note.unwrap().contains("warm-up"));
+    }
+
+    #[test]
+    fn a_budget_cut_cell_is_projected_from_its_chunks() {
+        let chunk = |seconds| Chunk {
+            steps: 2,
+            samples: 64,
+            seconds,
+        };
+        let m = measured(
+            vec![epoch(1, 3.0, true)],
+            vec![chunk(1.0), chunk(2.0), chunk(3.0)],
+        );
+        let s = summarize(&m, 60_000, 5, Some(30.0));
+        assert_eq!(s.obtained.method, Method::Projected);
+        assert!(s.obtained.budget_exhausted);
+        assert_eq!(s.obtained.steps, 6);
+        assert_eq!(s.first_epoch_seconds, None);
+        assert_eq!(s.epoch_seconds.unwrap().median, 2.0 / 64.0 * 60_000.0);
+    }
+
+    #[test]
+    fn a_diverged_cell_reports_no_time_and_says_why() {
+        let mut m = measured(vec![epoch(1, 1.0, false)], vec![]);
+        m.diverged = Some("the training loss became NaN in epoch 1".into());
+        let s = summarize(&m, 60_000, 3, None);
+        assert_eq!((s.epoch_seconds, s.obtained.method), (None, Method::None));
+
+        let request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+        let observed = Observed {
+            status: Status::Ok,
+            reason: None,
+            device: "cpu".into(),
+            device_name: "a CPU".into(),
+            device_kind: Some(DeviceKind::Cpu),
+            runtime: None,
+            device_memory_bytes: None,
+            backend_version: "0.22.1".into(),
+            threads: 2,
+            dataset: "synthetic".into(),
+            data: DataKind::Synthetic,
+            notes: vec!["a note".into()],
+            flops_per_sample: Some(1_000),
+            peak: None,
+            peak_memory_bytes: Some(1 << 20),
+            started_at: 1,
+            wall_seconds: 2.0,
+            args: vec![],
+            measurements: Some(m),
+            loop_overhead: None,
+        };
+        let r = observed.into_record(&request, Fingerprint::default());
+        assert_eq!(r.status, Status::Diverged);
+        assert_eq!(
+            r.reason.as_deref(),
+            Some("the training loss became NaN in epoch 1; a note")
+        );
+        assert_eq!(r.device, "cpu");
+        assert_eq!(r.fingerprint.backend_version, "0.22.1");
+        assert_eq!(r.fingerprint.gpu_name, None);
+    }
+
+    #[test]
+    fn a_gpu_cell_names_its_gpu_in_the_fingerprint() {
+        let request = CellRequest::new(ModelKind::ResNet18, "pytorch", Profile::Full);
+        let mut m = measured(vec![epoch(1, 2.0, false), epoch(2, 1.0, false)], vec![]);
+        m.epoch_samples = 500;
+        let observed = Observed {
+            status: Status::Ok,
+            reason: None,
+            device: "cuda:0".into(),
+            device_name: "NVIDIA H200".into(),
+            device_kind: Some(DeviceKind::DiscreteGpu),
+            runtime: Some(Runtime {
+                driver: Some("13.0".into()),
+                ..Runtime::default()
+            }),
+            device_memory_bytes: Some(140 << 30),
+            backend_version: "torch 2.11".into(),
+            threads: 16,
+            dataset: "cifar-10".into(),
+            data: DataKind::Real,
+            notes: vec![],
+            flops_per_sample: Some(222_000_000),
+            peak: None,
+            peak_memory_bytes: None,
+            started_at: 1,
+            wall_seconds: 3.0,
+            args: vec![],
+            measurements: Some(m),
+            loop_overhead: None,
+        };
+        let r = observed.into_record(&request, Fingerprint::default());
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.obtained.standard_epoch_samples, 50_000);
+        assert_eq!(r.fingerprint.gpu_name.as_deref(), Some("NVIDIA H200"));
+        assert_eq!(r.fingerprint.gpu_memory_bytes, Some(140 << 30));
+        let ips = r.images_per_second.unwrap();
+        assert!((r.achieved_gflops.unwrap() - ips * 0.222).abs() < 1e-9);
+    }
+}
