@@ -139,6 +139,9 @@ pub enum Cmd {
         /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Also write a self-contained HTML page (tables, charts, fingerprints, logs linked).
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Install torch==2.9.0 from PyPI into a virtual environment (libtorch for the tch backend,
     /// PyTorch for the reference runner).

@@ -78,6 +78,7 @@ fn main() -> ExitCode {
             csv,
             json,
             svg,
+            html,
         } => report::report(
             &paths,
             baseline.as_deref(),
@@ -85,6 +86,7 @@ fn main() -> ExitCode {
                 csv: csv.as_deref(),
                 json: json.as_deref(),
                 svg: svg.as_deref(),
+                html: html.as_deref(),
             },
         )
         .map(|_| true),

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use kiln_results::Record;
+use kiln_results::html::HtmlParts;
+use kiln_results::render::row_label;
 
 use crate::chart;
 
@@ -25,6 +27,7 @@ pub struct Outputs<'a> {
     pub csv: Option<&'a Path>,
     pub json: Option<&'a Path>,
     pub svg: Option<&'a Path>,
+    pub html: Option<&'a Path>,
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
@@ -58,6 +61,18 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
     if let Some(path) = outputs.json {
         write(path, &kiln_results::render::json(&loaded.records))?;
     }
+    if let Some(target) = outputs.html {
+        let dir = target.parent().unwrap_or(Path::new("."));
+        let mut logs = Vec::new();
+        for run in paths.iter().filter(|p| p.is_dir()) {
+            logs.extend(log_links(run, &loaded.records, dir));
+        }
+        let title = match paths {
+            [one] => one.display().to_string(),
+            _ => format!("{} runs", paths.len()),
+        };
+        write(target, &page(&loaded.records, baseline, title, logs)?)?;
+    }
     if let Some(target) = outputs.svg {
         let charts = chart::charts(&loaded.records, baseline)?;
         for (model, svg) in &charts {
@@ -67,9 +82,50 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
     Ok(())
 }
 
+/// The HTML page of `records`, charts inline.
+fn page(
+    records: &[Record],
+    baseline: Option<&str>,
+    title: String,
+    logs: Vec<(String, String)>,
+) -> Result<String> {
+    let parts = HtmlParts {
+        title,
+        charts: chart::charts(records, baseline)?,
+        logs,
+    };
+    Ok(kiln_results::html::html(records, baseline, &parts))
+}
+
+/// Links from the page in `page_dir` to the logs of `run`'s cells that have one: relative when
+/// the page is in the run directory, else absolute.
+fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, String)> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let name = format!("{}.stderr", crate::bench::cell_stem(&r.cell()));
+            let file = run.join("logs").join(&name);
+            if !file.is_file() {
+                return None;
+            }
+            let same_dir = std::fs::canonicalize(run).ok() == std::fs::canonicalize(page_dir).ok();
+            let href = if same_dir {
+                format!("logs/{name}")
+            } else {
+                std::fs::canonicalize(&file)
+                    .unwrap_or(file)
+                    .display()
+                    .to_string()
+            };
+            Some((format!("{}/{}", r.model, row_label(r)), href))
+        })
+        .collect()
+}
+
 /// Write a run directory's report from its records: `chart-<model>.svg`, `report.md` (the
-/// tables with the charts linked) and `results.csv`. Returns the Markdown and its path.
-pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathBuf)> {
+/// tables with the charts linked), `report.html` (self-contained) and `results.csv`. Returns
+/// the Markdown and the paths of the two reports.
+pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathBuf, PathBuf)> {
     let mut markdown = kiln_results::render::markdown(records, None);
     for (model, svg) in chart::charts(records, None)? {
         let name = format!("chart-{model}.svg");
@@ -80,7 +136,101 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
     let report = out.join("report.md");
     std::fs::write(&report, &markdown)
         .with_context(|| format!("cannot write {}", report.display()))?;
+    let title = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let html = out.join("report.html");
+    std::fs::write(
+        &html,
+        page(records, None, title, log_links(out, records, out))?,
+    )
+    .with_context(|| format!("cannot write {}", html.display()))?;
     std::fs::write(out.join("results.csv"), kiln_results::render::csv(records))
         .with_context(|| format!("cannot write results.csv in {}", out.display()))?;
-    Ok((markdown, report))
+    Ok((markdown, report, html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Headless Chromium, if installed (CI installs it: `KILN_CI=1` makes its absence a failure).
+    fn chromium() -> Option<&'static str> {
+        let found = ["chromium", "chromium-browser", "google-chrome"]
+            .into_iter()
+            .find(|b| {
+                Command::new(b)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            });
+        if found.is_none() {
+            assert!(
+                std::env::var("KILN_CI").as_deref() != Ok("1"),
+                "KILN_CI=1 but no chromium to render report.html (apt-get install chromium)"
+            );
+            eprintln!("skipped: no chromium to render report.html (apt-get install chromium)");
+        }
+        found
+    }
+
+    #[test]
+    fn report_html_renders_in_headless_chromium_without_console_errors() {
+        let Some(browser) = chromium() else { return };
+        let run = crate::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+        let records = kiln_results::read::load(std::slice::from_ref(&run))
+            .unwrap()
+            .records;
+        let tmp = tempfile::tempdir().unwrap();
+        let page_path = tmp.path().join("report.html");
+        let text = page(&records, None, "test".into(), Vec::new()).unwrap();
+        std::fs::write(&page_path, &text).unwrap();
+        // Open it sorted by the epoch-time column, fastest first.
+        let table = &kiln_results::table::model_tables(&records, None)[0];
+        let col = table.index(kiln_results::table::Column::EpochTime).unwrap();
+        let url = format!("file://{}#sort={col}", page_path.display());
+        let out = Command::new(browser)
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+            .arg(&url)
+            .env("HOME", tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "console messages: {console:?}");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            dom.contains("data-ready=\"1\""),
+            "the page's script did not finish"
+        );
+        // The rows of the first table, in the order the page now shows them.
+        let body = &dom[dom.find("<tbody>").unwrap()..dom.find("</tbody>").unwrap()];
+        let shown: Vec<f64> = body
+            .split("<tr")
+            .skip(1)
+            .filter_map(|row| {
+                let cell = row.split("<td").nth(col + 1)?;
+                let value = cell.split("data-sort=\"").nth(1)?.split('"').next()?;
+                value.parse().ok()
+            })
+            .collect();
+        let timed = table
+            .rows
+            .iter()
+            .filter(|r| r.cells[col].sort.is_some())
+            .count();
+        assert_eq!(shown.len(), timed, "{body}");
+        assert!(
+            shown.windows(2).all(|w| w[0] <= w[1]),
+            "not sorted: {shown:?}"
+        );
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod cell;
 pub mod fingerprint;
+pub mod html;
 pub mod observe;
 pub mod probe;
 pub mod profile;
@@ -12,6 +13,7 @@ pub mod read;
 pub mod render;
 pub mod schema;
 pub mod stats;
+pub mod table;
 pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest};

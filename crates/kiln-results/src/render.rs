@@ -1,10 +1,10 @@
 //! Tables derived from records: Markdown (the report) and CSV.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::schema::{DataKind, Method, Record, Status};
-use crate::stats::{Stats, ratio_with_uncertainty};
+use crate::stats::Stats;
+use crate::table::{Column, machine_lines, model_tables};
 
 /// A row label as users write it for `--baseline`: `backend/device/precision`.
 pub fn row_label(r: &Record) -> String {
@@ -60,7 +60,7 @@ pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Reco
 }
 
 /// The device column: spec, name, and what kind of device it really is when that matters.
-fn device_cell(r: &Record) -> String {
+pub(crate) fn device_cell(r: &Record) -> String {
     let mut device = if r.device_name.is_empty() || r.device_name == r.device {
         r.device.clone()
     } else {
@@ -76,25 +76,6 @@ fn device_cell(r: &Record) -> String {
         let _ = write!(device, " [fallback from {short}]");
     }
     device
-}
-
-/// Records grouped by model, in the order models first appear.
-fn by_model(records: &[Record]) -> Vec<(String, Vec<&Record>)> {
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
-    for r in records {
-        if !groups.contains_key(&r.model) {
-            order.push(r.model.clone());
-        }
-        groups.entry(r.model.clone()).or_default().push(r);
-    }
-    order
-        .into_iter()
-        .map(|m| {
-            let rows = groups.remove(&m).unwrap_or_default();
-            (m, rows)
-        })
-        .collect()
 }
 
 /// Bytes as MiB or GiB.
@@ -122,7 +103,7 @@ pub fn human_seconds(s: f64) -> String {
     }
 }
 
-fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -178,7 +159,7 @@ pub fn obtained_text(r: &Record) -> String {
     }
 }
 
-fn epoch_cell(s: &Stats) -> String {
+pub(crate) fn epoch_cell(s: &Stats) -> String {
     if s.n > 1 {
         format!(
             "{} ({}–{}, CV {:.1}%)",
@@ -192,7 +173,7 @@ fn epoch_cell(s: &Stats) -> String {
     }
 }
 
-fn memory_cell(r: &Record) -> String {
+pub(crate) fn memory_cell(r: &Record) -> String {
     let mut out = r
         .peak_memory_bytes
         .map(|b| format!("{} RSS", human_bytes(b)))
@@ -208,7 +189,7 @@ fn memory_cell(r: &Record) -> String {
     out
 }
 
-fn efficiency_cell(r: &Record) -> String {
+pub(crate) fn efficiency_cell(r: &Record) -> String {
     match (r.achieved_gflops, &r.peak) {
         (Some(a), Some(p)) if p.gflops > 0.0 => {
             format!("{a:.1} ({:.0}% of {:.0})", a / p.gflops * 100.0, p.gflops)
@@ -218,7 +199,7 @@ fn efficiency_cell(r: &Record) -> String {
     }
 }
 
-fn accuracy_cell(r: &Record) -> String {
+pub(crate) fn accuracy_cell(r: &Record) -> String {
     match r.test_accuracy {
         Some(a) => format!("{:.1}% (n={})", a * 100.0, thousands(r.test_samples)),
         None => "–".into(),
@@ -258,163 +239,39 @@ fn overhead_table(records: &[&Record]) -> String {
 /// The Markdown report: one table per model, shaped like the article's, plus notes.
 pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
     let mut out = String::new();
-    let (overheads, records): (Vec<&Record>, Vec<&Record>) =
-        all.iter().partition(|r| r.loop_overhead.is_some());
+    let overheads: Vec<&Record> = all.iter().filter(|r| r.loop_overhead.is_some()).collect();
     if !overheads.is_empty() {
         out.push_str(&overhead_table(&overheads));
     }
-    let records: Vec<Record> = records.into_iter().cloned().collect();
-    let records = &records[..];
-    // Records xtask wrote for cells that never ran carry no fingerprint: they name no machine.
-    let mut machines: Vec<String> = all.iter().map(machine).filter(|m| !m.is_empty()).collect();
-    machines.sort();
-    machines.dedup();
-    let several = machines.len() > 1;
-    for (model, rows) in by_model(records) {
-        let base = pick_baseline(&rows, baseline);
-        let standard = rows
-            .iter()
-            .map(|r| r.obtained.standard_epoch_samples)
-            .find(|&n| n > 0)
-            .unwrap_or(0);
-        let _ = writeln!(out, "### {model}\n");
-        let with_torch = rows.iter().any(|r| pytorch_reference(&rows, r).is_some());
-        let _ = writeln!(
-            out,
-            "| {}Backend / device | Precision | Epoch time ({}-sample epoch, median (min–max)) | Speed-up vs {} |{} Warm-up epoch | Images/s | GFLOP/s (% of GEMM peak) | Peak memory | Test accuracy | Obtained |",
-            if several { "Machine | " } else { "" },
-            thousands(standard),
-            base.map(|b| if several {
-                machine_label(b)
-            } else {
-                row_label(b)
-            })
-            .unwrap_or_else(|| "baseline".into()),
-            if with_torch {
-                " Time ÷ PyTorch's (same device and precision) |"
-            } else {
-                ""
-            }
-        );
-        let _ = writeln!(
-            out,
-            "|{}---|---|---|---|{}---|---|---|---|---|---|",
-            if several { "---|" } else { "" },
-            if with_torch { "---|" } else { "" }
-        );
-        for r in &rows {
-            let device = device_cell(r);
-            let torch_cell = |r: &Record| -> String {
-                if !with_torch {
-                    return String::new();
-                }
-                let ratio = match (pytorch_reference(&rows, r), &r.epoch_seconds) {
-                    (Some(p), Some(e)) if r.backend != "pytorch" => p
-                        .epoch_seconds
-                        .as_ref()
-                        .map(|pe| format!("{:.2}×", e.median / pe.median))
-                        .unwrap_or_else(|| "–".into()),
-                    (Some(_), Some(_)) => "1 (reference)".into(),
-                    _ => "–".into(),
-                };
-                format!(" {ratio} |")
-            };
-            let label = if several {
-                format!("{} | {} / {device}", machine(r), r.backend)
-            } else {
-                format!("{} / {device}", r.backend)
-            };
-            match (&r.status, &r.epoch_seconds) {
-                (Status::Ok, Some(epoch)) => {
-                    let speedup = match base.and_then(|b| b.epoch_seconds.as_ref()) {
-                        Some(b) if b.n > 1 && epoch.n > 1 => {
-                            let (ratio, err) = ratio_with_uncertainty(b, epoch);
-                            format!("{ratio:.2}× ± {err:.2}")
-                        }
-                        // One sample on either side: no spread to propagate.
-                        Some(b) => format!("{:.2}×", b.median / epoch.median),
-                        None => "–".into(),
-                    };
-                    let warm = r
-                        .first_epoch_seconds
-                        .map(human_seconds)
-                        .unwrap_or_else(|| "–".into());
-                    let ips = r
-                        .images_per_second
-                        .map(|i| format!("{i:.0}"))
-                        .unwrap_or_else(|| "–".into());
-                    let _ = writeln!(
-                        out,
-                        "| {label} | {} | {} | {speedup} |{} {warm} | {ips} | {} | {} | {} | {} |",
-                        r.precision,
-                        epoch_cell(epoch),
-                        torch_cell(r),
-                        efficiency_cell(r),
-                        memory_cell(r),
-                        accuracy_cell(r),
-                        obtained_text(r)
-                    );
-                }
-                _ => {
-                    let reason = r.reason.clone().unwrap_or_default().replace('|', "/");
-                    let _ = writeln!(
-                        out,
-                        "| {label} | {} | **{}**: {reason} | – |{} – | – | – | {} | {} | {} |",
-                        r.precision,
-                        r.status.as_str(),
-                        torch_cell(r),
-                        memory_cell(r),
-                        accuracy_cell(r),
-                        if r.status == Status::Skipped {
-                            "not run".into()
-                        } else {
-                            obtained_text(r)
-                        }
-                    );
-                }
-            }
+    let cell = |text: &str| text.replace('|', "/");
+    for t in model_tables(all, baseline) {
+        let _ = writeln!(out, "### {}\n", t.model);
+        let titles: Vec<&str> = t.columns.iter().map(|(_, title)| title.as_str()).collect();
+        let _ = writeln!(out, "| {} |", titles.join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(titles.len()));
+        let epoch = t.index(Column::EpochTime);
+        for row in &t.rows {
+            let cells: Vec<String> = row
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match (&row.reason, Some(i) == epoch) {
+                    (Some(reason), true) => {
+                        format!("**{}**: {}", row.status.as_str(), cell(reason))
+                    }
+                    _ => cell(&c.text),
+                })
+                .collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
         let _ = writeln!(out);
-        for r in &rows {
-            for w in warnings(r) {
-                let who = if several {
-                    machine_label(r)
-                } else {
-                    row_label(r)
-                };
-                let _ = writeln!(out, "- {who}: {w}");
-            }
+        for note in &t.notes {
+            let _ = writeln!(out, "- {note}");
         }
         let _ = writeln!(out);
     }
-    for name in &machines {
-        let Some(fp) = all
-            .iter()
-            .filter(|r| &machine(r) == name)
-            .map(|r| &r.fingerprint)
-            .find(|f| !f.cpu_model.is_empty())
-        else {
-            continue;
-        };
-        let _ = writeln!(
-            out,
-            "Machine {name}: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
-            fp.cpu_model,
-            fp.logical_cores,
-            fp.threads,
-            fp.memory_bytes
-                .map(human_bytes)
-                .unwrap_or_else(|| "memory unknown".into()),
-            fp.os,
-            fp.burn_version,
-            fp.kiln_version,
-            fp.kiln_commit,
-            if fp.kiln_dirty == Some(true) {
-                ", dirty tree"
-            } else {
-                ""
-            }
-        );
+    for line in machine_lines(all) {
+        let _ = writeln!(out, "{line}");
     }
     out
 }

@@ -26,7 +26,7 @@ pub(super) fn tail_of(path: &Path, lines: usize) -> String {
 }
 
 /// A file name for the cell `id` (its log, its request).
-pub(super) fn cell_stem(id: &CellId) -> String {
+pub fn cell_stem(id: &CellId) -> String {
     format!(
         "{}-{}-{}-{}",
         id.model,

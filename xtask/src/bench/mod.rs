@@ -20,6 +20,7 @@ use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
+pub use child::cell_stem;
 #[cfg(test)]
 pub use child::observed_record;
 use child::{run_cell, wall_clock_limit};
@@ -122,11 +123,12 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let (markdown, report) = crate::report::write_run_report(out, &loaded.records)?;
+    let (markdown, report, html) = crate::report::write_run_report(out, &loaded.records)?;
     println!("\n{markdown}");
     eprintln!(
-        "kiln: report written to {} (re-render with `cargo xtask report {}`)",
+        "kiln: report written to {} and {} (re-render with `cargo xtask report {}`)",
         report.display(),
+        html.display(),
         out.display()
     );
     Ok(all_ok)

@@ -1,0 +1,372 @@
+//! `report.html`: one self-contained page per run (no network at view time): the tables of
+//! [`crate::table`] with sortable columns, the charts inline, each cell's log linked, the
+//! machines' fingerprints and how every number was obtained.
+
+use std::fmt::Write as _;
+
+use crate::render::human_bytes;
+use crate::schema::{Record, Status};
+use crate::table::{Column, machine_lines, machines, model_tables};
+
+/// What the page shows besides the records.
+#[derive(Debug, Default, Clone)]
+pub struct HtmlParts {
+    /// The page title (the run directory's name, say).
+    pub title: String,
+    /// One SVG chart per model: (model, SVG text).
+    pub charts: Vec<(String, String)>,
+    /// Links to each cell's log: (`model/backend/device/precision`, href).
+    pub logs: Vec<(String, String)>,
+}
+
+/// Text made safe for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1400px; padding: 0 1rem; color: #1d1d1f; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2.2rem; }
+.sub { color: #555; margin-top: 0; }
+table { border-collapse: collapse; width: 100%; margin: .8rem 0; font-size: 13px; }
+th, td { border: 1px solid #d0d0d5; padding: .35rem .5rem; text-align: left; vertical-align: top; }
+th { background: #f2f2f5; cursor: pointer; user-select: none; font-size: 12px; }
+.scroll { overflow-x: auto; } td.wide { min-width: 24em; }
+th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.failed td, tr.diverged td { background: #fff0f0; } tr.skipped td { color: #777; background: #fafafa; }
+.status { font-weight: 600; text-transform: uppercase; font-size: 11px; }
+.chart svg { max-width: 100%; height: auto; }
+ul.notes { color: #444; } code { background: #f2f2f5; padding: 0 .2rem; }
+dl.fp { display: grid; grid-template-columns: max-content auto; gap: .1rem 1rem; }
+dl.fp dt { color: #555; } dl.fp dd { margin: 0; }
+"#;
+
+/// Sorting by clicking a header: numbers by their `data-sort` value, text by its content.
+const SCRIPT: &str = r#"
+(function () {
+  function key(td) {
+    var v = td.getAttribute("data-sort");
+    return v === null ? td.textContent.trim().toLowerCase() : parseFloat(v);
+  }
+  function sort(table, col, asc) {
+    var heads = table.querySelectorAll("thead th");
+    if (col >= heads.length) { return; }
+    heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+    heads[col].setAttribute("aria-sort", asc ? "ascending" : "descending");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a.cells[col]), y = key(b.cells[col]);
+      var xn = typeof x === "number" && !isNaN(x), yn = typeof y === "number" && !isNaN(y);
+      if (xn !== yn) { return xn ? -1 : 1; }
+      var d = x < y ? -1 : x > y ? 1 : 0;
+      return asc ? d : -d;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  var tables = document.querySelectorAll("table.sortable");
+  tables.forEach(function (table) {
+    table.querySelectorAll("thead th").forEach(function (th, col) {
+      th.addEventListener("click", function () {
+        sort(table, col, th.getAttribute("aria-sort") !== "ascending");
+      });
+    });
+  });
+  // A link can open the page sorted: report.html#sort=3 (column 3, from 0), #sort=3-desc.
+  var wanted = /^#sort=(\d+)(-desc)?$/.exec(window.location.hash);
+  if (wanted) {
+    tables.forEach(function (t) { sort(t, parseInt(wanted[1], 10), !wanted[2]); });
+  }
+  document.body.setAttribute("data-ready", "1");
+})();
+"#;
+
+/// The whole page.
+pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String {
+    let mut out = String::new();
+    let title = if parts.title.is_empty() {
+        "Kiln report".to_string()
+    } else {
+        format!("Kiln report: {}", parts.title)
+    };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    let machine_count = machines(all).len();
+    let _ = writeln!(
+        out,
+        "<p class=\"sub\">{} records from {} machine{}. Click a column header to sort (a link \
+         ending in <code>#sort=N</code> opens the page sorted by column N). Epoch \
+         times are medians over the epochs after the warm-up epoch (min–max and coefficient of \
+         variation beside them), scaled to the standard epoch; a PROJECTED time comes from the \
+         steps a cell's budget allowed. Speed-ups carry their propagated uncertainty.</p>",
+        all.len(),
+        machine_count,
+        if machine_count == 1 { "" } else { "s" }
+    );
+    overhead_section(&mut out, all);
+    for t in model_tables(all, baseline) {
+        let _ = writeln!(out, "<h2>{}</h2>", escape(&t.model));
+        let _ = writeln!(
+            out,
+            "<div class=\"scroll\"><table class=\"sortable\">\n<thead><tr>"
+        );
+        for (_, title) in &t.columns {
+            let _ = write!(out, "<th>{}</th>", escape(title));
+        }
+        let _ = writeln!(out, "<th>Log</th></tr></thead>\n<tbody>");
+        let epoch = t.index(Column::EpochTime);
+        let wide = t.index(Column::Obtained);
+        for row in &t.rows {
+            let _ = write!(out, "<tr class=\"{}\">", row.status.as_str());
+            for (i, c) in row.cells.iter().enumerate() {
+                match (&row.reason, Some(i) == epoch) {
+                    (Some(reason), true) => {
+                        let _ = write!(
+                            out,
+                            "<td><span class=\"status\">{}</span> {}</td>",
+                            row.status.as_str(),
+                            escape(reason)
+                        );
+                    }
+                    _ => match c.sort {
+                        Some(v) if v.is_finite() => {
+                            let _ = write!(
+                                out,
+                                "<td class=\"num\" data-sort=\"{v}\">{}</td>",
+                                escape(&c.text)
+                            );
+                        }
+                        _ if Some(i) == wide => {
+                            let _ = write!(out, "<td class=\"wide\">{}</td>", escape(&c.text));
+                        }
+                        _ => {
+                            let _ = write!(out, "<td>{}</td>", escape(&c.text));
+                        }
+                    },
+                }
+            }
+            let log = parts
+                .logs
+                .iter()
+                .find(|(cell, _)| *cell == row.cell)
+                .map(|(_, href)| format!("<a href=\"{}\">stderr</a>", escape(href)))
+                .unwrap_or_else(|| "–".into());
+            let _ = writeln!(out, "<td>{log}</td></tr>");
+        }
+        let _ = writeln!(out, "</tbody>\n</table></div>");
+        if !t.notes.is_empty() {
+            let _ = writeln!(out, "<ul class=\"notes\">");
+            for n in &t.notes {
+                let _ = writeln!(out, "<li>{}</li>", escape(n));
+            }
+            let _ = writeln!(out, "</ul>");
+        }
+        if let Some((_, svg)) = parts.charts.iter().find(|(m, _)| *m == t.model) {
+            // The chart is our own SVG (plotters), inlined so the page needs no other file.
+            let svg = svg.trim_start_matches(|c| c != '<');
+            let svg = match svg.find("<svg") {
+                Some(i) => &svg[i..],
+                None => svg,
+            };
+            let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+        }
+    }
+    fingerprint_section(&mut out, all);
+    let _ = writeln!(
+        out,
+        "<h2>How the numbers were obtained</h2>\n<ul class=\"notes\">\n\
+         <li>Every cell ran in its own process; the device was synced before each clock read.</li>\n\
+         <li>The first epoch (compilation, autotune, caches) is the warm-up column and is not in the epoch time.</li>\n\
+         <li>Test accuracy is evaluated after each epoch, outside the timed region; n is the number of test samples.</li>\n\
+         <li>Peak memory is the runner process's peak resident set; GPU cells add the device allocator's peaks where the backend reports them.</li>\n\
+         <li>GFLOP/s is the model's training FLOPs per sample times images per second, against the device's measured GEMM peak.</li>\n\
+         <li>The Obtained column says for each row whether its time was measured or projected, on which data, and how epochs were scaled.</li>\n\
+         </ul>"
+    );
+    let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
+    out
+}
+
+fn overhead_section(out: &mut String, all: &[Record]) {
+    let overheads: Vec<&Record> = all.iter().filter(|r| r.loop_overhead.is_some()).collect();
+    if overheads.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2>Kiln loop overhead</h2>\n<table class=\"sortable\"><thead><tr><th>Model</th>\
+         <th>Backend / device</th><th>Precision</th><th>Kiln loop (ms/step)</th>\
+         <th>Bare loop (ms/step)</th><th>Overhead</th></tr></thead><tbody>"
+    );
+    for r in overheads {
+        if let Some(o) = &r.loop_overhead {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{} / {}</td><td>{}</td>\
+                 <td class=\"num\" data-sort=\"{}\">{:.1}</td>\
+                 <td class=\"num\" data-sort=\"{}\">{:.1}</td>\
+                 <td class=\"num\" data-sort=\"{}\">{:+.2}%</td></tr>",
+                escape(&r.model),
+                escape(&r.backend),
+                escape(&r.device),
+                escape(&r.precision),
+                o.kiln_step_seconds.median,
+                o.kiln_step_seconds.median * 1e3,
+                o.bare_step_seconds.median,
+                o.bare_step_seconds.median * 1e3,
+                o.overhead_percent,
+                o.overhead_percent
+            );
+        }
+    }
+    let _ = writeln!(out, "</tbody></table>");
+}
+
+fn fingerprint_section(out: &mut String, all: &[Record]) {
+    let lines = machine_lines(all);
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "<h2>Machines</h2>");
+    for line in &lines {
+        let _ = writeln!(out, "<p>{}</p>", escape(line));
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for r in all.iter().filter(|r| !r.fingerprint.cpu_model.is_empty()) {
+        let fp = &r.fingerprint;
+        let key = format!("{}|{}|{}", fp.hostname, fp.backend_version, r.backend);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let _ = writeln!(
+            out,
+            "<details><summary>{} — {} runner</summary><dl class=\"fp\">",
+            escape(&fp.hostname),
+            escape(&r.backend)
+        );
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
+        for (k, v) in [
+            ("CPU", fp.cpu_model.clone()),
+            ("logical cores", fp.logical_cores.to_string()),
+            ("threads used", fp.threads.to_string()),
+            (
+                "memory",
+                fp.memory_bytes
+                    .map(human_bytes)
+                    .unwrap_or_else(|| "–".into()),
+            ),
+            ("OS", fp.os.clone()),
+            ("kernel", fp.kernel.clone()),
+            ("GPU", opt(&fp.gpu_name)),
+            ("GPU driver", opt(&fp.gpu_driver)),
+            ("backend version", fp.backend_version.clone()),
+            ("rustc", opt(&fp.rustc_version)),
+            ("Burn", fp.burn_version.clone()),
+            ("Kiln", format!("{} ({})", fp.kiln_version, fp.kiln_commit)),
+        ] {
+            let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+        }
+        let _ = writeln!(out, "</dl></details>");
+    }
+    let failed = all
+        .iter()
+        .filter(|r| matches!(r.status, Status::Failed | Status::Diverged))
+        .count();
+    if failed > 0 {
+        let _ = writeln!(
+            out,
+            "<p>{failed} cell{} failed or diverged: see the rows marked in red and their logs.</p>",
+            if failed == 1 { "" } else { "s" }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{CellId, Fingerprint};
+    use crate::stats::Stats;
+
+    fn record(backend: &str, median: f64) -> Record {
+        let id = CellId {
+            model: "mnist-cnn".into(),
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+        };
+        let mut r = Record::not_run(&id, Status::Ok, "");
+        r.reason = None;
+        r.epoch_seconds = Stats::from_samples(&[median, median * 1.1]);
+        r.obtained.standard_epoch_samples = 60_000;
+        r.fingerprint = Fingerprint {
+            hostname: "box<1>".into(),
+            cpu_model: "A CPU".into(),
+            ..Fingerprint::default()
+        };
+        r
+    }
+
+    #[test]
+    fn the_page_is_self_contained_sortable_and_escaped() {
+        let mut failed = record("ndarray", 1.0);
+        failed.status = Status::Failed;
+        failed.epoch_seconds = None;
+        failed.reason = Some("panicked at <script>alert(1)</script>".into());
+        let records = vec![record("flex", 10.0), failed];
+        let parts = HtmlParts {
+            title: "run & co".into(),
+            charts: vec![(
+                "mnist-cnn".into(),
+                "<?xml version=\"1.0\"?>\n<svg id=\"c\"></svg>".into(),
+            )],
+            logs: vec![(
+                "mnist-cnn/flex/cpu/f32".into(),
+                "logs/mnist-cnn-flex-cpu-f32.stderr".into(),
+            )],
+        };
+        let page = html(&records, None, &parts);
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("<title>Kiln report: run &amp; co</title>"));
+        // Nothing is fetched at view time.
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "{page}"
+        );
+        assert!(page.contains("<table class=\"sortable\">"));
+        assert!(
+            page.contains("data-sort=\"10.5\""),
+            "the median sorts numerically"
+        );
+        assert!(page.contains("<tr class=\"failed\">"));
+        assert!(
+            page.contains("panicked at &lt;script&gt;"),
+            "reasons are escaped"
+        );
+        assert!(!page.contains("<script>alert"));
+        assert!(page.contains("<div class=\"chart\"><svg id=\"c\"></svg></div>"));
+        assert!(!page.contains("<?xml"));
+        assert!(page.contains("<a href=\"logs/mnist-cnn-flex-cpu-f32.stderr\">stderr</a>"));
+        assert!(page.contains("box&lt;1&gt;"));
+        assert_eq!(page.matches("<script>").count(), 1);
+    }
+}

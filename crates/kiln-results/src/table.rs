@@ -1,0 +1,288 @@
+//! The report's tables, computed once from records: one table per model, each cell with its
+//! text and, where it is a number, the value to sort by. Markdown, HTML and the terminal are
+//! renderers of these; none computes a figure of its own.
+
+use crate::render::{
+    accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_seconds, machine,
+    machine_label, memory_cell, obtained_text, pick_baseline, pytorch_reference, row_label,
+    thousands, warnings,
+};
+use crate::schema::{Record, Status};
+use crate::stats::ratio_with_uncertainty;
+
+/// What a column shows (renderers pick columns by kind, e.g. the terminal's compact table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Machine,
+    Device,
+    Precision,
+    EpochTime,
+    SpeedUp,
+    VsPytorch,
+    WarmUp,
+    Images,
+    Gflops,
+    Memory,
+    Accuracy,
+    Obtained,
+}
+
+/// One cell: its text, and the number it sorts by when it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub text: String,
+    pub sort: Option<f64>,
+}
+
+impl Cell {
+    fn text(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            sort: None,
+        }
+    }
+
+    fn number(text: impl Into<String>, value: Option<f64>) -> Cell {
+        Cell {
+            text: text.into(),
+            sort: value,
+        }
+    }
+}
+
+/// One row: a record's cell of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub status: Status,
+    /// `backend/device/precision`, with the machine when the table holds several.
+    pub label: String,
+    /// `model/backend/device/precision`: the cell, whatever the machine.
+    pub cell: String,
+    /// For a row that is not ok, why (shown in the epoch-time column after its status).
+    pub reason: Option<String>,
+    pub cells: Vec<Cell>,
+}
+
+/// One model's table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTable {
+    pub model: String,
+    pub columns: Vec<(Column, String)>,
+    pub rows: Vec<Row>,
+    /// Warnings on individual rows (`label: warning`).
+    pub notes: Vec<String>,
+}
+
+impl ModelTable {
+    /// The index of column `c`, if the table has it.
+    pub fn index(&self, c: Column) -> Option<usize> {
+        self.columns.iter().position(|(k, _)| *k == c)
+    }
+}
+
+/// Machines named by the records, sorted (records of cells that never ran name none).
+pub fn machines(all: &[Record]) -> Vec<String> {
+    let mut machines: Vec<String> = all.iter().map(machine).filter(|m| !m.is_empty()).collect();
+    machines.sort();
+    machines.dedup();
+    machines
+}
+
+/// Records grouped by model, in the order models first appear.
+pub fn by_model(records: &[Record]) -> Vec<(String, Vec<&Record>)> {
+    let mut groups: Vec<(String, Vec<&Record>)> = Vec::new();
+    for r in records {
+        match groups.iter_mut().find(|(m, _)| *m == r.model) {
+            Some((_, rows)) => rows.push(r),
+            None => groups.push((r.model.clone(), vec![r])),
+        }
+    }
+    groups
+}
+
+/// The tables of the timed records (loop-overhead records have their own table), one per
+/// model; speed-ups are relative to `baseline` (see [`pick_baseline`]).
+pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
+    let records: Vec<Record> = all
+        .iter()
+        .filter(|r| r.loop_overhead.is_none())
+        .cloned()
+        .collect();
+    let several = machines(all).len() > 1;
+    by_model(&records)
+        .into_iter()
+        .map(|(model, rows)| table(model, &rows, baseline, several))
+        .collect()
+}
+
+fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool) -> ModelTable {
+    let base = pick_baseline(rows, baseline);
+    let standard = rows
+        .iter()
+        .map(|r| r.obtained.standard_epoch_samples)
+        .find(|&n| n > 0)
+        .unwrap_or(0);
+    let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
+    let label = |r: &Record| {
+        if several {
+            machine_label(r)
+        } else {
+            row_label(r)
+        }
+    };
+    let mut columns = Vec::new();
+    if several {
+        columns.push((Column::Machine, "Machine".to_string()));
+    }
+    columns.push((Column::Device, "Backend / device".into()));
+    columns.push((Column::Precision, "Precision".into()));
+    columns.push((
+        Column::EpochTime,
+        format!(
+            "Epoch time ({}-sample epoch, median (min–max))",
+            thousands(standard)
+        ),
+    ));
+    columns.push((
+        Column::SpeedUp,
+        format!(
+            "Speed-up vs {}",
+            base.map(|b| label(b)).unwrap_or_else(|| "baseline".into())
+        ),
+    ));
+    if with_torch {
+        columns.push((
+            Column::VsPytorch,
+            "Time ÷ PyTorch's (same device and precision)".into(),
+        ));
+    }
+    for (c, title) in [
+        (Column::WarmUp, "Warm-up epoch"),
+        (Column::Images, "Images/s"),
+        (Column::Gflops, "GFLOP/s (% of GEMM peak)"),
+        (Column::Memory, "Peak memory"),
+        (Column::Accuracy, "Test accuracy"),
+        (Column::Obtained, "Obtained"),
+    ] {
+        columns.push((c, title.into()));
+    }
+    let out_rows = rows
+        .iter()
+        .map(|r| {
+            let ok = r.status == Status::Ok && r.epoch_seconds.is_some();
+            let cells = columns
+                .iter()
+                .map(|(c, _)| cell(*c, r, rows, base, ok))
+                .collect();
+            Row {
+                status: r.status,
+                label: label(r),
+                cell: format!("{}/{}", r.model, row_label(r)),
+                reason: (!ok).then(|| r.reason.clone().unwrap_or_default()),
+                cells,
+            }
+        })
+        .collect();
+    let notes = rows
+        .iter()
+        .flat_map(|r| {
+            warnings(r)
+                .into_iter()
+                .map(move |w| format!("{}: {w}", label(r)))
+        })
+        .collect();
+    ModelTable {
+        model,
+        columns,
+        rows: out_rows,
+        notes,
+    }
+}
+
+fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool) -> Cell {
+    let none = || Cell::text("–");
+    match c {
+        Column::Machine => Cell::text(machine(r)),
+        Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
+        Column::Precision => Cell::text(r.precision.clone()),
+        Column::EpochTime => match (&r.epoch_seconds, ok) {
+            (Some(e), true) => Cell::number(epoch_cell(e), Some(e.median)),
+            _ => Cell::text(r.reason.clone().unwrap_or_default()),
+        },
+        Column::SpeedUp => {
+            let (Some(epoch), true) = (&r.epoch_seconds, ok) else {
+                return none();
+            };
+            match base.and_then(|b| b.epoch_seconds.as_ref()) {
+                Some(b) if b.n > 1 && epoch.n > 1 => {
+                    let (ratio, err) = ratio_with_uncertainty(b, epoch);
+                    Cell::number(format!("{ratio:.2}× ± {err:.2}"), Some(ratio))
+                }
+                // One sample on either side: no spread to propagate.
+                Some(b) => {
+                    let ratio = b.median / epoch.median;
+                    Cell::number(format!("{ratio:.2}×"), Some(ratio))
+                }
+                None => none(),
+            }
+        }
+        Column::VsPytorch => match (pytorch_reference(rows, r), &r.epoch_seconds) {
+            (Some(p), Some(e)) if r.backend != "pytorch" => p
+                .epoch_seconds
+                .as_ref()
+                .map(|pe| {
+                    let ratio = e.median / pe.median;
+                    Cell::number(format!("{ratio:.2}×"), Some(ratio))
+                })
+                .unwrap_or_else(none),
+            (Some(_), Some(_)) => Cell::number("1 (reference)", Some(1.0)),
+            _ => none(),
+        },
+        Column::WarmUp if ok => r
+            .first_epoch_seconds
+            .map(|s| Cell::number(human_seconds(s), Some(s)))
+            .unwrap_or_else(none),
+        Column::Images if ok => r
+            .images_per_second
+            .map(|i| Cell::number(format!("{i:.0}"), Some(i)))
+            .unwrap_or_else(none),
+        Column::Gflops if ok => Cell::number(efficiency_cell(r), r.achieved_gflops),
+        Column::WarmUp | Column::Images | Column::Gflops => none(),
+        Column::Memory => Cell::number(memory_cell(r), r.peak_memory_bytes.map(|b| b as f64)),
+        Column::Accuracy => Cell::number(accuracy_cell(r), r.test_accuracy),
+        Column::Obtained if r.status == Status::Skipped => Cell::text("not run"),
+        Column::Obtained => Cell::text(obtained_text(r)),
+    }
+}
+
+/// One line per machine: CPU, cores, threads, memory, OS, Burn and Kiln versions.
+pub fn machine_lines(all: &[Record]) -> Vec<String> {
+    machines(all)
+        .iter()
+        .filter_map(|name| {
+            let fp = all
+                .iter()
+                .filter(|r| &machine(r) == name)
+                .map(|r| &r.fingerprint)
+                .find(|f| !f.cpu_model.is_empty())?;
+            Some(format!(
+                "Machine {name}: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
+                fp.cpu_model,
+                fp.logical_cores,
+                fp.threads,
+                fp.memory_bytes
+                    .map(human_bytes)
+                    .unwrap_or_else(|| "memory unknown".into()),
+                fp.os,
+                fp.burn_version,
+                fp.kiln_version,
+                fp.kiln_commit,
+                if fp.kiln_dirty == Some(true) {
+                    ", dirty tree"
+                } else {
+                    ""
+                }
+            ))
+        })
+        .collect()
+}
