@@ -147,7 +147,7 @@ fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool)
         Column::SpeedUp,
         format!(
             "Speed-up vs {}",
-            base.map(|b| label(b)).unwrap_or_else(|| "baseline".into())
+            base.map(&label).unwrap_or_else(|| "baseline".into())
         ),
     ));
     if with_torch {
