@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use kiln_results::Record;
 use kiln_results::html::HtmlParts;
-use kiln_results::render::row_label;
+use kiln_results::render::{human_seconds, row_label};
 
 use crate::chart;
 
@@ -151,6 +151,118 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
     Ok((markdown, report, html))
 }
 
+/// The end of a run on the terminal: per model a compact table that fits 100 columns (the
+/// columns that matter; report.md and report.html have them all), then every cell that did not
+/// run or failed, with its reason and its log.
+pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
+    use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+    use kiln_results::table::{Column, model_tables};
+    use kiln_results::{Method, Status};
+
+    let mut text = String::new();
+    let wanted = [
+        (Column::Device, "backend / device"),
+        (Column::Precision, "prec."),
+        (Column::EpochTime, "epoch time"),
+        (Column::SpeedUp, "speed-up"),
+        (Column::VsPytorch, "÷ PyTorch"),
+        (Column::Memory, "memory"),
+        (Column::Accuracy, "accuracy"),
+    ];
+    for t in model_tables(records, None) {
+        let rows: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.loop_overhead.is_none() && r.model == t.model)
+            .collect();
+        let columns: Vec<(usize, &str)> = wanted
+            .iter()
+            .filter_map(|(c, title)| t.index(*c).map(|i| (i, *title)))
+            .collect();
+        let mut table = Table::new();
+        table
+            .load_style(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(100);
+        let mut header: Vec<&str> = columns.iter().map(|(_, title)| *title).collect();
+        header.push("obtained");
+        table.set_header(header);
+        for (row, r) in t.rows.iter().zip(&rows) {
+            let mut cells: Vec<String> = columns
+                .iter()
+                .map(|(i, title)| match (*title, &r.epoch_seconds, row.status) {
+                    ("epoch time", Some(e), Status::Ok) if e.n > 1 => {
+                        format!("{} ±{:.1}%", human_seconds(e.median), e.cv() * 100.0)
+                    }
+                    ("epoch time", Some(e), Status::Ok) => human_seconds(e.median),
+                    ("epoch time", _, status) => status.as_str().to_uppercase(),
+                    ("memory", _, _) => r
+                        .peak_memory_bytes
+                        .map(kiln_results::render::human_bytes)
+                        .unwrap_or_else(|| "–".into()),
+                    ("÷ PyTorch", _, _) if r.backend == "pytorch" => "reference".into(),
+                    ("speed-up", _, _) => row.cells[*i].text.replace(" ± ", "±"),
+                    ("accuracy", _, _) => r
+                        .test_accuracy
+                        .map(|a| format!("{:.1}%", a * 100.0))
+                        .unwrap_or_else(|| "–".into()),
+                    ("backend / device", _, _) => {
+                        let mut d = format!("{} / {}", r.backend, r.device);
+                        if r.device_kind
+                            .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+                        {
+                            d.push_str(" (CPU-emulated)");
+                        }
+                        if r.fallback_from.is_some() {
+                            d.push_str(" (fallback)");
+                        }
+                        d
+                    }
+                    _ => row.cells[*i].text.clone(),
+                })
+                .collect();
+            let data = match r.data {
+                kiln_results::DataKind::Real => "",
+                kiln_results::DataKind::Synthetic => ", synthetic data",
+            };
+            cells.push(match (r.status, r.obtained.method) {
+                (Status::Ok, Method::Measured) => format!(
+                    "measured, {} epoch{}{data}",
+                    r.obtained.epochs,
+                    if r.obtained.epochs == 1 { "" } else { "s" }
+                ),
+                (Status::Ok, Method::Projected) => {
+                    format!("PROJECTED from {} steps{data}", r.obtained.steps)
+                }
+                (status, _) => format!("{} (below)", status.as_str()),
+            });
+            table.add_row(cells);
+        }
+        text.push_str(&format!("{}\n{table}\n", t.model));
+    }
+    let not_ok: Vec<&Record> = records.iter().filter(|r| r.status != Status::Ok).collect();
+    if !not_ok.is_empty() {
+        text.push_str("\nCells that did not run or did not finish:\n");
+        for r in not_ok {
+            let log = out
+                .map(|o| {
+                    o.join("logs")
+                        .join(format!("{}.stderr", crate::bench::cell_stem(&r.cell())))
+                })
+                .filter(|p| p.is_file())
+                .map(|p| format!(" (log: {})", p.display()))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "- {}/{}: {}: {}{log}\n",
+                r.model,
+                row_label(r),
+                r.status.as_str(),
+                r.reason.clone().unwrap_or_default()
+            ));
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +286,31 @@ mod tests {
             eprintln!("skipped: no chromium to render report.html (apt-get install chromium)");
         }
         found
+    }
+
+    #[test]
+    fn the_terminal_table_fits_100_columns_and_lists_what_did_not_run() {
+        let run = crate::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+        let records = kiln_results::read::load(std::slice::from_ref(&run))
+            .unwrap()
+            .records;
+        let text = terminal(&records, Some(&run));
+        for line in text.lines().filter(|l| !l.starts_with("- ")) {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(
+            text.contains("tch / cpu") && text.contains("reference"),
+            "{text}"
+        );
+        assert!(text.contains("PROJECTED"), "{text}");
+        assert!(
+            text.contains("- mnist-cnn/wgpu/vulkan:cpu/f32: skipped: llvmpipe"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -108,16 +108,20 @@ pub(super) fn run_cell(
                 Ok(Event::Observed(observed)) => {
                     final_record = Some(observed_record(*observed, &request, &commit, dirty));
                 }
-                Ok(Event::Start(s)) => display.line(&format!(
-                    "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
-                    s.train_samples,
-                    s.test_samples,
-                    s.steps_per_epoch,
-                    s.epochs,
-                    s.budget_seconds
-                        .map(human_seconds)
-                        .unwrap_or_else(|| "none".into())
-                )),
+                Ok(Event::Start(s)) => {
+                    display.line(&format!(
+                        "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, \
+                         budget {}",
+                        s.train_samples,
+                        s.test_samples,
+                        s.steps_per_epoch,
+                        s.epochs,
+                        s.budget_seconds
+                            .map(human_seconds)
+                            .unwrap_or_else(|| "none".into())
+                    ));
+                    display.start_cell(&label, (s.steps_per_epoch * s.epochs) as u64);
+                }
                 Ok(Event::Epoch(e)) => display.line(&format!(
                     "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
                     e.epoch,
@@ -135,15 +139,19 @@ pub(super) fn run_cell(
                 )),
                 Ok(Event::Progress(p)) => {
                     let eta = p.eta_seconds.unwrap_or(0.0);
-                    display.status(&format!(
-                        "{label}: epoch {} step {}/{} | {} elapsed | cell ETA {} | run ETA ≤{}",
-                        p.epoch,
-                        p.step,
-                        p.steps_per_epoch,
-                        time::short(p.elapsed_seconds),
-                        time::short(eta),
-                        time::short(eta + position.later_seconds)
-                    ))
+                    let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
+                    display.status(
+                        done,
+                        &format!(
+                            "{label}: epoch {} step {}/{} | {} elapsed | cell ETA {}",
+                            p.epoch,
+                            p.step,
+                            p.steps_per_epoch,
+                            time::short(p.elapsed_seconds),
+                            time::short(eta),
+                        ),
+                        &format!("run ETA ≤{}", time::short(eta + position.later_seconds)),
+                    )
                 }
                 Err(_) => unparsed.push(line),
             },
@@ -162,6 +170,7 @@ pub(super) fn run_cell(
         }
     }
     let status = child.wait()?;
+    display.finish_cell();
     if interrupted() {
         display.line(&format!("{label}: interrupted, not recorded"));
         return Ok(None);

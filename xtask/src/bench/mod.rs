@@ -41,7 +41,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
         cells.len(),
         results.display()
     );
-    let mut display = Display::new();
+    let mut display = Display::new(cells.len());
     let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
     let mut all_ok = true;
     for (i, cell) in cells.iter().enumerate() {
@@ -72,6 +72,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
         };
         let Some(record) = record else {
             all_ok = false;
+            display.finish();
             eprintln!(
                 "kiln: {} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
                 i,
@@ -119,16 +120,16 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
             None => all_ok &= matches!(record.status, Status::Ok | Status::Skipped),
         }
     }
+    display.finish();
     let loaded = kiln_results::read::load(std::slice::from_ref(&results))?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let (markdown, report, html) = crate::report::write_run_report(out, &loaded.records)?;
-    println!("\n{markdown}");
+    let (_, report, html) = crate::report::write_run_report(out, &loaded.records)?;
+    println!("\n{}", crate::report::terminal(&loaded.records, Some(out)));
+    println!("Report: {}\n        {}", report.display(), html.display());
     eprintln!(
-        "kiln: report written to {} and {} (re-render with `cargo xtask report {}`)",
-        report.display(),
-        html.display(),
+        "kiln: re-render with `cargo xtask report {}` (--html, --csv, --svg)",
         out.display()
     );
     Ok(all_ok)

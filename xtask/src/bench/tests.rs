@@ -250,7 +250,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
     let mut config = cfg();
     config.budget_seconds = None;
     // Exercise the limit directly with a tiny one.
-    let mut display = Display::new();
+    let mut display = Display::new(1);
     let position = Position {
         index: 1,
         total: 1,
