@@ -2,8 +2,11 @@
 //! as the tests, so Burn compiles once), one in its own target directory for libtorch ones, and
 //! cargo's list of produced artifacts checked against the runner packages.
 
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -98,8 +101,10 @@ pub fn build_args() -> Vec<&'static str> {
 }
 
 /// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
-/// the terminal. Returns the executables it produced, by target name.
+/// the terminal, and a line every 20 seconds says how far the build is (cargo prints nothing
+/// while one large crate compiles). Returns the executables it produced, by target name.
 fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
+    let total = estimate_units();
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -109,7 +114,31 @@ fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
         .stdout
         .take()
         .context("cargo's output could not be read")?;
-    let built = executables(std::io::BufReader::new(stdout));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut log = BuildLog::default();
+    let mut last_status = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) => log.observe(&line),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last_status.elapsed() >= Duration::from_secs(20) {
+            eprintln!("kiln: {}", log.status(what, total, started.elapsed()));
+            last_status = Instant::now();
+        }
+    }
     let status = child.wait().context("waiting for cargo")?;
     if !status.success() {
         bail!(
@@ -117,38 +146,120 @@ fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
              `cargo build --release --workspace --tests --bins` reproduces it"
         );
     }
-    Ok(built)
+    Ok(log.executables)
+}
+
+/// What a cargo build has reported so far (`--message-format=json`).
+#[derive(Default)]
+struct BuildLog {
+    /// Executables produced, fresh or rebuilt: (target name, path).
+    executables: Vec<(String, PathBuf)>,
+    /// Crates compiled by this build, and found up to date.
+    compiled: usize,
+    fresh: usize,
+    /// The last crate compiled.
+    last: String,
+}
+
+impl BuildLog {
+    fn observe(&mut self, line: &str) {
+        #[derive(serde::Deserialize)]
+        struct Target {
+            name: String,
+            kind: Vec<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Message {
+            reason: String,
+            target: Option<Target>,
+            executable: Option<PathBuf>,
+            #[serde(default)]
+            fresh: bool,
+        }
+        let Ok(m) = serde_json::from_str::<Message>(line) else {
+            return;
+        };
+        if m.reason != "compiler-artifact" {
+            return;
+        }
+        let Some(target) = m.target else { return };
+        if m.fresh {
+            self.fresh += 1;
+        } else {
+            self.compiled += 1;
+            self.last.clone_from(&target.name);
+        }
+        if let Some(exe) = m.executable
+            && target.kind.iter().any(|k| k == "bin")
+        {
+            self.executables.push((target.name, exe));
+        }
+    }
+
+    /// A status line: done, left of about `total`, and the time left at the rate so far.
+    fn status(&self, what: &str, total: Option<usize>, elapsed: Duration) -> String {
+        let done = self.compiled + self.fresh;
+        let mut line = format!(
+            "building {what}: {} crates compiled, {} up to date, {} so far",
+            self.compiled,
+            self.fresh,
+            crate::time::short(elapsed.as_secs_f64())
+        );
+        if let Some(total) = total.filter(|&t| t > done) {
+            let left = total - done;
+            line.push_str(&format!(", about {left} of ~{total} left"));
+            if self.compiled >= 10 {
+                let per_crate = elapsed.as_secs_f64() / self.compiled as f64;
+                line.push_str(&format!(
+                    " (~{} at this rate)",
+                    crate::time::short(per_crate * left as f64)
+                ));
+            }
+        }
+        if !self.last.is_empty() {
+            line.push_str(&format!("; last: {}", self.last));
+        }
+        line
+    }
+}
+
+/// About how many crates the build compiles: the packages cargo resolves for this platform
+/// (an estimate: build scripts and test targets add units, unused optional ones are absent).
+fn estimate_units() -> Option<usize> {
+    let host = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("-vV")
+        .output()
+        .ok()?;
+    let host = String::from_utf8_lossy(&host.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))?
+        .trim()
+        .to_string();
+    let out = cargo()
+        .current_dir(workspace_root())
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+        ])
+        .arg(&host)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    Some(metadata.pointer("/resolve/nodes")?.as_array()?.len())
 }
 
 /// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
 /// fresh or rebuilt, as (target name, path).
 pub fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
-    #[derive(serde::Deserialize)]
-    struct Target {
-        name: String,
-        kind: Vec<String>,
+    let mut log = BuildLog::default();
+    for line in reader.lines().map_while(Result::ok) {
+        log.observe(&line);
     }
-    #[derive(serde::Deserialize)]
-    struct Message {
-        reason: String,
-        target: Option<Target>,
-        executable: Option<PathBuf>,
-    }
-    reader
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|line| serde_json::from_str::<Message>(&line).ok())
-        .filter(|m| m.reason == "compiler-artifact")
-        .filter_map(|m| {
-            let target = m.target?;
-            let exe = m.executable?;
-            target
-                .kind
-                .iter()
-                .any(|k| k == "bin")
-                .then_some((target.name, exe))
-        })
-        .collect()
+    log.executables
 }
 
 /// An error unless every package in `wanted` produced its runner binary in `dir`/release.
@@ -216,6 +327,31 @@ mod tests {
         assert!(args.contains(&"--bins"), "{args:?}");
         assert!(args.contains(&"--tests"), "{args:?}");
         assert!(tch_build_args("build", "kiln-tch").contains(&"--bins".to_string()));
+    }
+
+    #[test]
+    fn the_build_status_counts_crates_and_estimates_what_is_left() {
+        let mut log = BuildLog::default();
+        let artifact = |name: &str, fresh: bool| {
+            format!(
+                "{{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"{name}\",\"kind\":[\"lib\"]}},\"executable\":null,\"fresh\":{fresh}}}"
+            )
+        };
+        for i in 0..5 {
+            log.observe(&artifact(&format!("up{i}"), true));
+        }
+        for i in 0..20 {
+            log.observe(&artifact(&format!("crate{i}"), false));
+        }
+        log.observe("{\"reason\":\"build-script-executed\"}");
+        let line = log.status("the runners", Some(125), Duration::from_secs(200));
+        assert!(line.contains("20 crates compiled, 5 up to date"), "{line}");
+        assert!(line.contains("about 100 of ~125 left"), "{line}");
+        // 10 s per crate so far, 100 left.
+        assert!(line.contains("(~16m40s at this rate)"), "{line}");
+        assert!(line.ends_with("last: crate19"), "{line}");
+        let early = BuildLog::default().status("the runners", None, Duration::from_secs(5));
+        assert!(!early.contains("left"), "{early}");
     }
 
     #[test]
