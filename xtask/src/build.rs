@@ -254,7 +254,8 @@ fn estimate_units() -> Option<usize> {
 
 /// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
 /// fresh or rebuilt, as (target name, path).
-pub fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
+#[cfg(test)]
+fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
     let mut log = BuildLog::default();
     for line in reader.lines().map_while(Result::ok) {
         log.observe(&line);
