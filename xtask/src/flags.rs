@@ -172,3 +172,72 @@ pub enum Cmd {
         base_url: Option<String>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `cargo xtask ...` commands in the README and docs: fenced lines (with `\` continuations
+    /// joined) and inline code spans. Usage synopses (`[--flag]`, `a|b`) are not commands.
+    fn documented_commands() -> Vec<(String, String)> {
+        let root = crate::workspace_root();
+        let mut files = vec![root.join("README.md")];
+        let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        docs.sort();
+        files.extend(docs);
+        let mut found = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            let mut fenced = false;
+            let mut pending = String::new();
+            for line in text.lines() {
+                if line.trim_start().starts_with("```") {
+                    fenced = !fenced;
+                    continue;
+                }
+                let mut candidates = Vec::new();
+                if fenced {
+                    pending.push_str(line.trim());
+                    if let Some(head) = pending.strip_suffix('\\') {
+                        pending = format!("{} ", head.trim_end());
+                        continue;
+                    }
+                    candidates.push(std::mem::take(&mut pending));
+                } else {
+                    candidates.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+                }
+                for c in candidates {
+                    // A shell comment is not part of the command.
+                    let c = c.split(" #").next().unwrap_or_default().trim().to_string();
+                    if c.starts_with("cargo xtask ") && !c.contains('[') && !c.contains('|') {
+                        found.push((name.clone(), c));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_xtask_command_in_the_readme_and_docs_parses() {
+        let commands = documented_commands();
+        assert!(
+            commands.len() >= 20,
+            "only {} commands found",
+            commands.len()
+        );
+        for (file, command) in &commands {
+            let words = command.split_whitespace().skip(2);
+            let args = std::iter::once("cargo-xtask").chain(words);
+            if let Err(e) = Cli::try_parse_from(args) {
+                panic!("{file}: `{command}` does not parse:\n{e}");
+            }
+        }
+    }
+}
