@@ -20,6 +20,24 @@ fn command_output(program: &str, args: &[&str]) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// Kiln's revision in the checkout at `dir`, and whether tracked files differ from it
+/// (`None` where git cannot say).
+pub fn git_state(dir: &std::path::Path) -> (Option<String>, Option<bool>) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).filter(|c| !c.is_empty());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    (commit, dirty)
+}
+
 /// The CPU's marketing name.
 pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -89,7 +107,7 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
         // xtask passes the revision; a runner started by hand asks git itself.
         kiln_commit: std::env::var("KILN_COMMIT")
             .ok()
-            .or_else(|| command_output("git", &["rev-parse", "--short=12", "HEAD"]))
+            .or_else(|| git_state(std::path::Path::new(".")).0)
             .unwrap_or_else(|| "unknown".into()),
         kiln_dirty: match std::env::var("KILN_DIRTY").ok().as_deref() {
             Some("1") => Some(true),

@@ -255,6 +255,31 @@ mod tests {
         }
     }
 
+    fn observed_on(device: &str, kind: DeviceKind, m: Measurements) -> Observed {
+        Observed {
+            status: Status::Ok,
+            reason: None,
+            device: device.into(),
+            device_name: "a device".into(),
+            device_kind: Some(kind),
+            runtime: None,
+            device_memory_bytes: None,
+            backend_version: "0.22.1".into(),
+            threads: 2,
+            dataset: "synthetic".into(),
+            data: DataKind::Synthetic,
+            notes: vec![],
+            flops_per_sample: Some(1_000),
+            peak: None,
+            peak_memory_bytes: Some(1 << 20),
+            started_at: 1,
+            wall_seconds: 2.0,
+            args: vec![],
+            measurements: Some(m),
+            loop_overhead: None,
+        }
+    }
+
     #[test]
     fn whole_epochs_after_the_first_are_measured_and_scaled() {
         let m = measured(
@@ -311,28 +336,8 @@ mod tests {
         assert_eq!((s.epoch_seconds, s.obtained.method), (None, Method::None));
 
         let request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-        let observed = Observed {
-            status: Status::Ok,
-            reason: None,
-            device: "cpu".into(),
-            device_name: "a CPU".into(),
-            device_kind: Some(DeviceKind::Cpu),
-            runtime: None,
-            device_memory_bytes: None,
-            backend_version: "0.22.1".into(),
-            threads: 2,
-            dataset: "synthetic".into(),
-            data: DataKind::Synthetic,
-            notes: vec!["a note".into()],
-            flops_per_sample: Some(1_000),
-            peak: None,
-            peak_memory_bytes: Some(1 << 20),
-            started_at: 1,
-            wall_seconds: 2.0,
-            args: vec![],
-            measurements: Some(m),
-            loop_overhead: None,
-        };
+        let mut observed = observed_on("cpu", DeviceKind::Cpu, m);
+        observed.notes = vec!["a note".into()];
         let r = observed.into_record(&request, Fingerprint::default());
         assert_eq!(r.status, Status::Diverged);
         assert_eq!(
@@ -349,31 +354,14 @@ mod tests {
         let request = CellRequest::new(ModelKind::ResNet18, "pytorch", Profile::Full);
         let mut m = measured(vec![epoch(1, 2.0, false), epoch(2, 1.0, false)], vec![]);
         m.epoch_samples = 500;
-        let observed = Observed {
-            status: Status::Ok,
-            reason: None,
-            device: "cuda:0".into(),
-            device_name: "NVIDIA H200".into(),
-            device_kind: Some(DeviceKind::DiscreteGpu),
-            runtime: Some(Runtime {
-                driver: Some("13.0".into()),
-                ..Runtime::default()
-            }),
-            device_memory_bytes: Some(140 << 30),
-            backend_version: "torch 2.11".into(),
-            threads: 16,
-            dataset: "cifar-10".into(),
-            data: DataKind::Real,
-            notes: vec![],
-            flops_per_sample: Some(222_000_000),
-            peak: None,
-            peak_memory_bytes: None,
-            started_at: 1,
-            wall_seconds: 3.0,
-            args: vec![],
-            measurements: Some(m),
-            loop_overhead: None,
-        };
+        let mut observed = observed_on("cuda:0", DeviceKind::DiscreteGpu, m);
+        observed.device_name = "NVIDIA H200".into();
+        observed.runtime = Some(Runtime {
+            driver: Some("13.0".into()),
+            ..Runtime::default()
+        });
+        observed.device_memory_bytes = Some(140 << 30);
+        observed.flops_per_sample = Some(222_000_000);
         let r = observed.into_record(&request, Fingerprint::default());
         assert_eq!(r.status, Status::Ok);
         assert_eq!(r.obtained.standard_epoch_samples, 50_000);

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -65,8 +65,7 @@ pub(super) fn run_cell(
         .with_context(|| format!("cannot write {}", request_path.display()))?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
     if let Some(commit) = &commit {
         cmd.env("KILN_COMMIT", commit);
     }
@@ -226,17 +225,6 @@ pub(super) fn run_cell(
         time::short(started.elapsed().as_secs_f64())
     ));
     Ok(Some(record))
-}
-
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .current_dir(workspace_root())
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// The record of a cell whose runner reported what it observed instead of a record (the
