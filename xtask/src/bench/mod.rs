@@ -165,7 +165,23 @@ fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
                 continue;
             }
         };
+        eprintln!("kiln: probing {} ({})", b.name, runner.display());
+        let started = std::time::Instant::now();
         let report = backends::probe(&runner)?;
+        let devices: Vec<String> = report
+            .devices
+            .iter()
+            .map(|d| {
+                let state = if d.available { "" } else { ", unavailable" };
+                format!("{} ({}{state})", d.spec, d.kind)
+            })
+            .collect();
+        eprintln!(
+            "kiln: {}: {} [{:.1} s]",
+            b.name,
+            devices.join(", "),
+            started.elapsed().as_secs_f64()
+        );
         out.push((b, runner, report));
     }
     Ok(out)
