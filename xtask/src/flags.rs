@@ -89,14 +89,22 @@ pub enum Cmd {
         /// A cell for every available device of each backend, not only its default (best) one.
         #[arg(long)]
         all_devices: bool,
+        /// Plan only: write run.json and one request per cell (cells/*.json) into the run
+        /// directory, print the plan, run nothing (`--resume DIR` runs it later).
+        #[arg(long, conflicts_with = "resume")]
+        plan_only: bool,
     },
     /// Run one cell.
     Bench {
         #[command(flatten)]
         common: CommonArgs,
+        /// The whole cell as a request file (from `bench-all --plan-only` or a run's cells/);
+        /// no other cell flag may be given with it, only --out.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare"])]
+        cell: Option<PathBuf>,
         /// Backend name.
-        #[arg(long)]
-        backend: String,
+        #[arg(long, required_unless_present = "cell")]
+        backend: Option<String>,
         /// Device spec (see `cargo xtask doctor`); default: the backend's default device.
         #[arg(long)]
         device: Option<String>,
@@ -104,8 +112,8 @@ pub enum Cmd {
         #[arg(long)]
         api: Option<String>,
         /// Model: mnist-cnn, resnet18, resnet18-gray.
-        #[arg(long)]
-        model: ModelKind,
+        #[arg(long, required_unless_present = "cell")]
+        model: Option<ModelKind>,
         /// f32, f16, bf16 (pure) or amp-f16, amp-bf16 (mixed precision with loss scaling).
         #[arg(long, default_value = "f32")]
         precision: Precision,

@@ -49,13 +49,28 @@ fn main() -> ExitCode {
             precisions,
             resume: None,
             all_devices,
-        } => bench::bench_all(&common, backends, models, precisions, all_devices),
+            plan_only,
+        } => bench::bench_all(
+            &common,
+            backends,
+            models,
+            precisions,
+            all_devices,
+            plan_only,
+        ),
         Cmd::Bench {
             common,
-            backend,
+            cell: Some(file),
+            ..
+        } => bench::cell_only(&common)
+            .and_then(|_| bench::bench_request(&file, common.out.as_deref())),
+        Cmd::Bench {
+            common,
+            cell: None,
+            backend: Some(backend),
             device,
             api,
-            model,
+            model: Some(model),
             precision,
             bare,
         } => bench::bench_one(
@@ -69,6 +84,9 @@ fn main() -> ExitCode {
                 bare,
             },
         ),
+        Cmd::Bench { .. } => Err(anyhow::anyhow!(
+            "`bench` needs --backend and --model, or --cell FILE"
+        )),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

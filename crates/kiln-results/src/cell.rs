@@ -172,7 +172,7 @@ impl CellRequest {
         let request: CellRequest = serde_json::from_str(&text).map_err(|e| {
             format!(
                 "{}: not a cell request this Kiln can read ({e}); requests are written by \
-                 `cargo xtask bench --plan-only` or xtask itself",
+                 `cargo xtask bench-all --plan-only` and by every run (its cells/ folder)",
                 path.display()
             )
         })?;

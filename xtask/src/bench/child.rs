@@ -59,10 +59,7 @@ pub(super) fn run_cell(
     if runner.needs_data_file {
         request.data_file = Some(export_data(&request, out)?);
     }
-    let request_path = out.join("cells").join(format!("{}.json", cell_stem(id)));
-    std::fs::create_dir_all(out.join("cells"))
-        .and_then(|_| request.write(&request_path))
-        .with_context(|| format!("cannot write {}", request_path.display()))?;
+    let request_path = super::rundir::write_request(out, &request)?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
     let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());

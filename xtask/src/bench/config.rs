@@ -86,6 +86,49 @@ impl PlannedCell {
     }
 }
 
+impl RunConfig {
+    /// The configuration of a run of the one cell `r` describes.
+    pub fn of_request(r: &CellRequest) -> RunConfig {
+        RunConfig {
+            profile: r.profile,
+            epochs: r.epochs,
+            batch_size: r.batch_size,
+            budget_seconds: r.budget_seconds,
+            seed: r.seed,
+            data_dir: r.data_dir.clone(),
+            eval_limit: r.eval_limit,
+            train_limit: r.train_limit,
+            accum_steps: r.accum_steps,
+            bare: r.bare,
+            fallback: r.fallback,
+            autotune: r.autotune,
+            no_autotune_cache: !r.autotune_cache,
+        }
+    }
+}
+
+impl PlannedCell {
+    /// The planned cell `r` describes, its dataset resolved (the model's default when the
+    /// request names none).
+    pub fn of_request(r: &CellRequest) -> Result<PlannedCell> {
+        let (dataset, note) = match r.dataset {
+            Some(d) => (d, r.dataset_note.clone()),
+            None => kiln_data::default_dataset(
+                r.model.geometry(),
+                r.profile == Profile::Quick,
+                r.data_dir.as_deref(),
+            )?,
+        };
+        Ok(PlannedCell {
+            id: r.id(),
+            dataset,
+            dataset_note: note,
+            budget_seconds: None,
+            autotune: None,
+        })
+    }
+}
+
 /// `run.json`: what a run directory is and what it was asked to do.
 #[derive(Serialize, Deserialize, Debug)]
 pub struct RunFile {

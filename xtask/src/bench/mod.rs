@@ -16,7 +16,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::read::RESULTS_FILE;
-use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
+use kiln_results::{CellId, CellRequest, ModelKind, Precision, ProbeReport, Record, Status};
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
@@ -204,13 +204,15 @@ fn with_fallback_backends(
     wanted
 }
 
-/// `cargo xtask bench-all`.
+/// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request
+/// per cell (`cells/*.json`) and nothing runs.
 pub fn bench_all(
     common: &CommonArgs,
     backend_names: Option<Vec<String>>,
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
     all_devices: bool,
+    plan_only: bool,
 ) -> Result<bool> {
     let (profile, cfg) = config(common, false)?;
     let models = models.unwrap_or_else(|| profile.models().to_vec());
@@ -245,6 +247,29 @@ pub fn bench_all(
         }
     }
     let out = prepare_out(Some(&out))?;
+    if plan_only {
+        write_run_file(&out, &cfg, &cells)?;
+        for cell in &cells {
+            let path = rundir::write_request(&out, &cell.request(&cfg)?)?;
+            println!("run     {}  ({})", cell.id, path.display());
+        }
+        for r in &skipped {
+            println!(
+                "skip    {}: {}",
+                r.cell(),
+                r.reason.clone().unwrap_or_default()
+            );
+        }
+        eprintln!(
+            "kiln: planned {} cells ({} skipped) in {}; run one with `cargo xtask bench --cell \
+             FILE`, or all with `cargo xtask bench-all --resume {}`",
+            cells.len(),
+            skipped.len(),
+            out.display(),
+            out.display()
+        );
+        return Ok(true);
+    }
     for r in &skipped {
         eprintln!(
             "kiln: skipping {}: {}",
@@ -260,6 +285,56 @@ pub fn bench_all(
     }
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &built, cfg, &out)
+}
+
+/// `cargo xtask bench --cell FILE`: run the cell a request file describes (one that
+/// `bench-all --plan-only` or a run directory's `cells/` holds, or one written by hand).
+pub fn bench_request(path: &Path, out: Option<&Path>) -> Result<bool> {
+    let request = CellRequest::read(path).map_err(anyhow::Error::msg)?;
+    let cfg = RunConfig::of_request(&request);
+    let cell = PlannedCell::of_request(&request)?;
+    // Everything the request says must reach the runner: compare with the request this run
+    // will give it.
+    let mut carried = cell.request(&cfg)?;
+    carried.dataset_note.clone_from(&request.dataset_note);
+    let mut given = request.clone();
+    given.dataset = carried.dataset;
+    given.data_file = None;
+    let differences = request_differences(&given, &carried);
+    if !differences.is_empty() {
+        bail!(
+            "{}: `bench --cell` cannot carry {} (set by hand?); run the runner itself with \
+             `--cell {}` instead",
+            path.display(),
+            differences.join(", "),
+            path.display()
+        );
+    }
+    let b = backends::find(&request.backend)?;
+    if let Some(why) = backends::unbuildable(b) {
+        bail!("backend {} cannot run here: {why}", b.name);
+    }
+    let out = check_out(out)?;
+    let built = build_and_probe(&with_fallback_backends(vec![b], cfg.fallback.is_some()))?;
+    let out = prepare_out(Some(&out))?;
+    write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
+    execute(vec![cell], &built, cfg, &out)
+}
+
+/// The fields in which two requests differ, by name.
+fn request_differences(a: &CellRequest, b: &CellRequest) -> Vec<String> {
+    let (a, b) = (
+        serde_json::to_value(a).unwrap_or_default(),
+        serde_json::to_value(b).unwrap_or_default(),
+    );
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a
+            .iter()
+            .filter(|(k, v)| b.get(*k) != Some(v))
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect(),
+        _ => vec!["an unreadable request".into()],
+    }
 }
 
 /// What `cargo xtask bench` runs: one cell.
@@ -365,4 +440,36 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
     execute(vec![cell], &built, cfg, &out)
+}
+
+/// An error when `common` sets anything besides `--out`: with `bench --cell FILE` the file is
+/// the whole cell.
+pub fn cell_only(common: &CommonArgs) -> Result<()> {
+    let given: Vec<&str> = [
+        ("--quick", common.quick),
+        ("--epochs", common.epochs.is_some()),
+        ("--batch", common.batch.is_some()),
+        ("--budget", common.budget.is_some()),
+        ("--seed", common.seed.is_some()),
+        ("--data-dir", common.data_dir.is_some()),
+        ("--synthetic", common.synthetic),
+        ("--dataset", common.dataset.is_some()),
+        ("--eval-limit", common.eval_limit.is_some()),
+        ("--accum-steps", common.accum_steps.is_some()),
+        ("--train-limit", common.train_limit.is_some()),
+        ("--fallback", common.fallback.is_some()),
+        ("--autotune", common.autotune.is_some()),
+        ("--no-autotune-cache", common.no_autotune_cache),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    if !given.is_empty() {
+        bail!(
+            "--cell FILE is the whole cell: {} cannot be given with it (edit the file, or use \
+             --backend/--model and flags instead)",
+            given.join(", ")
+        );
+    }
+    Ok(())
 }

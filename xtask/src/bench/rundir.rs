@@ -79,3 +79,13 @@ pub(super) fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell])
     std::fs::write(out.join(RUN_FILE), serde_json::to_string_pretty(&run_file)?)
         .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))
 }
+
+/// Write a cell's request to `out/cells/<cell>.json` (what the runner is given with `--cell`).
+pub(super) fn write_request(out: &Path, request: &kiln_results::CellRequest) -> Result<PathBuf> {
+    let dir = out.join("cells");
+    let path = dir.join(format!("{}.json", super::cell_stem(&request.id())));
+    std::fs::create_dir_all(&dir)
+        .and_then(|_| request.write(&path))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}

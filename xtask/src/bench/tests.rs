@@ -357,3 +357,31 @@ fn records_are_appended_whole() {
     assert_eq!(loaded.records.len(), 3);
     assert!(loaded.warnings.is_empty());
 }
+
+#[test]
+fn a_request_bench_cannot_carry_whole_is_refused_before_any_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("cell.json");
+    let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.dataset = Some(DatasetName::Synthetic);
+    r.recalibrate = true;
+    r.write(&path).unwrap();
+    let err = bench_request(&path, Some(&tmp.path().join("run")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("recalibrate = true") && err.contains("cell.json"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("run").exists(), "nothing was created");
+
+    // Beside --cell, a cell-shaping flag is refused by name; --out alone is fine.
+    let mut flags = common();
+    flags.epochs = Some(2);
+    flags.fallback = Some(FallbackTarget::Cpu);
+    let err = cell_only(&flags).unwrap_err().to_string();
+    assert!(err.contains("--epochs, --fallback"), "{err}");
+    let mut out_only = common();
+    out_only.out = Some(tmp.path().join("elsewhere"));
+    assert!(cell_only(&out_only).is_ok());
+}
