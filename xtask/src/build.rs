@@ -208,7 +208,9 @@ impl BuildLog {
         if let Some(total) = total.filter(|&t| t > done) {
             let left = total - done;
             line.push_str(&format!(", about {left} of ~{total} left"));
-            if self.compiled >= 10 {
+            // Small crates come first and the large ones (Burn, CubeCL) last: the rate says
+            // little before half of the crates are done.
+            if self.compiled >= 10 && done * 2 >= total {
                 let per_crate = elapsed.as_secs_f64() / self.compiled as f64;
                 line.push_str(&format!(
                     " (~{} at this rate)",
@@ -345,11 +347,14 @@ mod tests {
             log.observe(&artifact(&format!("crate{i}"), false));
         }
         log.observe("{\"reason\":\"build-script-executed\"}");
-        let line = log.status("the runners", Some(125), Duration::from_secs(200));
+        let line = log.status("the runners", Some(45), Duration::from_secs(200));
         assert!(line.contains("20 crates compiled, 5 up to date"), "{line}");
-        assert!(line.contains("about 100 of ~125 left"), "{line}");
-        // 10 s per crate so far, 100 left.
-        assert!(line.contains("(~16m40s at this rate)"), "{line}");
+        assert!(line.contains("about 20 of ~45 left"), "{line}");
+        // 10 s per crate so far, 20 left.
+        assert!(line.contains("(~3m20s at this rate)"), "{line}");
+        // Before half are done, no time is guessed.
+        let line = log.status("the runners", Some(125), Duration::from_secs(200));
+        assert!(line.contains("about 100 of ~125 left") && !line.contains("rate"), "{line}");
         assert!(line.ends_with("last: crate19"), "{line}");
         let early = BuildLog::default().status("the runners", None, Duration::from_secs(5));
         assert!(!early.contains("left"), "{early}");
