@@ -33,8 +33,20 @@ MIN_TIMED_STEPS = 2
 MASK64 = (1 << 64) - 1
 
 
+def finite_or_null(obj):
+    """JSON has no NaN or infinity: write them as null, as serde_json does (Kiln reads a null
+    loss as NaN)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
 def emit(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.write(json.dumps(finite_or_null(obj), allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

@@ -354,7 +354,10 @@ mod tests {
         assert!(line.contains("(~3m20s at this rate)"), "{line}");
         // Before half are done, no time is guessed.
         let line = log.status("the runners", Some(125), Duration::from_secs(200));
-        assert!(line.contains("about 100 of ~125 left") && !line.contains("at this rate"), "{line}");
+        assert!(
+            line.contains("about 100 of ~125 left") && !line.contains("at this rate"),
+            "{line}"
+        );
         assert!(line.ends_with("last: crate19"), "{line}");
         let early = BuildLog::default().status("the runners", None, Duration::from_secs(5));
         assert!(!early.contains("left"), "{early}");

@@ -131,6 +131,9 @@ pub struct EpochSummary {
     pub samples: usize,
     /// True when the budget cut this epoch short.
     pub partial: bool,
+    /// NaN or infinite when training diverged; JSON has no such numbers, so it is written as
+    /// `null` and read back as NaN.
+    #[serde(deserialize_with = "null_as_nan")]
     pub mean_loss: f64,
     pub test_accuracy: Option<f64>,
 }
@@ -291,6 +294,11 @@ fn one() -> usize {
     1
 }
 
+/// A float that JSON may hold as `null` (serde_json writes NaN and infinities so).
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 impl Record {
     /// A record for a cell that produced no measurement (skipped or failed before training).
     pub fn not_run(cell: &CellId, status: Status, reason: impl Into<String>) -> Self {
@@ -362,6 +370,30 @@ pub struct CellId {
     pub backend: String,
     pub device: String,
     pub precision: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diverged_epoch_survives_its_json_line() {
+        let e = EpochSummary {
+            epoch: 1,
+            seconds: 1.0,
+            steps: 2,
+            samples: 16,
+            partial: false,
+            mean_loss: f64::NAN,
+            test_accuracy: None,
+        };
+        let line = serde_json::to_string(&Event::Epoch(e)).unwrap();
+        assert!(line.contains("\"mean_loss\":null"), "{line}");
+        let Event::Epoch(back) = serde_json::from_str(&line).unwrap() else {
+            panic!("not an epoch: {line}");
+        };
+        assert!(back.mean_loss.is_nan());
+    }
 }
 
 impl std::fmt::Display for CellId {
