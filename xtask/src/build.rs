@@ -50,7 +50,7 @@ pub fn build_all() -> Result<()> {
     );
     let mut cmd = cargo();
     cmd.current_dir(workspace_root()).args(build_args());
-    let built = run_build(cmd, "the runners")?;
+    let built = run_build(cmd, "the runners", estimate_units())?;
     check_built(&built, &plain, &target_dir())?;
     match torch::find() {
         Ok(t) => {
@@ -73,7 +73,8 @@ pub fn build_all() -> Result<()> {
                     for (k, v) in t.build_env() {
                         cmd.env(k, v);
                     }
-                    let built = run_build(cmd, package).with_context(|| {
+                    // The workspace's crate count says nothing of this one package's build.
+                    let built = run_build(cmd, package, None).with_context(|| {
                         format!(
                             "building {package} against libtorch {}",
                             t.lib_dir.display()
@@ -102,9 +103,9 @@ pub fn build_args() -> Vec<&'static str> {
 
 /// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
 /// the terminal, and a line every 20 seconds says how far the build is (cargo prints nothing
-/// while one large crate compiles). Returns the executables it produced, by target name.
-fn run_build(mut cmd: Command, what: &str) -> Result<Vec<(String, PathBuf)>> {
-    let total = estimate_units();
+/// while one large crate compiles), against `total` crates when that is known. Returns the
+/// executables it produced, by target name.
+fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(String, PathBuf)>> {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
