@@ -348,24 +348,54 @@ pub fn warnings(r: &Record) -> Vec<String> {
     out
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+/// The columns of [`csv`].
+const CSV_COLUMNS: &[&str] = &[
+    "machine",
+    "model",
+    "backend",
+    "device",
+    "device_name",
+    "precision",
+    "status",
+    "epoch_seconds_median",
+    "epoch_seconds_min",
+    "epoch_seconds_max",
+    "epoch_seconds_stddev",
+    "epoch_seconds_cv",
+    "epochs_timed",
+    "first_epoch_seconds",
+    "first_step_seconds",
+    "images_per_second",
+    "peak_memory_bytes",
+    "device_peak_in_use_bytes",
+    "device_peak_reserved_bytes",
+    "test_accuracy",
+    "test_samples",
+    "method",
+    "timed_steps",
+    "epoch_samples",
+    "standard_epoch_samples",
+    "data",
+    "dataset",
+    "batch_size",
+    "seed",
+    "cpu_model",
+    "threads",
+    "kiln_commit",
+    "flops_per_sample",
+    "achieved_gflops",
+    "peak_gflops",
+    "device_kind",
+    "fallback_from",
+    "amp_skipped_steps",
+    "amp_final_scale",
+    "reason",
+];
 
-/// One CSV row per record, numbers unrounded.
+/// One CSV row per record, numbers unrounded (written by the `csv` crate).
 pub fn csv(records: &[Record]) -> String {
-    let mut out = String::from(
-        "machine,model,backend,device,device_name,precision,status,epoch_seconds_median,epoch_seconds_min,\
-         epoch_seconds_max,epoch_seconds_stddev,epoch_seconds_cv,epochs_timed,first_epoch_seconds,first_step_seconds,\
-         images_per_second,peak_memory_bytes,device_peak_in_use_bytes,device_peak_reserved_bytes,\
-         test_accuracy,test_samples,method,timed_steps,epoch_samples,standard_epoch_samples,data,\
-         dataset,batch_size,seed,cpu_model,threads,kiln_commit,flops_per_sample,achieved_gflops,\
-         peak_gflops,device_kind,fallback_from,amp_skipped_steps,amp_final_scale,reason\n",
-    );
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let _ = out.write_record(CSV_COLUMNS);
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for r in records {
@@ -415,48 +445,29 @@ pub fn csv(records: &[Record]) -> String {
             opt(r.loss_scaling.as_ref().map(|l| l.final_scale)),
             r.reason.clone().unwrap_or_default(),
         ];
-        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-        out.push_str(&line.join(","));
-        out.push('\n');
+        // Writing to memory cannot fail.
+        let _ = out.write_record(&fields);
     }
-    out
-}
-
-/// Split CSV text (as [`csv`] writes it: quoted fields may hold commas, quotes and newlines)
-/// into rows of fields.
-pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut field)),
-            (false, '\n') => {
-                row.push(std::mem::take(&mut field));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !row.is_empty() {
-        row.push(field);
-        rows.push(row);
-    }
-    rows
+    out.into_inner()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows of fields of CSV text (quoted fields may hold commas, quotes and newlines).
+    fn parse_csv(text: &str) -> Vec<Vec<String>> {
+        csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(text.as_bytes())
+            .records()
+            .filter_map(Result::ok)
+            .map(|r| r.iter().map(str::to_string).collect())
+            .collect()
+    }
     use crate::schema::{CellId, Obtained};
 
     fn timed(backend: &str, median: f64) -> Record {
