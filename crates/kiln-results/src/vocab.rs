@@ -82,6 +82,18 @@ macro_rules! vocabulary {
             }
         }
 
+        /// Command lines list the possible values and refuse others with them.
+        #[cfg(feature = "clap")]
+        impl clap::ValueEnum for $name {
+            fn value_variants<'a>() -> &'a [Self] {
+                <$name as Vocabulary>::ALL
+            }
+
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                Some(clap::builder::PossibleValue::new(self.name()))
+            }
+        }
+
         impl FromStr for $name {
             type Err = UnknownName;
             fn from_str(s: &str) -> Result<Self, UnknownName> {
