@@ -372,6 +372,16 @@ pub struct CellId {
     pub precision: String,
 }
 
+impl std::fmt::Display for CellId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} on {} {} ({})",
+            self.model, self.backend, self.device, self.precision
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,15 +403,5 @@ mod tests {
             panic!("not an epoch: {line}");
         };
         assert!(back.mean_loss.is_nan());
-    }
-}
-
-impl std::fmt::Display for CellId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} on {} {} ({})",
-            self.model, self.backend, self.device, self.precision
-        )
     }
 }
