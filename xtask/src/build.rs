@@ -102,7 +102,7 @@ pub fn build_args() -> Vec<&'static str> {
 }
 
 /// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
-/// the terminal, and a line every 20 seconds says how far the build is (cargo prints nothing
+/// the terminal, and a line every 10 seconds says how far the build is (cargo prints nothing
 /// while one large crate compiles), against `total` crates when that is known. Returns the
 /// executables it produced, by target name.
 fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(String, PathBuf)>> {
@@ -135,7 +135,7 @@ fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        if last_status.elapsed() >= Duration::from_secs(20) {
+        if last_status.elapsed() >= Duration::from_secs(10) {
             eprintln!("kiln: {}", log.status(what, total, started.elapsed()));
             last_status = Instant::now();
         }
