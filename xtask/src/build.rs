@@ -45,7 +45,7 @@ pub fn build_all() -> Result<()> {
         .collect();
     eprintln!(
         "kiln: building the runners ({}) in release mode; a first build compiles Burn (about \
-         25 minutes on 2 cores; cargo's progress follows)",
+         20 minutes on 2 cores; cargo's progress follows)",
         plain.join(", ")
     );
     let mut cmd = cargo();
@@ -62,7 +62,7 @@ pub fn build_all() -> Result<()> {
                 {
                     eprintln!(
                         "kiln: building {package} against libtorch {} (its own target dir, \
-                         {}; a first build compiles Burn again with tch, about 6 minutes)",
+                         {}; a first build compiles Burn again with tch, about 5 minutes)",
                         t.lib_dir.display(),
                         torch_target_dir().display()
                     );
