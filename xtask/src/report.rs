@@ -181,8 +181,10 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         let mut table = Table::new();
         table
             .load_style(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(100);
+            .set_content_arrangement(ContentArrangement::Dynamic);
+        // The terminal's width when there is one, never more than 100 columns.
+        let width = table.width().unwrap_or(100).min(100);
+        table.set_width(width);
         let mut header: Vec<&str> = columns.iter().map(|(_, title)| *title).collect();
         header.push("obtained");
         table.set_header(header);

@@ -116,7 +116,7 @@ pub(super) fn run_cell(
                             .map(human_seconds)
                             .unwrap_or_else(|| "none".into())
                     ));
-                    display.start_cell(&label, (s.steps_per_epoch * s.epochs) as u64);
+                    display.start_cell((s.steps_per_epoch * s.epochs) as u64);
                 }
                 Ok(Event::Epoch(e)) => display.line(&format!(
                     "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
@@ -138,8 +138,9 @@ pub(super) fn run_cell(
                     let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
                     display.status(
                         done,
+                        &label,
                         &format!(
-                            "{label}: epoch {} step {}/{} | {} elapsed | cell ETA {}",
+                            "epoch {} step {}/{} · {} elapsed · ETA {}",
                             p.epoch,
                             p.step,
                             p.steps_per_epoch,

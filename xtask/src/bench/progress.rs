@@ -53,19 +53,19 @@ impl Display {
         }
     }
 
-    /// A cell starts: `label` names it, `steps` is its total number of training steps.
-    pub(super) fn start_cell(&mut self, label: &str, steps: u64) {
+    /// A cell starts: `steps` is its total number of training steps.
+    pub(super) fn start_cell(&mut self, steps: u64) {
         if let Some(b) = &mut self.bars {
             let bar = b.multi.add(ProgressBar::new(steps.max(1)));
             bar.set_style(style("{prefix} {bar:16} {pos}/{len} steps {wide_msg}"));
             bar.set_prefix("cell");
-            bar.set_message(label.to_string());
             b.cell = Some(bar);
         }
     }
 
-    /// Progress inside the running cell: `done` steps, `text` for the status line.
-    pub(super) fn status(&mut self, done: u64, text: &str, run_eta: &str) {
+    /// Progress inside the running cell `label`: `done` steps, `text` for the status (the bar
+    /// shows the text alone: the cell's label was printed when it started).
+    pub(super) fn status(&mut self, done: u64, label: &str, text: &str, run_eta: &str) {
         match &mut self.bars {
             Some(b) => {
                 if let Some(cell) = &b.cell {
@@ -75,7 +75,7 @@ impl Display {
                 b.run.set_message(run_eta.to_string());
             }
             None if self.last_line.elapsed() >= Duration::from_secs(30) => {
-                eprintln!("{text} | {run_eta}");
+                eprintln!("{label}: {text} | {run_eta}");
                 self.last_line = Instant::now();
             }
             None => {}
