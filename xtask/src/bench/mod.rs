@@ -43,6 +43,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
     );
     let mut display = Display::new(cells.len());
     let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
+    let probes = probes(built);
     let mut all_ok = true;
     for (i, cell) in cells.iter().enumerate() {
         let position = Position {
@@ -82,7 +83,6 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
             break;
         };
         append_record(&results, &record)?;
-        let probes = probes(built);
         let fallback = match (&cfg.fallback, fallback_reason(&record)) {
             (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
                 .and_then(|c| runner_of(built, &c.id.backend).map(|r| (c, r)))
