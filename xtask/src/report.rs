@@ -174,9 +174,9 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
             .iter()
             .filter(|r| r.loop_overhead.is_none() && r.model == t.model)
             .collect();
-        let columns: Vec<(usize, &str)> = wanted
+        let columns: Vec<(Column, usize, &str)> = wanted
             .iter()
-            .filter_map(|(c, title)| t.index(*c).map(|i| (i, *title)))
+            .filter_map(|&(c, title)| t.index(c).map(|i| (c, i, title)))
             .collect();
         let mut table = Table::new();
         table
@@ -185,42 +185,44 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         // The terminal's width when there is one, never more than 100 columns.
         let width = table.width().unwrap_or(100).min(100);
         table.set_width(width);
-        let mut header: Vec<&str> = columns.iter().map(|(_, title)| *title).collect();
+        let mut header: Vec<&str> = columns.iter().map(|(_, _, title)| *title).collect();
         header.push("obtained");
         table.set_header(header);
         for (row, r) in t.rows.iter().zip(&rows) {
             let mut cells: Vec<String> = columns
                 .iter()
-                .map(|(i, title)| match (*title, &r.epoch_seconds, row.status) {
-                    ("epoch time", Some(e), Status::Ok) if e.n > 1 => {
-                        format!("{} ±{:.1}%", human_seconds(e.median), e.cv() * 100.0)
-                    }
-                    ("epoch time", Some(e), Status::Ok) => human_seconds(e.median),
-                    ("epoch time", _, status) => status.as_str().to_uppercase(),
-                    ("memory", _, _) => r
-                        .peak_memory_bytes
-                        .map(kiln_results::render::human_bytes)
-                        .unwrap_or_else(|| "–".into()),
-                    ("÷ PyTorch", _, _) if r.backend == "pytorch" => "reference".into(),
-                    ("speed-up", _, _) => row.cells[*i].text.replace(" ± ", "±"),
-                    ("accuracy", _, _) => r
-                        .test_accuracy
-                        .map(|a| format!("{:.1}%", a * 100.0))
-                        .unwrap_or_else(|| "–".into()),
-                    ("backend / device", _, _) => {
-                        let mut d = format!("{} / {}", r.backend, r.device);
-                        if r.device_kind
-                            .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
-                        {
-                            d.push_str(" (CPU-emulated)");
+                .map(
+                    |&(column, i, _)| match (column, &r.epoch_seconds, row.status) {
+                        (Column::EpochTime, Some(e), Status::Ok) if e.n > 1 => {
+                            format!("{} ±{:.1}%", human_seconds(e.median), e.cv() * 100.0)
                         }
-                        if r.fallback_from.is_some() {
-                            d.push_str(" (fallback)");
+                        (Column::EpochTime, Some(e), Status::Ok) => human_seconds(e.median),
+                        (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
+                        (Column::Memory, _, _) => r
+                            .peak_memory_bytes
+                            .map(kiln_results::render::human_bytes)
+                            .unwrap_or_else(|| "–".into()),
+                        (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
+                        (Column::SpeedUp, _, _) => row.cells[i].text.replace(" ± ", "±"),
+                        (Column::Accuracy, _, _) => r
+                            .test_accuracy
+                            .map(|a| format!("{:.1}%", a * 100.0))
+                            .unwrap_or_else(|| "–".into()),
+                        (Column::Device, _, _) => {
+                            let mut d = format!("{} / {}", r.backend, r.device);
+                            if r.device_kind
+                                .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+                            {
+                                d.push_str(" (CPU-emulated)");
+                            }
+                            if r.fallback_from.is_some() {
+                                d.push_str(" (fallback)");
+                            }
+                            d
                         }
-                        d
-                    }
-                    _ => row.cells[*i].text.clone(),
-                })
+                        _ => row.cells[i].text.clone(),
+                    },
+                )
                 .collect();
             let data = match r.data {
                 kiln_results::DataKind::Real => "",

@@ -9,29 +9,27 @@ fn read_trimmed(path: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-fn command_output(program: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .ok()?;
+/// The trimmed standard output of `cmd`, if it ran and succeeded (possibly empty).
+fn stdout_of(mut cmd: std::process::Command) -> Option<String> {
+    let out = cmd.output().ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
+}
+
+fn command_output(program: &str, args: &[&str]) -> Option<String> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    stdout_of(cmd).filter(|s| !s.is_empty())
 }
 
 /// Kiln's revision in the checkout at `dir`, and whether tracked files differ from it
 /// (`None` where git cannot say).
 pub fn git_state(dir: &std::path::Path) -> (Option<String>, Option<bool>) {
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let mut cmd = std::process::Command::new("git");
+        cmd.current_dir(dir).args(args);
+        stdout_of(cmd)
     };
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).filter(|c| !c.is_empty());
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
