@@ -1,13 +1,10 @@
-//! Where a record was produced: host, CPU, memory, OS, versions and Kiln's revision.
+//! Where a record was produced: the machine's hardware (CPU identity, instruction sets, caches,
+//! memory), its OS, the versions that computed, and Kiln's revision. Host, OS, CPU brand, cores
+//! and memory come from `sysinfo` (Linux, macOS and Windows alike); the CPU's vendor,
+//! family/model/stepping, instruction sets and caches from `raw-cpuid` on x86 and the standard
+//! library's feature detection on Arm.
 
-use crate::Fingerprint;
-
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
+use crate::{CpuIdentity, Fingerprint};
 
 /// The trimmed standard output of `cmd`, if it ran and succeeded (possibly empty).
 fn stdout_of(mut cmd: std::process::Command) -> Option<String> {
@@ -15,12 +12,6 @@ fn stdout_of(mut cmd: std::process::Command) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn command_output(program: &str, args: &[&str]) -> Option<String> {
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
-    stdout_of(cmd).filter(|s| !s.is_empty())
 }
 
 /// Kiln's revision in the checkout at `dir`, and whether tracked files differ from it
@@ -36,68 +27,150 @@ pub fn git_state(dir: &std::path::Path) -> (Option<String>, Option<bool>) {
     (commit, dirty)
 }
 
+fn system() -> sysinfo::System {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_cpu_all();
+    sys.refresh_memory();
+    sys
+}
+
 /// The CPU's marketing name.
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name") || l.starts_with("Model"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .or_else(|| command_output("sysctl", &["-n", "machdep.cpu.brand_string"]))
+    system()
+        .cpus()
+        .first()
+        .map(|c| c.brand().trim().to_string())
+        .filter(|b| !b.is_empty())
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
 /// Physical memory of the host.
 pub fn memory_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok();
-    if let Some(info) = info {
-        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-        let kib: u64 = line["MemTotal:".len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        return Some(kib * 1024);
-    }
-    command_output("sysctl", &["-n", "hw.memsize"]).and_then(|s| s.parse().ok())
+    Some(system().total_memory()).filter(|&m| m > 0)
 }
 
-fn os_name() -> String {
-    std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        })
-        .or_else(|| command_output("sw_vers", &["-productVersion"]).map(|v| format!("macOS {v}")))
-        .unwrap_or_else(|| std::env::consts::OS.to_string())
+/// The one-minute load average (`None` where the OS has none, e.g. Windows).
+pub fn load_average() -> Option<f64> {
+    let one = sysinfo::System::load_average().one;
+    (cfg!(unix) && one.is_finite()).then_some(one)
 }
+
+/// The CPU's identity and training-relevant capabilities.
+pub fn cpu_identity() -> CpuIdentity {
+    let sys = system();
+    let mut id = CpuIdentity {
+        physical_cores: sysinfo::System::physical_core_count(),
+        frequency_mhz: sys.cpus().first().map(|c| c.frequency()).filter(|&f| f > 0),
+        vendor: sys
+            .cpus()
+            .first()
+            .map(|c| c.vendor_id().to_string())
+            .filter(|v| !v.is_empty()),
+        ..CpuIdentity::default()
+    };
+    identify(&mut id);
+    id
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+fn identify(id: &mut CpuIdentity) {
+    let cpuid = raw_cpuid::CpuId::new();
+    if let Some(v) = cpuid.get_vendor_info() {
+        id.vendor = Some(v.as_str().to_string());
+    }
+    let mut isa = Vec::new();
+    let mut has = |present: bool, name: &str| {
+        if present {
+            isa.push(name.to_string());
+        }
+    };
+    if let Some(f) = cpuid.get_feature_info() {
+        id.family = Some(f.family_id().into());
+        id.model = Some(f.model_id().into());
+        id.stepping = Some(f.stepping_id().into());
+        has(f.has_sse42(), "sse4.2");
+        has(f.has_avx(), "avx");
+        has(f.has_fma(), "fma");
+        has(f.has_f16c(), "f16c");
+    }
+    if let Some(e) = cpuid.get_extended_feature_info() {
+        has(e.has_avx2(), "avx2");
+        has(e.has_avx_vnni(), "avx-vnni");
+        has(e.has_avx512f(), "avx512f");
+        has(e.has_avx512bw(), "avx512bw");
+        has(e.has_avx512vl(), "avx512vl");
+        has(e.has_avx512vnni(), "avx512-vnni");
+        has(e.has_avx512_bf16(), "avx512-bf16");
+        has(e.has_avx512_fp16(), "avx512-fp16");
+        has(e.has_amx_tile(), "amx-tile");
+        has(e.has_amx_bf16(), "amx-bf16");
+        has(e.has_amx_int8(), "amx-int8");
+    }
+    id.isa = isa;
+    if let Some(caches) = cpuid.get_cache_parameters() {
+        for c in caches {
+            let bytes = (c.associativity()
+                * c.physical_line_partitions()
+                * c.coherency_line_size()
+                * c.sets()) as u64;
+            let data = !matches!(c.cache_type(), raw_cpuid::CacheType::Instruction);
+            match c.level() {
+                1 if data => id.l1d_bytes = Some(bytes),
+                2 => id.l2_bytes = Some(bytes),
+                3 => id.l3_bytes = Some(bytes),
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn identify(id: &mut CpuIdentity) {
+    use std::arch::is_aarch64_feature_detected as detected;
+    let mut isa = Vec::new();
+    for (present, name) in [
+        (detected!("neon"), "neon"),
+        (detected!("fp16"), "fp16"),
+        (detected!("bf16"), "bf16"),
+        (detected!("i8mm"), "i8mm"),
+        (detected!("dotprod"), "dotprod"),
+        (detected!("sve"), "sve"),
+        (detected!("sve2"), "sve2"),
+    ] {
+        if present {
+            isa.push(name.to_string());
+        }
+    }
+    id.isa = isa;
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+fn identify(_: &mut CpuIdentity) {}
 
 /// The fingerprint of this process's machine; `threads` is what the backend uses,
 /// `burn_version` the Burn a Rust runner was built with (empty for the PyTorch reference).
 pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
+    let sys = system();
     Fingerprint {
-        hostname: read_trimmed("/proc/sys/kernel/hostname")
-            .or_else(|| command_output("hostname", &[]))
-            .unwrap_or_default(),
-        cpu_model: cpu_model(),
+        hostname: sysinfo::System::host_name().unwrap_or_default(),
+        cpu_model: sys
+            .cpus()
+            .first()
+            .map(|c| c.brand().trim().to_string())
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
         logical_cores: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
         threads,
-        memory_bytes: memory_bytes(),
-        os: os_name(),
-        kernel: read_trimmed("/proc/sys/kernel/osrelease")
-            .or_else(|| command_output("uname", &["-r"]))
-            .unwrap_or_default(),
+        memory_bytes: Some(sys.total_memory()).filter(|&m| m > 0),
+        os: sysinfo::System::long_os_version().unwrap_or_else(|| std::env::consts::OS.to_string()),
+        kernel: sysinfo::System::kernel_version().unwrap_or_default(),
         gpu_name: None,
         gpu_driver: None,
         gpu_memory_bytes: None,
+        gpu_compute_capability: None,
+        cpu: Some(cpu_identity()),
         backend_version: String::new(),
         rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
         burn_version: burn_version.into(),
@@ -112,5 +185,95 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
             Some("0") => Some(false),
             _ => None,
         },
+    }
+}
+
+/// The machine a fingerprint describes, as a key built from its hardware: CPU (vendor, name,
+/// family/model/stepping), logical cores, memory (whole GiB), GPU; the host name last, only to
+/// tell apart identical hardware. Records of one key are one machine in a report.
+pub fn machine_key(fp: &Fingerprint) -> String {
+    let cpu = fp.cpu.clone().unwrap_or_default();
+    let num = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
+    format!(
+        "{}|{}|{}.{}.{}|{}|{}|{}|{}",
+        cpu.vendor.unwrap_or_default(),
+        fp.cpu_model,
+        num(cpu.family),
+        num(cpu.model),
+        num(cpu.stepping),
+        fp.logical_cores,
+        fp.memory_bytes.map(gib).unwrap_or_default(),
+        fp.gpu_name.clone().unwrap_or_default(),
+        fp.hostname
+    )
+}
+
+fn gib(bytes: u64) -> u64 {
+    (bytes as f64 / (1u64 << 30) as f64).round() as u64
+}
+
+/// A machine's name in tables: its CPU (with family and model where known), core count and
+/// GPU, then the host name: `AMD EPYC (family 26 model 2), 2 cores · vm`.
+pub fn machine_label(fp: &Fingerprint) -> String {
+    if fp.cpu_model.is_empty() && fp.hostname.is_empty() {
+        return String::new();
+    }
+    let mut label = fp.cpu_model.clone();
+    if let Some(cpu) = &fp.cpu
+        && let (Some(f), Some(m)) = (cpu.family, cpu.model)
+    {
+        label.push_str(&format!(" (family {f} model {m})"));
+    }
+    label.push_str(&format!(", {} cores", fp.logical_cores));
+    if let Some(gpu) = &fp.gpu_name {
+        label.push_str(&format!(", {gpu}"));
+    }
+    if !fp.hostname.is_empty() {
+        label.push_str(&format!(" · {}", fp.hostname));
+    }
+    label
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_machine_is_identified_from_its_hardware() {
+        let fp = collect(1, "");
+        assert!(!fp.cpu_model.is_empty());
+        assert!(fp.memory_bytes.is_some_and(|m| m > 1 << 26));
+        let cpu = fp.cpu.expect("a CPU identity");
+        if cfg!(target_arch = "x86_64") {
+            assert!(cpu.vendor.is_some() && cpu.family.is_some(), "{cpu:?}");
+            // Every x86-64 CPU Kiln can run on has SSE4.2 or better.
+            assert!(!cpu.isa.is_empty(), "{cpu:?}");
+        }
+    }
+
+    fn fp(host: &str, cpu: &str, family: u32) -> Fingerprint {
+        Fingerprint {
+            hostname: host.into(),
+            cpu_model: cpu.into(),
+            logical_cores: 2,
+            memory_bytes: Some(24 << 30),
+            cpu: Some(CpuIdentity {
+                family: Some(family),
+                model: Some(1),
+                ..CpuIdentity::default()
+            }),
+            ..Fingerprint::default()
+        }
+    }
+
+    #[test]
+    fn two_cpus_behind_one_host_name_are_two_machines() {
+        let (a, b) = (fp("vm", "AMD EPYC", 25), fp("vm", "AMD EPYC", 26));
+        assert_ne!(machine_key(&a), machine_key(&b));
+        assert_ne!(machine_label(&a), machine_label(&b));
+        assert!(machine_label(&a).starts_with("AMD EPYC (family 25"));
+        // The host name only tells identical hardware apart.
+        assert_ne!(machine_key(&a), machine_key(&fp("other", "AMD EPYC", 25)));
+        assert_eq!(machine_key(&a), machine_key(&fp("vm", "AMD EPYC", 25)));
     }
 }

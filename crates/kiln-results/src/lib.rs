@@ -11,6 +11,7 @@ pub mod probe;
 pub mod profile;
 pub mod read;
 pub mod render;
+pub mod repeats;
 pub mod schema;
 pub mod stats;
 pub mod table;

@@ -76,6 +76,7 @@ pub fn summarize(
             method: Method::None,
             epochs: 0,
             steps: 0,
+            chunks: 0,
             epoch_samples: m.epoch_samples,
             standard_epoch_samples: standard_epoch,
             budget_seconds,
@@ -112,6 +113,7 @@ pub fn summarize(
             .map(|c| c.seconds / c.samples as f64 * standard_epoch as f64)
             .collect();
         s.obtained.steps = m.chunks.iter().map(|c| c.steps).sum();
+        s.obtained.chunks = per_epoch.len();
         if let Some(stats) = Stats::from_samples(&per_epoch) {
             s.epoch_seconds = Some(stats);
             s.obtained.method = Method::Projected;

@@ -11,13 +11,16 @@ pub fn row_label(r: &Record) -> String {
     format!("{}/{}/{}", r.backend, r.device, r.precision)
 }
 
-/// The machine a record comes from (its host name, else its CPU).
+/// The machine a record comes from, named by its hardware (see
+/// [`crate::fingerprint::machine_label`]).
 pub fn machine(r: &Record) -> String {
-    if r.fingerprint.hostname.is_empty() {
-        r.fingerprint.cpu_model.clone()
-    } else {
-        r.fingerprint.hostname.clone()
-    }
+    crate::fingerprint::machine_label(&r.fingerprint)
+}
+
+/// The key of the machine a record comes from: its hardware, the host name only as a
+/// tie-breaker (see [`crate::fingerprint::machine_key`]).
+pub fn machine_key(r: &Record) -> String {
+    crate::fingerprint::machine_key(&r.fingerprint)
 }
 
 /// The row label with its machine: `machine:backend/device/precision`.
@@ -54,7 +57,7 @@ pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Reco
                 && p.epoch_seconds.is_some()
                 && p.device == r.device
                 && p.precision == r.precision
-                && machine(p) == machine(r)
+                && machine_key(p) == machine_key(r)
         })
         .copied()
 }
@@ -85,6 +88,15 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{:.2} GiB", mib / 1024.0)
     } else {
         format!("{mib:.0} MiB")
+    }
+}
+
+/// Bytes as KiB, MiB or GiB, whole (cache sizes).
+pub fn human_bytes_short(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
     }
 }
 
@@ -159,25 +171,96 @@ pub fn obtained_text(r: &Record) -> String {
     }
 }
 
-pub(crate) fn epoch_cell(s: &Stats) -> String {
-    if s.n > 1 {
+/// True when a record's time is a projection from too few chunks to trust.
+pub fn low_confidence(r: &Record) -> bool {
+    r.obtained.method == Method::Projected && r.obtained.chunks < crate::MIN_CHUNKS
+}
+
+/// A row's epoch time: the median and its spread, between runs where the row combines
+/// repeats, else within its single run (and said so); a projection from too few chunks is
+/// marked as the estimate it is; a row measured on a busy machine is flagged.
+pub fn epoch_cell(r: &Record) -> String {
+    let Some(s) = &r.epoch_seconds else {
+        return "–".into();
+    };
+    let range = |s: &Stats| {
         format!(
-            "{} ({}–{}, CV {:.1}%)",
-            human_seconds(s.median),
+            "{}–{}, CV {:.1}%",
             human_seconds(s.min),
             human_seconds(s.max),
             s.cv() * 100.0
         )
+    };
+    let mut out = if low_confidence(r) {
+        let n = r.obtained.chunks;
+        format!(
+            "≈ {} ({n} chunk{}, low confidence)",
+            human_seconds(s.median),
+            if n == 1 { "" } else { "s" }
+        )
     } else {
-        human_seconds(s.median)
+        match &r.between_runs {
+            Some(b) if s.n > 1 => {
+                let dropped = if b.dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} outliers dropped", b.dropped.len())
+                };
+                format!(
+                    "{} ({}; {} runs{dropped})",
+                    human_seconds(s.median),
+                    range(s),
+                    s.n
+                )
+            }
+            Some(b) => format!(
+                "{} ({} of {} runs timed)",
+                human_seconds(s.median),
+                b.ok,
+                b.runs
+            ),
+            None if s.n > 1 => format!(
+                "{} (single run; within it {})",
+                human_seconds(s.median),
+                range(s)
+            ),
+            None => format!("{} (single run)", human_seconds(s.median)),
+        }
+    };
+    if let Some(n) = r.noise.as_ref().filter(|n| n.busy()) {
+        let _ = write!(out, " ⚠ busy machine ({})", noise_text(n));
     }
+    out
 }
 
+/// Other processes' use of the machine during a cell, in words.
+pub fn noise_text(n: &crate::Noise) -> String {
+    let mut parts = Vec::new();
+    match n.other_cpu_share {
+        Some(s) => parts.push(format!("{:.0}% of CPU used by others", s * 100.0)),
+        None => parts.push("others' CPU use unknown".into()),
+    }
+    if let Some(s) = n.steal_share.filter(|&s| s > 0.005) {
+        parts.push(format!("{:.0}% stolen by the hypervisor", s * 100.0));
+    }
+    parts.join(", ")
+}
+
+/// Training memory (peak − baseline) as the headline, the process's total RSS beside it; the
+/// device allocator's figures for GPU rows.
 pub(crate) fn memory_cell(r: &Record) -> String {
-    let mut out = r
+    let total = r
         .peak_memory_bytes
-        .map(|b| format!("{} RSS", human_bytes(b)))
-        .unwrap_or_else(|| "–".into());
+        .map(|b| format!("{} RSS", human_bytes(b)));
+    let mut out = match (
+        r.training_memory.as_ref().and_then(|m| m.training_bytes()),
+        total,
+    ) {
+        (Some(t), Some(total)) => format!("{} ({total})", human_bytes(t)),
+        (Some(t), None) => human_bytes(t),
+        (None, Some(total)) => format!("– ({total})"),
+        (None, None) => "–".into(),
+    };
     if let Some(d) = &r.device_memory {
         let _ = write!(
             out,
@@ -189,12 +272,20 @@ pub(crate) fn memory_cell(r: &Record) -> String {
     out
 }
 
+/// Achieved GFLOP/s as a share of the device's peak: the best GEMM any backend measured on
+/// the device at the run's start (the same denominator for every backend on it); records made
+/// before Kiln shared the denominator are divided by their own backend's GEMM, and say so.
 pub(crate) fn efficiency_cell(r: &Record) -> String {
-    match (r.achieved_gflops, &r.peak) {
-        (Some(a), Some(p)) if p.gflops > 0.0 => {
-            format!("{a:.1} ({:.0}% of {:.0})", a / p.gflops * 100.0, p.gflops)
+    match (r.achieved_gflops, &r.device_peak, &r.peak) {
+        (Some(a), Some(d), _) if d.gflops > 0.0 => {
+            format!("{a:.1} ({:.0}% of {:.0})", a / d.gflops * 100.0, d.gflops)
         }
-        (Some(a), _) => format!("{a:.1}"),
+        (Some(a), None, Some(p)) if p.gflops > 0.0 => format!(
+            "{a:.1} ({:.0}% of its own GEMM {:.0})",
+            a / p.gflops * 100.0,
+            p.gflops
+        ),
+        (Some(a), _, _) => format!("{a:.1}"),
         _ => "–".into(),
     }
 }
@@ -305,10 +396,30 @@ pub fn warnings(r: &Record) -> Vec<String> {
     }
     if r.obtained.method == Method::Projected {
         out.push(format!(
-            "projected from {} timed steps, not measured over a whole epoch",
-            r.obtained.steps
+            "projected from {} timed steps in {} chunk{}, not measured over a whole epoch{}",
+            r.obtained.steps,
+            r.obtained.chunks,
+            if r.obtained.chunks == 1 { "" } else { "s" },
+            if low_confidence(r) {
+                format!(
+                    "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
+                    crate::MIN_CHUNKS
+                )
+            } else {
+                String::new()
+            }
         ));
     }
+    if let Some(n) = r.noise.as_ref().filter(|n| n.busy()) {
+        out.push(format!(
+            "measured on a busy machine: {} over {} ({}); more than {:.0}% flags a row",
+            noise_text(n),
+            human_seconds(n.window_seconds),
+            n.window,
+            crate::BUSY_SHARE * 100.0
+        ));
+    }
+
     if r.data == DataKind::Synthetic {
         out.push("synthetic data: accuracy means nothing".into());
     }
@@ -389,6 +500,26 @@ const CSV_COLUMNS: &[&str] = &[
     "fallback_from",
     "amp_skipped_steps",
     "amp_final_scale",
+    "repeat",
+    "repeats",
+    "run",
+    "training_memory_bytes",
+    "rss_baseline_bytes",
+    "rss_peak_training_bytes",
+    "parent_max_rss_bytes",
+    "device_peak_gflops",
+    "device_peak_backend",
+    "projection_chunks",
+    "other_cpu_share",
+    "steal_share",
+    "load_average_start",
+    "busy",
+    "cpu_vendor",
+    "cpu_family",
+    "cpu_model_number",
+    "cpu_stepping",
+    "isa",
+    "machine_key",
     "reason",
 ];
 
@@ -398,8 +529,10 @@ pub fn csv(records: &[Record]) -> String {
     let _ = out.write_record(CSV_COLUMNS);
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let optn = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
     for r in records {
         let e = r.epoch_seconds.as_ref();
+        let cpu = r.fingerprint.cpu.as_ref();
         let fields = [
             machine(r),
             r.model.clone(),
@@ -443,6 +576,42 @@ pub fn csv(records: &[Record]) -> String {
                 .map(|l| l.skipped_steps.to_string())
                 .unwrap_or_default(),
             opt(r.loss_scaling.as_ref().map(|l| l.final_scale)),
+            r.repeat
+                .as_ref()
+                .map(|p| p.index.to_string())
+                .unwrap_or_default(),
+            r.repeat
+                .as_ref()
+                .map(|p| p.of.to_string())
+                .unwrap_or_default(),
+            r.repeat.as_ref().map(|p| p.run.clone()).unwrap_or_default(),
+            optu(r.training_memory.as_ref().and_then(|m| m.training_bytes())),
+            optu(r.training_memory.as_ref().and_then(|m| m.baseline_bytes)),
+            optu(r.training_memory.as_ref().and_then(|m| m.peak_bytes)),
+            optu(
+                r.training_memory
+                    .as_ref()
+                    .and_then(|m| m.parent_max_rss_bytes),
+            ),
+            opt(r.device_peak.as_ref().map(|p| p.gflops)),
+            r.device_peak
+                .as_ref()
+                .map(|p| p.backend.clone())
+                .unwrap_or_default(),
+            r.obtained.chunks.to_string(),
+            opt(r.noise.as_ref().and_then(|n| n.other_cpu_share)),
+            opt(r.noise.as_ref().and_then(|n| n.steal_share)),
+            opt(r.noise.as_ref().and_then(|n| n.load_average_start)),
+            r.noise
+                .as_ref()
+                .map(|n| n.busy().to_string())
+                .unwrap_or_default(),
+            cpu.and_then(|c| c.vendor.clone()).unwrap_or_default(),
+            optn(cpu.and_then(|c| c.family)),
+            optn(cpu.and_then(|c| c.model)),
+            optn(cpu.and_then(|c| c.stepping)),
+            cpu.map(|c| c.isa.join(" ")).unwrap_or_default(),
+            machine_key(r),
             r.reason.clone().unwrap_or_default(),
         ];
         // Writing to memory cannot fail.
@@ -451,6 +620,38 @@ pub fn csv(records: &[Record]) -> String {
     out.into_inner()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .unwrap_or_default()
+}
+
+/// Records for tests of the renderers and of what derives rows from records.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use crate::schema::{CellId, DataKind, Method, Obtained, Record, Status};
+    use crate::stats::Stats;
+
+    pub(crate) fn timed(backend: &str, median: f64) -> Record {
+        let cell = CellId {
+            model: "mnist-cnn".into(),
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: "f32".into(),
+        };
+        let mut r = Record::not_run(&cell, Status::Ok, "");
+        r.reason = None;
+        r.epoch_seconds = Stats::from_samples(&[median * 0.9, median, median * 1.1]);
+        r.obtained = Obtained {
+            method: Method::Measured,
+            epochs: 3,
+            steps: 30,
+            chunks: 0,
+            epoch_samples: 8000,
+            standard_epoch_samples: 60000,
+            budget_seconds: None,
+            budget_exhausted: false,
+        };
+        r.data = DataKind::Real;
+        r.dataset = "fashion-mnist-sample".into();
+        r
+    }
 }
 
 #[cfg(test)]
@@ -468,31 +669,7 @@ mod tests {
             .map(|r| r.iter().map(str::to_string).collect())
             .collect()
     }
-    use crate::schema::{CellId, Obtained};
-
-    fn timed(backend: &str, median: f64) -> Record {
-        let cell = CellId {
-            model: "mnist-cnn".into(),
-            backend: backend.into(),
-            device: "cpu".into(),
-            precision: "f32".into(),
-        };
-        let mut r = Record::not_run(&cell, Status::Ok, "");
-        r.reason = None;
-        r.epoch_seconds = Stats::from_samples(&[median * 0.9, median, median * 1.1]);
-        r.obtained = Obtained {
-            method: Method::Measured,
-            epochs: 3,
-            steps: 30,
-            epoch_samples: 8000,
-            standard_epoch_samples: 60000,
-            budget_seconds: None,
-            budget_exhausted: false,
-        };
-        r.data = DataKind::Real;
-        r.dataset = "fashion-mnist-sample".into();
-        r
-    }
+    use super::tests_support::timed;
 
     #[test]
     fn speedup_is_relative_to_the_flex_row_by_default() {
@@ -500,13 +677,19 @@ mod tests {
         let md = markdown(&records, None);
         assert!(md.contains("Speed-up vs flex/cpu/f32"), "{md}");
         assert!(
-            md.contains("| ndarray / cpu | f32 | 100 s (90.0 s–110 s, CV 10.0%) | 0.10×"),
+            md.contains(
+                "| ndarray / cpu | f32 | 100 s (single run; within it 90.0 s–110 s, CV 10.0%) \
+                 | 0.10× (single run)"
+            ),
             "{md}"
         );
         assert!(md.contains("8,000-sample epochs scaled to 60,000"), "{md}");
         let md = markdown(&records, Some("ndarray"));
         assert!(
-            md.contains("| flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, CV 10.0%) | 10.00× ± 1.41"),
+            md.contains(
+                "| flex / cpu | f32 | 10.0 s (single run; within it 9.00 s–11.0 s, CV 10.0%) \
+                 | 10.00× (single run)"
+            ),
             "{md}"
         );
     }
@@ -519,7 +702,7 @@ mod tests {
         emulated.device_kind = Some(crate::DeviceKind::CpuEmulatedGpu);
         let md = markdown(&[torch, tch, emulated.clone()], None);
         assert!(md.contains("Time ÷ PyTorch's"), "{md}");
-        assert!(md.contains("| 1.30× |"), "{md}");
+        assert!(md.contains("| 1.30× (single run) |"), "{md}");
         assert!(md.contains("1 (reference)"), "{md}");
         assert!(md.contains("[CPU-emulated, not a GPU]"), "{md}");
         assert!(md.contains("not a GPU result"), "{md}");
@@ -551,44 +734,129 @@ mod tests {
         let mut r = timed(backend, median);
         r.fingerprint.hostname = host.into();
         r.fingerprint.cpu_model = format!("{host} cpu");
+        r.fingerprint.logical_cores = 2;
         r
+    }
+
+    /// Three runs of one cell whose medians are 0.9, 1 and 1.1 times `median`.
+    fn runs(host: &str, backend: &str, median: f64) -> Vec<Record> {
+        [0.9, 1.0, 1.1]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let mut r = on(host, backend, median * f);
+                r.repeat = Some(crate::Repeat {
+                    index: i + 1,
+                    of: 3,
+                    run: "run".into(),
+                });
+                r
+            })
+            .collect()
     }
 
     #[test]
     fn two_machines_merge_into_one_table_with_propagated_uncertainty() {
-        let records = vec![
-            on("laptop", "flex", 10.0),
-            on("laptop", "ndarray", 100.0),
-            on("gpu-box", "flex", 4.0),
-        ];
+        let records = [
+            runs("laptop", "flex", 10.0),
+            runs("laptop", "ndarray", 100.0),
+            runs("gpu-box", "flex", 4.0),
+        ]
+        .concat();
         let md = markdown(&records, None);
         assert!(md.contains("| Machine | Backend / device |"), "{md}");
-        assert!(md.contains("Speed-up vs laptop:flex/cpu/f32"), "{md}");
-        // 10 / 4 = 2.5; each side has a 10% relative spread: 2.5 x sqrt(0.1² + 0.1²) = 0.35.
+        assert!(
+            md.contains("Speed-up vs laptop cpu, 2 cores · laptop:flex/cpu/f32"),
+            "{md}"
+        );
+        // 10 / 4 = 2.5; each side has a 10% relative spread between runs:
+        // 2.5 x sqrt(0.1² + 0.1²) = 0.35.
         assert!(
             md.contains(
-                "| gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s, CV 10.0%) | 2.50× ± 0.35 |"
+                "| gpu-box cpu, 2 cores · gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s, \
+                 CV 10.0%; 3 runs) | 2.50× ± 0.35 |"
             ),
             "{md}"
         );
         assert!(
             md.contains(
-                "| laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s, CV 10.0%) | 0.10× ± 0.01 |"
+                "| laptop cpu, 2 cores · laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s, \
+                 CV 10.0%; 3 runs) | 0.10× ± 0.01 |"
             ),
             "{md}"
         );
         assert!(
-            md.contains("Machine laptop: laptop cpu")
-                && md.contains("Machine gpu-box: gpu-box cpu"),
+            md.contains("Machine laptop cpu, 2 cores · laptop: laptop cpu")
+                && md.contains("Machine gpu-box cpu, 2 cores · gpu-box: gpu-box cpu"),
             "{md}"
         );
-        let md = markdown(&records, Some("gpu-box:flex"));
+        let md = markdown(&records, Some("gpu-box cpu, 2 cores · gpu-box:flex"));
         assert!(
             md.contains(
-                "| laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, CV 10.0%) | 0.40× ± 0.06 |"
+                "| laptop cpu, 2 cores · laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, \
+                 CV 10.0%; 3 runs) | 0.40× ± 0.06 |"
             ),
             "{md}"
         );
+    }
+
+    #[test]
+    fn two_cpus_named_vm_are_two_machines_each_named_by_its_cpu() {
+        let mut epyc = on("vm", "flex", 10.0);
+        epyc.fingerprint.cpu_model = "AMD EPYC".into();
+        epyc.fingerprint.cpu = Some(crate::CpuIdentity {
+            vendor: Some("AuthenticAMD".into()),
+            family: Some(26),
+            model: Some(2),
+            ..Default::default()
+        });
+        let mut xeon = on("vm", "flex", 12.0);
+        xeon.fingerprint.cpu_model = "Intel(R) Xeon(R) Processor".into();
+        xeon.fingerprint.cpu = Some(crate::CpuIdentity {
+            vendor: Some("GenuineIntel".into()),
+            family: Some(6),
+            model: Some(143),
+            isa: vec!["avx512-bf16".into(), "amx-bf16".into()],
+            ..Default::default()
+        });
+        let md = markdown(&[epyc, xeon], None);
+        assert!(
+            md.contains("| AMD EPYC (family 26 model 2), 2 cores · vm | flex / cpu |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Intel(R) Xeon(R) Processor (family 6 model 143), 2 cores · vm |"),
+            "{md}"
+        );
+        assert!(md.contains("ISA avx512-bf16 amx-bf16"), "{md}");
+    }
+
+    #[test]
+    fn a_busy_window_flags_its_row() {
+        let mut quiet = timed("flex", 10.0);
+        quiet.noise = Some(crate::Noise {
+            other_cpu_share: Some(0.01),
+            window_seconds: 20.0,
+            window: "timed epochs".into(),
+            ..Default::default()
+        });
+        let mut busy = timed("ndarray", 10.0);
+        busy.noise = Some(crate::Noise {
+            other_cpu_share: Some(0.48),
+            window_seconds: 20.0,
+            window: "timed epochs".into(),
+            ..Default::default()
+        });
+        let md = markdown(&[quiet, busy], None);
+        assert!(
+            md.contains("⚠ busy machine (48% of CPU used by others)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("ndarray/cpu/f32: measured on a busy machine"),
+            "{md}"
+        );
+        assert!(!md.contains("flex/cpu/f32: measured on a busy"), "{md}");
     }
 
     #[test]
@@ -611,7 +879,7 @@ mod tests {
         let header = &rows[0];
         assert!(rows.iter().all(|row| row.len() == header.len()));
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
-        assert_eq!(rows[1][col("machine")], "a");
+        assert_eq!(rows[1][col("machine")], "a cpu, 2 cores · a");
         assert_eq!(rows[1][col("reason")], r.reason.unwrap());
         assert_eq!(
             rows[1][col("epoch_seconds_median")].parse::<f64>().unwrap(),

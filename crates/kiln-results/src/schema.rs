@@ -89,6 +89,9 @@ pub enum Method {
     None,
 }
 
+/// Chunks a projection needs to be more than a low-confidence estimate.
+pub const MIN_CHUNKS: usize = 3;
+
 /// Real files or generated data.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -105,6 +108,10 @@ pub struct Obtained {
     pub epochs: usize,
     /// Training steps inside the timed region (warm-up excluded).
     pub steps: usize,
+    /// Synced chunks a projected time was computed from (a projection from fewer than
+    /// [`MIN_CHUNKS`] is low confidence).
+    #[serde(default)]
+    pub chunks: usize,
     /// Samples in one epoch of the data actually used.
     pub epoch_samples: usize,
     /// Samples in the standard epoch every time is reported for (60,000 MNIST, 50,000 CIFAR).
@@ -195,6 +202,120 @@ pub struct LossScaling {
     pub growth_interval: usize,
 }
 
+/// The CPU's identity and the capabilities that decide training speed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CpuIdentity {
+    /// `GenuineIntel`, `AuthenticAMD`, `Apple`, ...
+    pub vendor: Option<String>,
+    pub family: Option<u32>,
+    pub model: Option<u32>,
+    pub stepping: Option<u32>,
+    /// Physical cores, where the OS reports them.
+    pub physical_cores: Option<usize>,
+    /// Base frequency the OS reports, in MHz.
+    pub frequency_mhz: Option<u64>,
+    /// The instruction sets present among those that decide training speed (AVX2, FMA,
+    /// AVX-512 and its BF16/FP16/VNNI extensions, AMX; NEON, SVE, BF16 on Arm).
+    pub isa: Vec<String>,
+    pub l1d_bytes: Option<u64>,
+    pub l2_bytes: Option<u64>,
+    pub l3_bytes: Option<u64>,
+}
+
+/// The best GEMM any backend measured on a device at the start of a run, in one precision.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DevicePeak {
+    pub gflops: f64,
+    /// The backend that reached it.
+    pub backend: String,
+    /// Side of the square matrices of that measurement.
+    pub matrix: usize,
+}
+
+/// What training needed beyond what the runtime held before it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct TrainingMemory {
+    /// Resident set size when model, optimizer and data were ready, before the first step.
+    pub baseline_bytes: Option<u64>,
+    /// The highest resident set size from then to the end of training (the process's
+    /// high-water mark, reset at the baseline where the OS allows it).
+    pub peak_bytes: Option<u64>,
+    /// True when the peak was measured from the baseline on (Linux resets the high-water mark);
+    /// false when it is the whole process's peak.
+    #[serde(default)]
+    pub peak_since_baseline: bool,
+    /// The runner process's maximum resident set size as its parent saw it (`wait4`).
+    #[serde(default)]
+    pub parent_max_rss_bytes: Option<u64>,
+}
+
+impl TrainingMemory {
+    /// Peak minus baseline: what training itself needed.
+    pub fn training_bytes(&self) -> Option<u64> {
+        Some(self.peak_bytes?.saturating_sub(self.baseline_bytes?))
+    }
+}
+
+/// How much of the machine other processes used while a cell was timed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Noise {
+    /// Share of the machine's CPU time (all cores) used by processes other than the cell's
+    /// runner in its timed window, 0..1; `None`: unknown on this OS.
+    pub other_cpu_share: Option<f64>,
+    /// Share stolen by the hypervisor in that window (a virtual machine's neighbours).
+    #[serde(default)]
+    pub steal_share: Option<f64>,
+    /// Seconds of the window measured.
+    pub window_seconds: f64,
+    /// What the window was (`timed epochs`, `training`, `whole cell`).
+    pub window: String,
+    /// The one-minute load average when the cell started.
+    pub load_average_start: Option<f64>,
+    /// Seconds `--wait-quiet` waited before the cell, and whether the machine was quiet then.
+    #[serde(default)]
+    pub waited_seconds: Option<f64>,
+    #[serde(default)]
+    pub quiet_before: Option<bool>,
+}
+
+/// Above this share of the machine's CPU used by others, a row is flagged as measured on a busy
+/// machine (one other busy core of a 2-core machine is 0.5; of a 16-core machine 0.06).
+pub const BUSY_SHARE: f64 = 0.05;
+
+impl Noise {
+    /// True when other processes used more than [`BUSY_SHARE`] of the machine (steal included).
+    pub fn busy(&self) -> bool {
+        self.other_cpu_share.unwrap_or(0.0) + self.steal_share.unwrap_or(0.0) > BUSY_SHARE
+    }
+}
+
+/// Which repeat of a cell a record is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Repeat {
+    /// 1-based.
+    pub index: usize,
+    pub of: usize,
+    /// The run the repeats belong to (its directory's name and start time): repeats combine
+    /// within one run, never across runs.
+    pub run: String,
+}
+
+/// How a row that combines a cell's repeats was made (derived by [`crate::repeats::combine`],
+/// never written by a runner).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct BetweenRuns {
+    /// Repeats recorded.
+    pub runs: usize,
+    /// Repeats that trained and were timed.
+    pub ok: usize,
+    /// Run medians the row's statistics use (the fastest and slowest are dropped from 5 or more).
+    pub used: Vec<f64>,
+    /// Run medians dropped as outliers.
+    pub dropped: Vec<f64>,
+    /// The largest within-run coefficient of variation among the runs used.
+    pub within_cv_max: f64,
+}
+
 /// Where and with what a record was produced.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Fingerprint {
@@ -210,6 +331,13 @@ pub struct Fingerprint {
     pub gpu_driver: Option<String>,
     #[serde(default)]
     pub gpu_memory_bytes: Option<u64>,
+    /// Compute capability (CUDA) or architecture of the GPU, where its runtime reports it.
+    #[serde(default)]
+    pub gpu_compute_capability: Option<String>,
+    /// The CPU as its identification instructions describe it (`None` in records made before
+    /// Kiln recorded it, or where the architecture has no such instruction).
+    #[serde(default)]
+    pub cpu: Option<CpuIdentity>,
     /// Version of the Burn backend crate the runner was built with.
     #[serde(default)]
     pub backend_version: String,
@@ -281,6 +409,23 @@ pub struct Record {
     /// (`fell back from wgpu vulkan:cpu: ...`).
     #[serde(default)]
     pub fallback_from: Option<String>,
+    /// The device's GEMM peak shared by every backend on it in this run (the best any backend
+    /// measured at the run's start): the denominator of "% of device peak".
+    #[serde(default)]
+    pub device_peak: Option<DevicePeak>,
+    /// Training memory: the runtime's baseline before the first step and its peak during
+    /// training.
+    #[serde(default)]
+    pub training_memory: Option<TrainingMemory>,
+    /// How busy the machine was with other work while the cell was timed.
+    #[serde(default)]
+    pub noise: Option<Noise>,
+    /// Which of a run's repeats of this cell the record is (`None`: a run without repeats).
+    #[serde(default)]
+    pub repeat: Option<Repeat>,
+    /// Set on a row combining a cell's repeats: its `epoch_seconds` are then between runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between_runs: Option<BetweenRuns>,
     pub fingerprint: Fingerprint,
     /// Seconds since the Unix epoch when the cell started.
     pub started_at: u64,
@@ -328,6 +473,7 @@ impl Record {
                 method: Method::None,
                 epochs: 0,
                 steps: 0,
+                chunks: 0,
                 epoch_samples: 0,
                 standard_epoch_samples: 0,
                 budget_seconds: None,
@@ -345,6 +491,11 @@ impl Record {
             runtime: None,
             loss_scaling: None,
             fallback_from: None,
+            device_peak: None,
+            training_memory: None,
+            noise: None,
+            repeat: None,
+            between_runs: None,
             fingerprint: Fingerprint::default(),
             started_at: 0,
             wall_seconds: 0.0,

@@ -3,9 +3,9 @@
 //! renderers of these; none computes a figure of its own.
 
 use crate::render::{
-    accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_seconds, machine,
-    machine_label, memory_cell, obtained_text, pick_baseline, pytorch_reference, row_label,
-    thousands, warnings,
+    accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
+    human_seconds, machine, machine_key, machine_label, memory_cell, obtained_text, pick_baseline,
+    pytorch_reference, row_label, thousands, warnings,
 };
 use crate::schema::{Record, Status};
 use crate::stats::ratio_with_uncertainty;
@@ -80,12 +80,19 @@ impl ModelTable {
     }
 }
 
-/// Machines named by the records, sorted (records of cells that never ran name none).
+/// Machines named by the records, by label, sorted: one per machine key (hardware, then host
+/// name); records of cells that never ran name none.
 pub fn machines(all: &[Record]) -> Vec<String> {
-    let mut machines: Vec<String> = all.iter().map(machine).filter(|m| !m.is_empty()).collect();
-    machines.sort();
-    machines.dedup();
-    machines
+    let mut keyed: Vec<(String, String)> = all
+        .iter()
+        .filter(|r| !machine(r).is_empty())
+        .map(|r| (machine_key(r), machine(r)))
+        .collect();
+    keyed.sort();
+    keyed.dedup();
+    let mut labels: Vec<String> = keyed.into_iter().map(|(_, label)| label).collect();
+    labels.sort();
+    labels
 }
 
 /// Records grouped by model, in the order models first appear.
@@ -103,12 +110,14 @@ pub fn by_model(records: &[Record]) -> Vec<(String, Vec<&Record>)> {
 /// The tables of the timed records (loop-overhead records have their own table), one per
 /// model; speed-ups are relative to `baseline` (see [`pick_baseline`]).
 pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
-    let records: Vec<Record> = all
+    let timed: Vec<Record> = all
         .iter()
         .filter(|r| r.loop_overhead.is_none())
         .cloned()
         .collect();
+    let records = crate::repeats::combine(&timed);
     let several = machines(all).len() > 1;
+    let records = &records;
     by_model(&records)
         .into_iter()
         .map(|(model, rows)| table(model, &rows, baseline, several))
@@ -139,7 +148,7 @@ fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool)
     columns.push((
         Column::EpochTime,
         format!(
-            "Epoch time ({}-sample epoch, median (min–max))",
+            "Epoch time ({}-sample epoch; median over runs, range and spread)",
             thousands(standard)
         ),
     ));
@@ -159,8 +168,8 @@ fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool)
     for (c, title) in [
         (Column::WarmUp, "Warm-up epoch"),
         (Column::Images, "Images/s"),
-        (Column::Gflops, "GFLOP/s (% of GEMM peak)"),
-        (Column::Memory, "Peak memory"),
+        (Column::Gflops, "GFLOP/s (% of device peak)"),
+        (Column::Memory, "Training memory (total RSS)"),
         (Column::Accuracy, "Test accuracy"),
         (Column::Obtained, "Obtained"),
     ] {
@@ -206,35 +215,20 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
         Column::Precision => Cell::text(r.precision.clone()),
         Column::EpochTime => match (&r.epoch_seconds, ok) {
-            (Some(e), true) => Cell::number(epoch_cell(e), Some(e.median)),
+            (Some(e), true) => Cell::number(epoch_cell(r), Some(e.median)),
             _ => Cell::text(r.reason.clone().unwrap_or_default()),
         },
         Column::SpeedUp => {
-            let (Some(epoch), true) = (&r.epoch_seconds, ok) else {
+            let (Some(_), true) = (&r.epoch_seconds, ok) else {
                 return none();
             };
-            match base.and_then(|b| b.epoch_seconds.as_ref()) {
-                Some(b) if b.n > 1 && epoch.n > 1 => {
-                    let (ratio, err) = ratio_with_uncertainty(b, epoch);
-                    Cell::number(format!("{ratio:.2}× ± {err:.2}"), Some(ratio))
-                }
-                // One sample on either side: no spread to propagate.
-                Some(b) => {
-                    let ratio = b.median / epoch.median;
-                    Cell::number(format!("{ratio:.2}×"), Some(ratio))
-                }
+            match base {
+                Some(b) => ratio_cell(b, r),
                 None => none(),
             }
         }
         Column::VsPytorch => match (pytorch_reference(rows, r), &r.epoch_seconds) {
-            (Some(p), Some(e)) if r.backend != "pytorch" => p
-                .epoch_seconds
-                .as_ref()
-                .map(|pe| {
-                    let ratio = e.median / pe.median;
-                    Cell::number(format!("{ratio:.2}×"), Some(ratio))
-                })
-                .unwrap_or_else(none),
+            (Some(p), Some(_)) if r.backend != "pytorch" => ratio_cell(r, p),
             (Some(_), Some(_)) => Cell::number("1 (reference)", Some(1.0)),
             _ => none(),
         },
@@ -248,10 +242,33 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
             .unwrap_or_else(none),
         Column::Gflops if ok => Cell::number(efficiency_cell(r), r.achieved_gflops),
         Column::WarmUp | Column::Images | Column::Gflops => none(),
-        Column::Memory => Cell::number(memory_cell(r), r.peak_memory_bytes.map(|b| b as f64)),
+        Column::Memory => Cell::number(
+            memory_cell(r),
+            r.training_memory
+                .as_ref()
+                .and_then(|m| m.training_bytes())
+                .or(r.peak_memory_bytes)
+                .map(|b| b as f64),
+        ),
         Column::Accuracy => Cell::number(accuracy_cell(r), r.test_accuracy),
         Column::Obtained if r.status == Status::Skipped => Cell::text("not run"),
         Column::Obtained => Cell::text(obtained_text(r)),
+    }
+}
+
+/// `a`'s epoch time over `b`'s, with an uncertainty when both rows have a spread between
+/// runs (the spread within one run says nothing about the next run).
+fn ratio_cell(a: &Record, b: &Record) -> Cell {
+    let (Some(ea), Some(eb)) = (&a.epoch_seconds, &b.epoch_seconds) else {
+        return Cell::text("–");
+    };
+    let between = |r: &Record, e: &crate::Stats| r.between_runs.is_some() && e.n > 1;
+    if between(a, ea) && between(b, eb) {
+        let (ratio, err) = ratio_with_uncertainty(ea, eb);
+        Cell::number(format!("{ratio:.2}× ± {err:.2}"), Some(ratio))
+    } else {
+        let ratio = ea.median / eb.median;
+        Cell::number(format!("{ratio:.2}× (single run)"), Some(ratio))
     }
 }
 
@@ -265,8 +282,44 @@ pub fn machine_lines(all: &[Record]) -> Vec<String> {
                 .filter(|r| &machine(r) == name)
                 .map(|r| &r.fingerprint)
                 .find(|f| !f.cpu_model.is_empty())?;
+            let hardware = match &fp.cpu {
+                Some(cpu) => {
+                    let num = |n: Option<u32>| n.map_or("?".into(), |n| n.to_string());
+                    let cache = |label: &str, b: Option<u64>| {
+                        b.map(|b| format!("{label} {}", human_bytes_short(b)))
+                    };
+                    let caches: Vec<String> = [
+                        cache("L1d", cpu.l1d_bytes),
+                        cache("L2", cpu.l2_bytes),
+                        cache("L3", cpu.l3_bytes),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    format!(
+                        "{} family {} model {} stepping {}; ISA {}; {}",
+                        cpu.vendor.clone().unwrap_or_else(|| "vendor unknown".into()),
+                        num(cpu.family),
+                        num(cpu.model),
+                        num(cpu.stepping),
+                        if cpu.isa.is_empty() {
+                            "not reported".into()
+                        } else {
+                            cpu.isa.join(" ")
+                        },
+                        if caches.is_empty() {
+                            "caches not reported".into()
+                        } else {
+                            caches.join(", ")
+                        }
+                    )
+                }
+                None => "CPU identity not recorded (a record older than Kiln's hardware \
+                         fingerprint)"
+                    .into(),
+            };
             Some(format!(
-                "Machine {name}: {} ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
+                "Machine {name}: {} [{hardware}] ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
                 fp.cpu_model,
                 fp.logical_cores,
                 fp.threads,
