@@ -262,6 +262,27 @@ def peak_rss_bytes():
     return raw if sys.platform == "darwin" else raw * 1024
 
 
+def reset_peak_rss():
+    """Reset the high-water mark to the current RSS (Linux >= 4.0); False where the OS cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def current_rss_bytes():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def gemm_peak(device, dtype):
     """Best GFLOP/s of square products: grow from 512 until one takes 0.1 s (<= 8192), best of 5."""
     def measure(n, reps):
@@ -377,6 +398,8 @@ class Cell:
     def epoch(self, epoch):
         order = torch.tensor(epoch_permutation(self.n, self.args.seed, epoch), device=self.device)
         chunk_len = max(self.steps_per_epoch // 10, 1)
+        # A slow cell closes chunks by time too (a twelfth of the budget), as the Rust runners do.
+        chunk_time = self.budget / 12 if self.budget is not None else math.inf
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
         sync(self.device)
         t0 = time.perf_counter()
@@ -399,7 +422,7 @@ class Cell:
             chunk_steps += 1
             chunk_samples += end - start
             last = s + 1 == self.steps_per_epoch
-            if chunk_steps == chunk_len and not last:
+            if (chunk_steps == chunk_len or time.perf_counter() - mark >= chunk_time) and not last:
                 sync(self.device)
                 now = time.perf_counter()
                 self.chunks.append((chunk_steps, chunk_samples, now - mark))
@@ -459,6 +482,9 @@ class Cell:
 def train(cell):
     """Train the cell; return what was measured (kiln-results' Measurements): Kiln derives the
     statistics, the projection and the record from it, with the same rules as for Rust cells."""
+    # Model, optimizer and data are ready: the baseline; the peak from here on is training's.
+    since_baseline = reset_peak_rss()
+    baseline = current_rss_bytes()
     epochs, diverged = [], None
     for e in range(cell.args.epochs):
         summary, partial = cell.epoch(e)
@@ -474,7 +500,9 @@ def train(cell):
     return {"epoch_samples": cell.n, "test_samples": cell.tx.shape[0],
             "first_step_seconds": cell.first_step, "epochs": epochs,
             "chunks": [{"steps": st, "samples": sa, "seconds": se} for st, sa, se in cell.chunks],
-            "diverged": diverged, "device_memory": None, "loss_scaling": None}
+            "diverged": diverged, "device_memory": None, "loss_scaling": None,
+            "rss_baseline_bytes": baseline, "rss_peak_bytes": peak_rss_bytes(),
+            "peak_since_baseline": since_baseline}
 
 
 # ---------------------------------------------------------------- what this runner observed
@@ -511,7 +539,8 @@ def read_cell(path):
         epochs=cell["epochs"], batch=cell["batch_size"], budget=cell["budget_seconds"],
         seed=cell["seed"], data_file=cell["data_file"], train_limit=cell["train_limit"],
         eval_limit=cell["eval_limit"], accum_steps=cell["accum_steps"],
-        quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"])
+        quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"],
+        calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"))
 
 
 def run(args, record):
@@ -532,17 +561,22 @@ def run(args, record):
     device = torch.device(spec)
     if device.type == "cuda":
         record["device_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory
+    # The peak in the type the weights live in, as the Rust runners measure it: the pure type,
+    # else f32 (amp keeps f32 master weights).
+    weights_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision, torch.float32)
+    if args.given_peak is not None:
+        record["peak"] = args.given_peak
+    elif not args.no_calibrate or args.calibrate_only:
+        record["peak"] = gemm_peak(device, weights_dtype)
+        note("GEMM peak %.1f GFLOP/s" % record["peak"]["gflops"])
+    if args.calibrate_only:
+        record.update(status="ok", reason="GEMM calibration only", wall_seconds=time.perf_counter() - wall0)
+        return record
     header, x, y, tx, ty = load_data(args.data_file, args.train_limit, args.eval_limit)
     factory, shape = MODELS[args.model]
     if (header["channels"], header["height"], header["width"]) != shape:
         raise SystemExit("the data file holds %dx%dx%d images; %s takes %dx%dx%d" % (
             header["channels"], header["height"], header["width"], args.model, *shape))
-    # The peak in the type the weights live in, as the Rust runners measure it: the pure type,
-    # else f32 (amp keeps f32 master weights).
-    weights_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision, torch.float32)
-    if not args.no_calibrate:
-        record["peak"] = gemm_peak(device, weights_dtype)
-        note("GEMM peak %.1f GFLOP/s" % record["peak"]["gflops"])
     torch.manual_seed(args.seed)
     model = factory()
     record["flops_per_sample"] = training_flops_per_sample(model, shape)

@@ -166,6 +166,7 @@ mod tests {
             method: Method::Measured,
             epochs: 1,
             steps: 1,
+            chunks: 0,
             epoch_samples: 1,
             standard_epoch_samples: 60_000,
             budget_seconds: None,

@@ -65,6 +65,15 @@ pub struct CommonArgs {
     /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
     #[arg(long)]
     pub no_autotune_cache: bool,
+    /// Run each cell N times as independent processes, interleaved across the matrix
+    /// (A B C A B C ...); rows show the median over runs and the spread between them
+    /// (default: 3, or 1 with --quick).
+    #[arg(long, value_name = "N")]
+    pub repeats: Option<usize>,
+    /// Before each cell, wait until other processes use at most 5% of the CPU, for at most MAX
+    /// (default 2m); a cell that still starts on a busy machine is flagged.
+    #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true)]
+    pub wait_quiet: Option<String>,
 }
 
 #[derive(Subcommand)]

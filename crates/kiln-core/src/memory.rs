@@ -27,6 +27,20 @@ pub fn peak_rss_bytes() -> Option<u64> {
     }
 }
 
+/// Reset the peak resident set size to the current one, so that a later
+/// [`peak_rss_bytes`] is the peak from now on (Linux: `/proc/self/clear_refs`, since 4.0).
+/// Returns false where the OS cannot: the peak is then the whole process's.
+pub fn reset_peak() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::write("/proc/self/clear_refs", "5").is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// Current resident set size in bytes (Linux only).
 pub fn current_rss_bytes() -> Option<u64> {
     #[cfg(target_os = "linux")]
@@ -62,6 +76,23 @@ mod tests {
             let peak = super::peak_rss_bytes().expect("VmHWM is readable on Linux");
             assert!(peak > 1 << 20);
             assert!(peak >= current, "peak {peak} < current {current}");
+        }
+    }
+
+    #[test]
+    fn a_reset_peak_forgets_what_was_freed() {
+        if cfg!(target_os = "linux") {
+            // 256 MiB touched and freed: the peak includes it until reset.
+            let big = vec![1u8; 256 << 20];
+            std::hint::black_box(&big);
+            drop(big);
+            let before = super::peak_rss_bytes().unwrap();
+            assert!(super::reset_peak());
+            let after = super::peak_rss_bytes().unwrap();
+            assert!(
+                after + (128 << 20) < before,
+                "peak {after} after reset, {before} before"
+            );
         }
     }
 }

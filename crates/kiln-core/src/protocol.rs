@@ -314,6 +314,10 @@ impl<M: Classifier> Trainer<M> {
     }
 }
 
+/// A budget-cut cell gets at least this many chunks: a chunk closes after a twelfth of the
+/// budget even before its steps are done.
+const CHUNKS_PER_BUDGET: u32 = 12;
+
 /// The state of a cell while it trains.
 struct Run<'a, M: Classifier> {
     device: &'a Device,
@@ -442,6 +446,13 @@ impl<'a, M: Classifier> Run<'a, M> {
         let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
         let order = Tensor::<1, Int>::from_data(TensorData::new(order, [n]), self.device);
         let chunk_len = (self.steps_per_epoch / 10).max(1);
+        // A slow backend closes chunks by time too, so a budget-cut cell still has several
+        // chunks to project from (a projection from fewer than 3 is low confidence).
+        let chunk_time = self
+            .protocol
+            .budget
+            .map(|b| b / CHUNKS_PER_BUDGET)
+            .unwrap_or(Duration::MAX);
         let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
 
         sync(self.device)?;
@@ -479,7 +490,7 @@ impl<'a, M: Classifier> Run<'a, M> {
             chunk_steps += 1;
             chunk_samples += end - start;
             let last = step + 1 == self.steps_per_epoch;
-            if chunk_steps == chunk_len && !last {
+            if (chunk_steps == chunk_len || self.mark.elapsed() >= chunk_time) && !last {
                 self.close_chunk(chunk_steps, chunk_samples)?;
                 (chunk_steps, chunk_samples) = (0, 0);
                 if !read_scalar(loss_sum.clone())?.is_finite() {
@@ -532,6 +543,10 @@ pub fn train<M: Classifier>(
         return Err(CoreError::Config("the training split is empty".into()));
     }
     let mut run = Run::new(model, device, data, protocol);
+    // Model, optimizer and data are ready: what the runtime holds now is the baseline, and the
+    // peak from here on is training's (the high-water mark is reset where the OS allows it).
+    let peak_since_baseline = crate::memory::reset_peak();
+    let rss_baseline_bytes = crate::memory::current_rss_bytes();
     let mut epochs: Vec<EpochSummary> = Vec::new();
     let mut diverged = None;
     for epoch in 0..protocol.epochs {
@@ -565,6 +580,9 @@ pub fn train<M: Classifier>(
         diverged,
         device_memory: run.device_memory,
         loss_scaling: run.trainer.scaler().map(LossScaler::summary),
+        rss_baseline_bytes,
+        rss_peak_bytes: crate::memory::peak_rss_bytes(),
+        peak_since_baseline,
     })
 }
 

@@ -121,7 +121,7 @@ const CELL_FLAGS: &[&str] = &[
     "eval_limit",
     "train_limit",
     "no_calibrate",
-    "recalibrate",
+    "cached_calibration",
     "accum_steps",
     "inject_nan_at_step",
     "bare",
@@ -190,9 +190,10 @@ struct Args {
     /// Skip the GEMM calibration (no efficiency figures in the record).
     #[arg(long)]
     no_calibrate: bool,
-    /// Measure the device's GEMM peak again even if it is cached.
+    /// Use the device's GEMM peak from the calibration cache when it holds one (by default it
+    /// is measured afresh).
     #[arg(long)]
-    recalibrate: bool,
+    cached_calibration: bool,
     /// Gradient accumulation: run each batch as N micro-batches (N must divide the batch).
     #[arg(long)]
     accum_steps: Option<usize>,
@@ -243,7 +244,7 @@ impl Args {
         r.autotune = self.autotune;
         r.autotune_cache = !self.no_autotune_cache;
         r.calibrate = !self.no_calibrate;
-        r.recalibrate = self.recalibrate;
+        r.recalibrate = !self.cached_calibration;
         r.bare = self.bare;
         r.inject_nan_at_step = self.inject_nan_at_step;
         r.validate()?;
@@ -366,7 +367,9 @@ fn run_cell(
             .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
     }
     // Calibrate before seeding, so the model's initialisation never depends on the cache.
-    if request.calibrate {
+    if let Some(given) = &request.given_peak {
+        cell.peak = Some(given.clone());
+    } else if request.calibrate || request.calibrate_only {
         let key = format!(
             "{}|{}|{}|{} threads|{precision}",
             binding.name(),
@@ -387,6 +390,9 @@ fn run_cell(
             }
             Err(e) => eprintln!("kiln: GEMM calibration failed, no efficiency figures: {e}"),
         }
+    }
+    if request.calibrate_only {
+        return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
     }
     cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
     device.seed(request.seed);

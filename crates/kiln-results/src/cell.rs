@@ -56,8 +56,17 @@ pub struct CellRequest {
     pub fallback: Option<FallbackTarget>,
     /// Measure the device's GEMM peak (for efficiency figures).
     pub calibrate: bool,
-    /// Measure it again even if it is cached.
+    /// Measure it again even if it is cached (the default: a cached value is used only when
+    /// the user asks, `--cached-calibration`).
     pub recalibrate: bool,
+    /// Only measure the device's GEMM peak and report it (xtask's calibration at a run's
+    /// start); no training.
+    #[serde(default)]
+    pub calibrate_only: bool,
+    /// This backend's GEMM peak, measured at the run's start: the runner reports it instead
+    /// of measuring again.
+    #[serde(default)]
+    pub given_peak: Option<crate::Calibration>,
     /// Measure the loop overhead against a bare loop instead of training a full cell.
     pub bare: bool,
     /// Fault injection (tests): the loss of this 1-based step is made NaN.
@@ -91,7 +100,9 @@ impl CellRequest {
             autotune_cache: true,
             fallback: None,
             calibrate: true,
-            recalibrate: false,
+            recalibrate: true,
+            calibrate_only: false,
+            given_peak: None,
             bare: false,
             inject_nan_at_step: None,
         }

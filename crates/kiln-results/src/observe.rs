@@ -40,6 +40,15 @@ pub struct Measurements {
     pub device_memory: Option<DeviceMemory>,
     /// Dynamic loss scaling of an `amp-*` cell.
     pub loss_scaling: Option<LossScaling>,
+    /// Resident set size when model, optimizer and data were ready, before the first step.
+    #[serde(default)]
+    pub rss_baseline_bytes: Option<u64>,
+    /// The highest resident set size from the baseline to the end of training.
+    #[serde(default)]
+    pub rss_peak_bytes: Option<u64>,
+    /// True when the peak is from the baseline on; false when it is the whole process's.
+    #[serde(default)]
+    pub peak_since_baseline: bool,
 }
 
 /// The numbers a record reports, derived from [`Measurements`].
@@ -220,6 +229,14 @@ impl Observed {
             r.obtained = s.obtained;
             r.epochs = m.epochs;
             r.loss_scaling = m.loss_scaling;
+            if m.rss_baseline_bytes.is_some() || m.rss_peak_bytes.is_some() {
+                r.training_memory = Some(crate::TrainingMemory {
+                    baseline_bytes: m.rss_baseline_bytes,
+                    peak_bytes: m.rss_peak_bytes,
+                    peak_since_baseline: m.peak_since_baseline,
+                    parent_max_rss_bytes: None,
+                });
+            }
         }
         notes.extend(self.notes);
         r.reason = (!notes.is_empty()).then(|| notes.join("; "));
@@ -254,6 +271,9 @@ mod tests {
             diverged: None,
             device_memory: None,
             loss_scaling: None,
+            rss_baseline_bytes: Some(100 << 20),
+            rss_peak_bytes: Some(140 << 20),
+            peak_since_baseline: true,
         }
     }
 
@@ -369,6 +389,8 @@ mod tests {
         assert_eq!(r.obtained.standard_epoch_samples, 50_000);
         assert_eq!(r.fingerprint.gpu_name.as_deref(), Some("NVIDIA H200"));
         assert_eq!(r.fingerprint.gpu_memory_bytes, Some(140 << 30));
+        let memory = r.training_memory.as_ref().unwrap();
+        assert_eq!(memory.training_bytes(), Some(40 << 20));
         let ips = r.images_per_second.unwrap();
         assert!((r.achieved_gflops.unwrap() - ips * 0.222).abs() < 1e-9);
     }

@@ -18,6 +18,15 @@ impl Profile {
         }
     }
 
+    /// Independent runs of each cell (`--repeats`): the full profile repeats so that every
+    /// row has a spread between runs; the quick one runs once and says "single run".
+    pub fn repeats(self) -> usize {
+        match self {
+            Profile::Quick => 1,
+            Profile::Full => 3,
+        }
+    }
+
     /// Batch size (the article's).
     pub fn batch_size(self) -> usize {
         128

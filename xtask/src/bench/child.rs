@@ -4,16 +4,17 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kiln_results::render::{human_seconds, obtained_text};
-use kiln_results::{CellId, Event, Record, Status};
+use kiln_results::{Calibration, CellId, DevicePeak, Event, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
+use super::noise;
 use super::progress::{Display, Position};
 use crate::backends::Runner;
 use crate::export::export_data;
@@ -42,8 +43,35 @@ pub(super) fn wall_clock_limit(budget_seconds: Option<f64>) -> Duration {
     Duration::from_secs_f64(budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0))
 }
 
+/// What a run adds to a cell's request and record: which repeat it is, the GEMM peaks measured
+/// at the run's start, how long it waited for a quiet machine.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CellRun {
+    pub repeat: Option<Repeat>,
+    /// Only measure the backend's GEMM peak (the run's calibration).
+    pub calibrate_only: bool,
+    /// This backend's own GEMM peak on the device, from the run's calibration.
+    pub given_peak: Option<Calibration>,
+    /// The best peak of any backend on the device: the shared denominator.
+    pub device_peak: Option<DevicePeak>,
+    /// `--wait-quiet`: seconds waited, and whether the machine was quiet then.
+    pub waited: Option<(f64, Option<bool>)>,
+}
+
+impl CellRun {
+    /// What names this run of the cell's files apart from its other runs.
+    fn suffix(&self) -> String {
+        match (&self.repeat, self.calibrate_only) {
+            (_, true) => "-gemm".into(),
+            (Some(r), false) if r.of > 1 => format!("-r{}", r.index),
+            _ => String::new(),
+        }
+    }
+}
+
 /// Run one cell in its own process and return its record (a failed one if it produced none),
 /// or `None` when Ctrl-C interrupted it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_cell(
     runner: &Runner,
     cell: &PlannedCell,
@@ -52,14 +80,20 @@ pub(super) fn run_cell(
     position: &Position,
     display: &mut Display,
     limit: Duration,
+    run: &CellRun,
 ) -> Result<Option<Record>> {
     let id = &cell.id;
-    let log = out.join("logs").join(format!("{}.stderr", cell_stem(id)));
+    let suffix = run.suffix();
+    let log = out
+        .join("logs")
+        .join(format!("{}{suffix}.stderr", cell_stem(id)));
     let mut request = cell.request(cfg)?;
+    request.calibrate_only = run.calibrate_only;
+    request.given_peak = run.given_peak.clone();
     if runner.needs_data_file {
         request.data_file = Some(export_data(&request, out)?);
     }
-    let request_path = super::rundir::write_request(out, &request)?;
+    let request_path = super::rundir::write_request(out, &request, &suffix)?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
     let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
@@ -77,6 +111,12 @@ pub(super) fn run_cell(
         .stderr(Stdio::from(stderr))
         .spawn()
         .with_context(|| format!("cannot start {}", runner.display()))?;
+    let pid = child.id();
+    let load_average_start = kiln_results::fingerprint::load_average();
+    // Samples of the machine at the edges of the windows a cell's noise can be measured over:
+    // spawn, start of training, end of the warm-up epoch, the last epoch, the final record.
+    let spawned = noise::sample(Some(pid));
+    let (mut trained_from, mut warm_until, mut last_epoch, mut ended) = (None, None, None, None);
     let stdout = child.stdout.take().context("runner has no stdout")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -89,8 +129,18 @@ pub(super) fn run_cell(
 
     let started = Instant::now();
     let label = format!(
-        "[{}/{}] {} {} {} ({})",
-        position.index, position.total, id.backend, id.device, id.model, id.precision
+        "[{}/{}] {} {} {} ({}){}",
+        position.index,
+        position.total,
+        id.backend,
+        id.device,
+        id.model,
+        id.precision,
+        match (&run.repeat, run.calibrate_only) {
+            (_, true) => " GEMM calibration".to_string(),
+            (Some(r), false) if r.of > 1 => format!(" run {}/{}", r.index, r.of),
+            _ => String::new(),
+        }
     );
     display.line(&format!("{label}: starting, data {}", cell.dataset));
     let mut final_record = None;
@@ -99,12 +149,17 @@ pub(super) fn run_cell(
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
-                Ok(Event::Final(record)) => final_record = Some(*record),
+                Ok(Event::Final(record)) => {
+                    ended = noise::sample(Some(pid));
+                    final_record = Some(*record);
+                }
                 // A runner that leaves its record to Kiln (the PyTorch reference).
                 Ok(Event::Observed(observed)) => {
+                    ended = noise::sample(Some(pid));
                     final_record = Some(observed_record(*observed, &request, &commit, dirty));
                 }
                 Ok(Event::Start(s)) => {
+                    trained_from = noise::sample(Some(pid));
                     display.line(&format!(
                         "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, \
                          budget {}",
@@ -118,21 +173,28 @@ pub(super) fn run_cell(
                     ));
                     display.start_cell((s.steps_per_epoch * s.epochs) as u64);
                 }
-                Ok(Event::Epoch(e)) => display.line(&format!(
-                    "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
-                    e.epoch,
-                    if e.partial {
-                        " (cut by the budget)"
+                Ok(Event::Epoch(e)) => {
+                    if e.epoch == 1 {
+                        warm_until = noise::sample(Some(pid));
                     } else {
-                        ""
-                    },
-                    human_seconds(e.seconds),
-                    e.steps,
-                    e.mean_loss,
-                    e.test_accuracy
-                        .map(|a| format!("{:.1}%", a * 100.0))
-                        .unwrap_or_else(|| "–".into())
-                )),
+                        last_epoch = noise::sample(Some(pid));
+                    }
+                    display.line(&format!(
+                        "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
+                        e.epoch,
+                        if e.partial {
+                            " (cut by the budget)"
+                        } else {
+                            ""
+                        },
+                        human_seconds(e.seconds),
+                        e.steps,
+                        e.mean_loss,
+                        e.test_accuracy
+                            .map(|a| format!("{:.1}%", a * 100.0))
+                            .unwrap_or_else(|| "–".into())
+                    ))
+                }
                 Ok(Event::Progress(p)) => {
                     let eta = p.eta_seconds.unwrap_or(0.0);
                     let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
@@ -166,7 +228,7 @@ pub(super) fn run_cell(
             }
         }
     }
-    let status = child.wait()?;
+    let (status, parent_max_rss) = wait_with_max_rss(&mut child)?;
     display.finish_cell();
     if interrupted() {
         display.line(&format!("{label}: interrupted, not recorded"));
@@ -190,6 +252,33 @@ pub(super) fn run_cell(
             Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
         }
     };
+    let mut record = record;
+    // The window the record's time comes from: the timed epochs (after the warm-up epoch) when
+    // there were any, else the training, else the whole cell.
+    let (from, to, window) = match (warm_until, last_epoch) {
+        (Some(a), Some(b)) => (Some(a), Some(b), "timed epochs"),
+        _ => match trained_from {
+            Some(a) => (Some(a), ended, "training"),
+            None => (spawned, ended, "whole cell"),
+        },
+    };
+    if !run.calibrate_only {
+        let mut n = noise::noise(from.as_ref(), to.as_ref(), window);
+        n.load_average_start = load_average_start;
+        if let Some((waited, quiet)) = run.waited {
+            n.waited_seconds = Some(waited);
+            n.quiet_before = quiet;
+        }
+        record.noise = Some(n);
+        record.repeat = run.repeat.clone();
+        record.device_peak = run.device_peak.clone();
+        if parent_max_rss.is_some() {
+            record
+                .training_memory
+                .get_or_insert_with(Default::default)
+                .parent_max_rss_bytes = parent_max_rss;
+        }
+    }
     let summary = match (record.status, &record.epoch_seconds) {
         (Status::Ok, Some(e)) => format!(
             "{} per {}-sample epoch, test accuracy {} ({})",
@@ -223,6 +312,31 @@ pub(super) fn run_cell(
         time::short(started.elapsed().as_secs_f64())
     ));
     Ok(Some(record))
+}
+
+/// Wait for the runner and return its exit status with its maximum resident set size as the
+/// kernel accounted it (`wait4`; `None` where the OS has no such call).
+fn wait_with_max_rss(child: &mut std::process::Child) -> Result<(ExitStatus, Option<u64>)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        let pid = child.id() as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: wait4 writes only into the status and the zeroed rusage we own.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if got == pid {
+            // Linux reports KiB, macOS bytes.
+            let raw = usage.ru_maxrss.max(0) as u64;
+            let bytes = if cfg!(target_os = "macos") {
+                raw
+            } else {
+                raw * 1024
+            };
+            return Ok((ExitStatus::from_raw(status), Some(bytes)));
+        }
+    }
+    Ok((child.wait()?, None))
 }
 
 /// The record of a cell whose runner reported what it observed instead of a record (the

@@ -39,6 +39,12 @@ pub struct RunConfig {
     /// GPU cells neither read nor write the on-disk autotune cache.
     #[serde(default)]
     pub no_autotune_cache: bool,
+    /// Independent runs of each cell, interleaved across the matrix.
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// `--wait-quiet`: before each cell, wait up to this many seconds for a quiet machine.
+    #[serde(default)]
+    pub wait_quiet_seconds: Option<f64>,
 }
 
 pub(super) fn one() -> usize {
@@ -103,6 +109,8 @@ impl RunConfig {
             fallback: r.fallback,
             autotune: r.autotune,
             no_autotune_cache: !r.autotune_cache,
+            repeats: 1,
+            wait_quiet_seconds: None,
         }
     }
 }
@@ -164,7 +172,12 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
         fallback: common.fallback,
         autotune: common.autotune,
         no_autotune_cache: common.no_autotune_cache,
+        repeats: common.repeats.unwrap_or(profile.repeats()),
+        wait_quiet_seconds: wait_quiet(common)?,
     };
+    if cfg.repeats == 0 {
+        bail!("--repeats must be at least 1 (got 0)");
+    }
     // The rules of a cell are the cell request's: check them once, before any work.
     let probe = PlannedCell {
         id: CellId {
@@ -180,6 +193,19 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
     };
     probe.request(&cfg)?;
     Ok((profile, cfg))
+}
+
+/// `--wait-quiet[=MAX]` in seconds (default two minutes).
+pub(super) fn wait_quiet(common: &CommonArgs) -> Result<Option<f64>> {
+    match &common.wait_quiet {
+        None => Ok(None),
+        Some(text) => {
+            match parse_duration(text).map_err(|e| anyhow::anyhow!("--wait-quiet: {e}"))? {
+                Some(d) => Ok(Some(d.as_secs_f64())),
+                None => bail!("--wait-quiet: give a bound (e.g. 2m), not none"),
+            }
+        }
+    }
 }
 
 /// The dataset for `model`, resolved once so every backend trains on the same data.

@@ -5,6 +5,7 @@ mod child;
 mod config;
 mod fallback;
 mod interrupt;
+mod noise;
 pub mod plan;
 mod progress;
 mod resume;
@@ -13,6 +14,7 @@ mod rundir;
 mod tests;
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::read::RESULTS_FILE;
@@ -23,7 +25,7 @@ use crate::flags::CommonArgs;
 pub use child::cell_stem;
 #[cfg(test)]
 pub use child::observed_record;
-use child::{run_cell, wall_clock_limit};
+use child::{CellRun, run_cell, wall_clock_limit};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
@@ -32,25 +34,192 @@ use progress::{Display, Position};
 pub use resume::resume;
 use rundir::{append_record, check_out, prepare_out, write_run_file};
 
+/// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
+/// so drift over time spreads over every row; `done` lists the (cell, repeat) pairs that
+/// already have a record (a resumed run).
+pub(super) fn schedule(
+    cells: &[PlannedCell],
+    repeats: usize,
+    done: &[(CellId, usize)],
+) -> Vec<(usize, usize)> {
+    (1..=repeats.max(1))
+        .flat_map(|k| (0..cells.len()).map(move |i| (i, k)))
+        .filter(|(i, k)| !done.contains(&(cells[*i].id.clone(), *k)))
+        .collect()
+}
+
+/// The type a precision's weights live in, which its GEMM peak is measured in (`amp-*` keeps
+/// f32 master weights).
+fn weights_type(precision: &str) -> &str {
+    match precision {
+        "f16" | "bf16" => precision,
+        _ => "f32",
+    }
+}
+
+/// The device a calibration belongs to: every CPU backend shares the CPU; a GPU is its name.
+fn device_of(r: &Record) -> String {
+    match r.device_kind {
+        Some(k) if !k.is_gpu() => "cpu".into(),
+        _ => format!("{}|{}", r.device, r.device_name),
+    }
+}
+
+/// A run's GEMM peaks: each backend's own, by (backend, device spec, weights type), and the
+/// best on each device, by (device, weights type).
+#[derive(Default)]
+struct Peaks {
+    own: Vec<((String, String, String), kiln_results::Calibration, String)>,
+    best: Vec<((String, String), kiln_results::DevicePeak)>,
+}
+
+/// Measure, once per run, each backend's GEMM peak on each device and weights type the cells
+/// use (fresh: never from an old cache), in its own process; the best on a device is the
+/// denominator every backend on it is divided by.
+fn calibrate(
+    cells: &[PlannedCell],
+    built: &[Built],
+    cfg: &RunConfig,
+    out: &Path,
+    display: &mut Display,
+) -> Result<Option<Peaks>> {
+    let mut peaks = Peaks::default();
+    let mut wanted: Vec<&PlannedCell> = Vec::new();
+    for c in cells {
+        let same = |w: &&PlannedCell| {
+            w.id.backend == c.id.backend
+                && w.id.device == c.id.device
+                && weights_type(&w.id.precision) == weights_type(&c.id.precision)
+        };
+        if !wanted.iter().any(same) && runner_of(built, &c.id.backend).is_some() {
+            wanted.push(c);
+        }
+    }
+    for (i, cell) in wanted.iter().enumerate() {
+        let Some(runner) = runner_of(built, &cell.id.backend) else {
+            continue;
+        };
+        let position = Position {
+            index: i + 1,
+            total: wanted.len(),
+            later_seconds: 0.0,
+        };
+        let run = CellRun {
+            calibrate_only: true,
+            ..CellRun::default()
+        };
+        let Some(r) = run_cell(
+            runner,
+            cell,
+            cfg,
+            out,
+            &position,
+            display,
+            Duration::from_secs(300),
+            &run,
+        )?
+        else {
+            return Ok(None);
+        };
+        let Some(peak) = r.peak.clone().filter(|_| r.status == Status::Ok) else {
+            continue;
+        };
+        let device = device_of(&r);
+        let weights = weights_type(&cell.id.precision).to_string();
+        peaks.own.push((
+            (
+                cell.id.backend.clone(),
+                cell.id.device.clone(),
+                weights.clone(),
+            ),
+            peak.clone(),
+            device.clone(),
+        ));
+        let key = (device, weights);
+        let better = kiln_results::DevicePeak {
+            gflops: peak.gflops,
+            backend: cell.id.backend.clone(),
+            matrix: peak.matrix,
+        };
+        match peaks.best.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, best)) if best.gflops >= peak.gflops => {}
+            Some((_, best)) => *best = better,
+            None => peaks.best.push((key, better)),
+        }
+    }
+    for ((device, weights), best) in &peaks.best {
+        display.line(&format!(
+            "kiln: device peak on {device} ({weights}): {:.1} GFLOP/s, reached by {}",
+            best.gflops, best.backend
+        ));
+    }
+    Ok(Some(peaks))
+}
+
 /// Run planned cells, append their records, render the report. Returns false if any failed or
 /// the run was interrupted.
 fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path) -> Result<bool> {
+    execute_rest(cells, built, cfg, out, &[])
+}
+
+/// [`execute`], leaving out the (cell, repeat) pairs in `done`.
+fn execute_rest(
+    cells: Vec<PlannedCell>,
+    built: &[Built],
+    cfg: RunConfig,
+    out: &Path,
+    done: &[(CellId, usize)],
+) -> Result<bool> {
     let results = out.join(RESULTS_FILE);
+    let repeats = cfg.repeats.max(1);
+    let order = schedule(&cells, repeats, done);
     eprintln!(
-        "kiln: {} cells; results go to {}",
+        "kiln: {} cells{}; results go to {}",
         cells.len(),
+        if repeats > 1 {
+            format!(
+                " x {repeats} runs each, interleaved ({} to run)",
+                order.len()
+            )
+        } else {
+            String::new()
+        },
         results.display()
     );
-    let mut display = Display::new(cells.len());
+    let run_id = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut display = Display::new(order.len());
+    let peaks = if cfg.bare || order.is_empty() {
+        Some(Peaks::default())
+    } else {
+        calibrate(&cells, built, &cfg, out, &mut display)?
+    };
+    let Some(peaks) = peaks else {
+        display.finish();
+        eprintln!(
+            "kiln: interrupted during calibration; finish the run with `cargo xtask bench-all --resume {}`",
+            out.display()
+        );
+        return Ok(false);
+    };
     let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
     let probes = probes(built);
     let mut all_ok = true;
-    for (i, cell) in cells.iter().enumerate() {
+    for (i, &(c, k)) in order.iter().enumerate() {
+        let cell = &cells[c];
         let position = Position {
             index: i + 1,
-            total: cells.len(),
-            later_seconds: per_cell_bound * (cells.len() - i - 1) as f64,
+            total: order.len(),
+            later_seconds: per_cell_bound * (order.len() - i - 1) as f64,
         };
+        let waited = cfg.wait_quiet_seconds.map(|max| {
+            noise::wait_quiet(Duration::from_secs_f64(max), |m| {
+                display.line(&format!("kiln: {m}"))
+            })
+        });
+        let run = cell_run(cell, &peaks, k, repeats, &run_id, waited);
         let runner = runner_of(built, &cell.id.backend).cloned();
         let record = match runner {
             Some(runner) => run_cell(
@@ -61,6 +230,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
                 &position,
                 &mut display,
                 wall_clock_limit(cell.budget_seconds.or(cfg.budget_seconds)),
+                &run,
             )?,
             None => Some(Record::not_run(
                 &cell.id,
@@ -69,7 +239,11 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
                     .ok()
                     .and_then(backends::unbuildable)
                     .unwrap_or_else(|| "backend not built".into()),
-            )),
+            ))
+            .map(|mut r| {
+                r.repeat = run.repeat.clone();
+                r
+            }),
         };
         let Some(record) = record else {
             all_ok = false;
@@ -77,7 +251,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
             eprintln!(
                 "kiln: {} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
                 i,
-                cells.len(),
+                order.len(),
                 out.display()
             );
             break;
@@ -96,6 +270,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
                     "kiln: {} falls back to {} {}",
                     cell.id, fb_cell.id.backend, fb_cell.id.device
                 ));
+                let fb_run = cell_run(&fb_cell, &peaks, k, repeats, &run_id, None);
                 let Some(mut fb) = run_cell(
                     fb_runner,
                     &fb_cell,
@@ -104,6 +279,7 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
                     &position,
                     &mut display,
                     wall_clock_limit(fb_cell.budget_seconds.or(cfg.budget_seconds)),
+                    &fb_run,
                 )?
                 else {
                     all_ok = false;
@@ -133,6 +309,40 @@ fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path)
         out.display()
     );
     Ok(all_ok)
+}
+
+/// What the run adds to the `k`th of `repeats` runs of `cell`: its repeat, its backend's GEMM
+/// peak and the device's.
+fn cell_run(
+    cell: &PlannedCell,
+    peaks: &Peaks,
+    k: usize,
+    repeats: usize,
+    run_id: &str,
+    waited: Option<(f64, Option<bool>)>,
+) -> CellRun {
+    let weights = weights_type(&cell.id.precision).to_string();
+    let own = peaks
+        .own
+        .iter()
+        .find(|((b, d, w), _, _)| *b == cell.id.backend && *d == cell.id.device && *w == weights);
+    CellRun {
+        repeat: Some(kiln_results::Repeat {
+            index: k,
+            of: repeats,
+            run: run_id.to_string(),
+        }),
+        calibrate_only: false,
+        given_peak: own.map(|(_, c, _)| c.clone()),
+        device_peak: own.and_then(|(_, _, device)| {
+            peaks
+                .best
+                .iter()
+                .find(|((d, w), _)| d == device && *w == weights)
+                .map(|(_, p)| p.clone())
+        }),
+        waited,
+    }
 }
 
 /// A built backend: its runner and what its probe reported.
@@ -250,7 +460,7 @@ pub fn bench_all(
     if plan_only {
         write_run_file(&out, &cfg, &cells)?;
         for cell in &cells {
-            let path = rundir::write_request(&out, &cell.request(&cfg)?)?;
+            let path = rundir::write_request(&out, &cell.request(&cfg)?, "")?;
             println!("run     {}  ({})", cell.id, path.display());
         }
         for r in &skipped {
@@ -460,6 +670,8 @@ pub fn cell_only(common: &CommonArgs) -> Result<()> {
         ("--fallback", common.fallback.is_some()),
         ("--autotune", common.autotune.is_some()),
         ("--no-autotune-cache", common.no_autotune_cache),
+        ("--repeats", common.repeats.is_some()),
+        ("--wait-quiet", common.wait_quiet.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, set)| set.then_some(flag))

@@ -8,7 +8,7 @@ use kiln_results::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, Profile, Record, parse_duration};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
-use super::{build_and_probe, execute, with_fallback_backends};
+use super::{build_and_probe, with_fallback_backends};
 use crate::backends::{self, Backend};
 use crate::flags::CommonArgs;
 
@@ -30,23 +30,30 @@ pub(super) fn config_differences(stored: &RunConfig, wanted: &RunConfig) -> Vec<
         .collect()
 }
 
-/// The planned cells of a run that have no final record in its results file yet.
-pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCell>> {
+/// The (cell, repeat) pairs of a run that have a final record in its results file (a record
+/// without a repeat is the first run).
+pub(super) fn done_runs(dir: &Path) -> Result<Vec<(CellId, usize)>> {
     let results = dir.join(RESULTS_FILE);
-    let done: Vec<CellId> = if results.exists() {
-        kiln_results::read::load(std::slice::from_ref(&results))?
-            .records
-            .iter()
-            .map(Record::cell)
-            .collect()
-    } else {
-        Vec::new()
-    };
+    if !results.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(kiln_results::read::load(std::slice::from_ref(&results))?
+        .records
+        .iter()
+        .map(|r: &Record| (r.cell(), r.repeat.as_ref().map_or(1, |p| p.index)))
+        .collect())
+}
+
+/// The planned cells of a run that still miss a record of some repeat.
+pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCell>> {
+    let done = done_runs(dir)?;
+    let order = super::schedule(&run.cells, run.config.repeats, &done);
     Ok(run
         .cells
         .iter()
-        .filter(|c| !done.contains(&c.id))
-        .cloned()
+        .enumerate()
+        .filter(|(i, _)| order.iter().any(|(c, _)| c == i))
+        .map(|(_, c)| c.clone())
         .collect())
 }
 
@@ -106,6 +113,12 @@ pub fn resume(
     }
     if common.no_autotune_cache {
         wanted.no_autotune_cache = true;
+    }
+    if let Some(n) = common.repeats {
+        wanted.repeats = n;
+    }
+    if common.wait_quiet.is_some() {
+        wanted.wait_quiet_seconds = super::config::wait_quiet(common)?;
     }
     let mut differences = config_differences(&run.config, &wanted);
     let planned = |f: fn(&CellId) -> &String| {
@@ -168,5 +181,6 @@ pub fn resume(
         remaining.len(),
         run.cells.len()
     );
-    execute(remaining, &built, run.config, dir)
+    let done = done_runs(dir)?;
+    super::execute_rest(run.cells.clone(), &built, run.config, dir, &done)
 }

@@ -80,10 +80,15 @@ pub(super) fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell])
         .with_context(|| format!("cannot write {}", out.join(RUN_FILE).display()))
 }
 
-/// Write a cell's request to `out/cells/<cell>.json` (what the runner is given with `--cell`).
-pub(super) fn write_request(out: &Path, request: &kiln_results::CellRequest) -> Result<PathBuf> {
+/// Write a cell's request to `out/cells/<cell><suffix>.json` (what the runner is given with
+/// `--cell`; the suffix tells a calibration's request from the cell's).
+pub(super) fn write_request(
+    out: &Path,
+    request: &kiln_results::CellRequest,
+    suffix: &str,
+) -> Result<PathBuf> {
     let dir = out.join("cells");
-    let path = dir.join(format!("{}.json", super::cell_stem(&request.id())));
+    let path = dir.join(format!("{}{suffix}.json", super::cell_stem(&request.id())));
     std::fs::create_dir_all(&dir)
         .and_then(|_| request.write(&path))
         .with_context(|| format!("cannot write {}", path.display()))?;

@@ -39,6 +39,8 @@ fn cfg() -> RunConfig {
         fallback: None,
         autotune: None,
         no_autotune_cache: false,
+        repeats: 1,
+        wait_quiet_seconds: None,
     }
 }
 
@@ -264,6 +266,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
         &position,
         &mut display,
         Duration::from_millis(300),
+        &super::child::CellRun::default(),
     )
     .unwrap()
     .expect("a timed-out cell is recorded");
@@ -288,6 +291,8 @@ fn common() -> CommonArgs {
         fallback: None,
         autotune: None,
         no_autotune_cache: false,
+        repeats: None,
+        wait_quiet: None,
     }
 }
 
@@ -364,13 +369,13 @@ fn a_request_bench_cannot_carry_whole_is_refused_before_any_build() {
     let path = tmp.path().join("cell.json");
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
     r.dataset = Some(DatasetName::Synthetic);
-    r.recalibrate = true;
+    r.recalibrate = false;
     r.write(&path).unwrap();
     let err = bench_request(&path, Some(&tmp.path().join("run")))
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("recalibrate = true") && err.contains("cell.json"),
+        err.contains("recalibrate = false") && err.contains("cell.json"),
         "{err}"
     );
     assert!(!tmp.path().join("run").exists(), "nothing was created");

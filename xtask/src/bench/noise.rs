@@ -1,0 +1,234 @@
+//! How busy the machine is with other work: the machine's CPU time (`/proc/stat`) against the
+//! runner's own (`/proc/PID/stat`) and this process's, sampled at the edges of a cell's timed
+//! window. Linux only; elsewhere the share is recorded as unknown.
+
+use std::time::{Duration, Instant};
+
+use kiln_results::{BUSY_SHARE, Noise};
+
+/// The machine's CPU time in clock ticks, all cores together.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MachineTicks {
+    /// user + nice + system + irq + softirq.
+    pub busy: u64,
+    /// Time the hypervisor gave to other guests.
+    pub steal: u64,
+    /// Every state (idle and iowait included).
+    pub total: u64,
+}
+
+/// The first (`cpu `) line of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Option<MachineTicks> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6);
+    let steal = at(7);
+    Some(MachineTicks {
+        busy,
+        steal,
+        total: busy + steal + at(3) + at(4),
+    })
+}
+
+/// User + system time of a process, its threads and its waited-for children, in clock ticks,
+/// from its `/proc/PID/stat` line.
+pub fn parse_pid_stat(text: &str) -> Option<u64> {
+    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(3) ... utime(14) stime(15) cutime(16) cstime(17).
+    let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<u64>().ok());
+    Some(n(14)? + n(15)? + n(16)? + n(17)?)
+}
+
+/// One reading of the machine, the runner and this process.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub at: Instant,
+    pub machine: MachineTicks,
+    /// The runner's ticks (0 before it starts).
+    pub runner: u64,
+    /// This process's ticks.
+    pub own: u64,
+}
+
+/// Read the machine now; `runner` is the runner's process id, if one is running.
+pub fn sample(runner: Option<u32>) -> Option<Sample> {
+    let machine = parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    let ticks = |path: String| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| parse_pid_stat(&t))
+    };
+    Some(Sample {
+        at: Instant::now(),
+        machine,
+        runner: runner
+            .and_then(|p| ticks(format!("/proc/{p}/stat")))
+            .unwrap_or(0),
+        own: ticks("/proc/self/stat".into()).unwrap_or(0),
+    })
+}
+
+/// The shares of the machine used by others and stolen between two samples: (other, steal).
+pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64)> {
+    let total = b.machine.total.checked_sub(a.machine.total)? as f64;
+    if total <= 0.0 {
+        return None;
+    }
+    let busy = b.machine.busy.saturating_sub(a.machine.busy) as f64;
+    let mine = b.runner.saturating_sub(a.runner) as f64 + b.own.saturating_sub(a.own) as f64;
+    let steal = b.machine.steal.saturating_sub(a.machine.steal) as f64;
+    Some((
+        ((busy - mine) / total).clamp(0.0, 1.0),
+        (steal / total).clamp(0.0, 1.0),
+    ))
+}
+
+/// What a cell's window says of the machine: `window` names it (`timed epochs`, ...).
+pub fn noise(a: Option<&Sample>, b: Option<&Sample>, window: &str) -> Noise {
+    let (Some(a), Some(b)) = (a, b) else {
+        return Noise {
+            window: "unknown on this OS".into(),
+            ..Noise::default()
+        };
+    };
+    let s = shares(a, b);
+    Noise {
+        other_cpu_share: s.map(|s| s.0),
+        steal_share: s.map(|s| s.1),
+        window_seconds: (b.at - a.at).as_secs_f64(),
+        window: window.into(),
+        ..Noise::default()
+    }
+}
+
+/// `--wait-quiet`: wait, in one-second windows, until others use at most [`BUSY_SHARE`] of the
+/// machine, for at most `max`. Returns the seconds waited and whether it was quiet then
+/// (`None` where the OS cannot say).
+pub fn wait_quiet(max: Duration, mut say: impl FnMut(&str)) -> (f64, Option<bool>) {
+    let started = Instant::now();
+    let mut told = false;
+    loop {
+        let Some(a) = sample(None) else {
+            return (0.0, None);
+        };
+        std::thread::sleep(Duration::from_secs(1));
+        let Some(b) = sample(None) else {
+            return (started.elapsed().as_secs_f64(), None);
+        };
+        let busy = shares(&a, &b).map(|(o, s)| o + s).unwrap_or(0.0);
+        if busy <= BUSY_SHARE {
+            return (started.elapsed().as_secs_f64(), Some(true));
+        }
+        if started.elapsed() >= max {
+            say(&format!(
+                "the machine is still busy ({:.0}% of CPU used by others) after {:.0} s: running anyway, flagged",
+                busy * 100.0,
+                max.as_secs_f64()
+            ));
+            return (started.elapsed().as_secs_f64(), Some(false));
+        }
+        if !told {
+            say(&format!(
+                "waiting for a quiet machine ({:.0}% of CPU used by others; at most {:.0} s)",
+                busy * 100.0,
+                max.as_secs_f64()
+            ));
+            told = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(busy_user: u64, idle: u64, steal: u64) -> String {
+        format!(
+            "cpu  {busy_user} 0 0 {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n"
+        )
+    }
+
+    fn at(machine: &str, runner: u64, t: Instant) -> Sample {
+        Sample {
+            at: t,
+            machine: parse_proc_stat(machine).unwrap(),
+            runner,
+            own: 0,
+        }
+    }
+
+    #[test]
+    fn parses_the_kernels_lines() {
+        let m = parse_proc_stat("cpu  10 1 5 100 3 1 1 2 7 0\n").unwrap();
+        assert_eq!((m.busy, m.steal, m.total), (18, 2, 123));
+        let line = "4242 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 100 20 3 4 20 0 1 0";
+        assert_eq!(parse_pid_stat(line), Some(127));
+        assert_eq!(parse_pid_stat("garbage"), None);
+    }
+
+    #[test]
+    fn a_busy_window_is_flagged_and_a_quiet_one_is_not() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(10);
+        // 2 cores x 10 s = 2000 ticks. The runner used 1000 (one core); another process 800.
+        let busy = noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(1800, 200, 0), 1000, t1)),
+            "timed epochs",
+        );
+        assert!((busy.other_cpu_share.unwrap() - 0.4).abs() < 1e-9);
+        assert!(busy.busy());
+        // The same window with only the runner busy.
+        let quiet = noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(1010, 990, 0), 1000, t1)),
+            "timed epochs",
+        );
+        assert!(quiet.other_cpu_share.unwrap() < 0.01 && !quiet.busy());
+        // A hypervisor stealing a fifth of the machine flags it too.
+        let stolen = noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(1000, 600, 400), 1000, t1)),
+            "timed epochs",
+        );
+        assert!(stolen.busy());
+        assert!(noise(None, None, "x").other_cpu_share.is_none());
+    }
+
+    #[test]
+    fn a_fake_busy_window_flags_its_row_in_the_report() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(10);
+        let mut r = kiln_results::Record::not_run(
+            &kiln_results::CellId {
+                model: "mnist-cnn".into(),
+                backend: "flex".into(),
+                device: "cpu".into(),
+                precision: "f32".into(),
+            },
+            kiln_results::Status::Ok,
+            "",
+        );
+        r.reason = None;
+        r.epoch_seconds = kiln_results::Stats::from_samples(&[10.0, 11.0]);
+        r.noise = Some(noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(1900, 100, 0), 1000, t1)),
+            "timed epochs",
+        ));
+        let md = kiln_results::render::markdown(&[r], None);
+        assert!(
+            md.contains("⚠ busy machine (45% of CPU used by others)"),
+            "{md}"
+        );
+        assert!(md.contains("measured on a busy machine"), "{md}");
+    }
+}
