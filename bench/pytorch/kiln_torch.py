@@ -221,7 +221,8 @@ def probe():
             "memory_bytes": p.total_memory,
             "runtime": {"api": "cuda", "driver": torch.version.cuda, "cpu_emulated": False,
                         "fusion": None, "autotune": None, "autotune_cache": None,
-                        "autotune_cache_dir": None},
+                        "autotune_cache_dir": None,
+                        "compute_capability": "%d.%d" % (p.major, p.minor)},
         })
     if count == 0:
         devices.append(unavailable("cuda:0", "PyTorch sees no CUDA device (no NVIDIA driver, or a CPU-only torch)"))

@@ -1,11 +1,14 @@
-//! SVG bar charts of a report, drawn with plotters: per model, one bar per timed cell for the
-//! epoch time and one for the speed-up over the baseline (both on log scales, since backends
-//! differ by orders of magnitude).
+//! SVG bar charts of a report, drawn with plotters: per model, one bar per timed row for the
+//! epoch time and one for the speed-up over the baseline, each with its interval as an error
+//! bar (between runs where the row combines repeats, else within its one run), on log axes
+//! fitted to the data (backends differ by orders of magnitude). A projection from too few
+//! chunks is a low-confidence estimate: it gets no bar, only a line under the chart.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_results::render::{machine, machine_label, pick_baseline, row_label};
+use kiln_results::render::{low_confidence, machine_label, pick_baseline, row_label};
+use kiln_results::stats::ratio_with_uncertainty;
 use kiln_results::{Record, Status};
 
 /// Fill of the epoch-time bars (tests count bars by it).
@@ -13,33 +16,45 @@ pub const TIME_COLOR: RGBColor = RGBColor(0x2b, 0x6c, 0xb0);
 /// Fill of the speed-up bars.
 pub const SPEEDUP_COLOR: RGBColor = RGBColor(0xd9, 0x6c, 0x1e);
 
-fn bounds(values: &[f64]) -> (f64, f64) {
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(0f64, f64::max);
-    // Room on the right for the label written after the longest bar.
-    (min / 3.0, max * 60.0)
+/// One bar: its value and the interval drawn around it.
+struct Bar {
+    value: f64,
+    low: f64,
+    high: f64,
 }
 
-/// One SVG document per model that has at least one timed cell: `(model, svg)`.
+/// A log axis fitted to the bars and their intervals, with room right of the longest bar for
+/// its value.
+fn bounds(bars: &[Bar]) -> (f64, f64) {
+    let min = bars
+        .iter()
+        .map(|b| b.low.min(b.value))
+        .fold(f64::INFINITY, f64::min);
+    let max = bars
+        .iter()
+        .map(|b| b.high.max(b.value))
+        .fold(0f64, f64::max);
+    (min / 1.5, max * 3.0)
+}
+
+/// One SVG document per model that has at least one timed row: `(model, svg)`.
 pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String, String)>> {
+    let combined = kiln_results::repeats::combine(records);
     let mut models: Vec<&str> = Vec::new();
-    for r in records {
+    for r in &combined {
         if !models.contains(&r.model.as_str()) {
             models.push(&r.model);
         }
     }
-    let several = {
-        let mut m: Vec<String> = records.iter().map(machine).collect();
-        m.sort();
-        m.dedup();
-        m.len() > 1
-    };
+    let several = kiln_results::table::machines(records).len() > 1;
     let mut out = Vec::new();
     for model in models {
-        let rows: Vec<&Record> = records
+        let timed: Vec<&Record> = combined
             .iter()
             .filter(|r| r.model == model && r.status == Status::Ok && r.epoch_seconds.is_some())
             .collect();
+        let (estimates, rows): (Vec<&Record>, Vec<&Record>) =
+            timed.iter().partition(|r| low_confidence(r));
         if rows.is_empty() {
             continue;
         }
@@ -51,16 +66,60 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
                 row_label(r)
             }
         };
-        let times: Vec<f64> = rows
+        let times: Vec<Bar> = rows
             .iter()
-            .filter_map(|r| r.epoch_seconds.as_ref().map(|e| e.median))
+            .filter_map(|r| r.epoch_seconds.as_ref())
+            .map(|e| Bar {
+                value: e.median,
+                low: e.min,
+                high: e.max,
+            })
             .collect();
-        let speedups: Vec<f64> = match base.and_then(|b| b.epoch_seconds.as_ref()) {
-            Some(b) => times.iter().map(|t| b.median / t).collect(),
-            None => vec![1.0; times.len()],
-        };
+        let speedups: Vec<Bar> = rows
+            .iter()
+            .map(|r| {
+                match (
+                    base.and_then(|b| b.epoch_seconds.as_ref()),
+                    &r.epoch_seconds,
+                ) {
+                    (Some(b), Some(e)) => {
+                        let (ratio, err) = ratio_with_uncertainty(b, e);
+                        // Only a spread between runs makes an interval for a ratio.
+                        let err = if r.between_runs.is_some()
+                            && base.is_some_and(|b| b.between_runs.is_some())
+                        {
+                            err
+                        } else {
+                            0.0
+                        };
+                        Bar {
+                            value: ratio,
+                            low: (ratio - err).max(ratio / 10.0),
+                            high: ratio + err,
+                        }
+                    }
+                    _ => Bar {
+                        value: 1.0,
+                        low: 1.0,
+                        high: 1.0,
+                    },
+                }
+            })
+            .collect();
         let base_label = base.map(label).unwrap_or_else(|| "baseline".into());
-        let svg = draw(model, &rows, &times, &speedups, &base_label, &label)
+        let labels: Vec<String> = rows.iter().map(|r| label(r)).collect();
+        let left_out: Vec<String> = estimates
+            .iter()
+            .map(|r| {
+                format!(
+                    "not drawn: {} ≈ {:.0} s, projected from {} chunk(s) (low confidence)",
+                    label(r),
+                    r.epoch_seconds.as_ref().map_or(0.0, |e| e.median),
+                    r.obtained.chunks
+                )
+            })
+            .collect();
+        let svg = draw(model, &labels, &times, &speedups, &base_label, &left_out)
             .map_err(|e| anyhow!("drawing the {model} chart: {e}"))?;
         out.push((model.to_string(), svg));
     }
@@ -69,29 +128,38 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
 
 fn draw(
     model: &str,
-    rows: &[&Record],
-    times: &[f64],
-    speedups: &[f64],
+    labels: &[String],
+    times: &[Bar],
+    speedups: &[Bar],
     base_label: &str,
-    label: &dyn Fn(&Record) -> String,
+    left_out: &[String],
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let n = rows.len();
-    let height = 110 + 34 * n as u32;
+    let n = labels.len();
+    let notes = left_out.len() as u32;
+    let height = 110 + 34 * n as u32 + 18 * notes;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1000, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1100, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(
-            &format!("{model}: epoch time and speed-up per cell (log scales)"),
+            &format!("{model}: epoch time and speed-up per row (log scales, intervals as bars)"),
             ("sans-serif", 18),
         )?;
-        let (left, right) = root.split_horizontally(600);
+        let (plots, footer) = root.split_vertically(height - 30 - 18 * notes);
+        for (i, note) in left_out.iter().enumerate() {
+            footer.draw(&Text::new(
+                note.clone(),
+                (12, 4 + 18 * i as i32),
+                ("sans-serif", 12).into_font().color(&BLACK),
+            ))?;
+        }
+        let (left, right) = plots.split_horizontally(680);
         let panels = [
             (
                 left,
                 times,
                 TIME_COLOR,
-                "seconds per standard epoch (median)".to_string(),
+                "seconds per standard epoch (median, range)".to_string(),
                 true,
             ),
             (
@@ -102,18 +170,30 @@ fn draw(
                 false,
             ),
         ];
-        for (area, values, color, caption, labelled) in panels {
-            let (lo, hi) = bounds(values);
+        for (area, bars, color, caption, first) in panels {
+            let (lo, hi) = bounds(bars);
             let mut chart = ChartBuilder::on(&area)
                 .caption(caption, ("sans-serif", 14))
                 .margin(12)
                 .x_label_area_size(28)
-                .y_label_area_size(10)
+                .y_label_area_size(if first { 250 } else { 10 })
                 .build_cartesian_2d((lo..hi).log_scale(), -0.5f64..(n as f64 - 0.5))?;
+            let row_of = |y: f64| n.checked_sub(1 + y.round() as usize);
             chart
                 .configure_mesh()
                 .disable_y_mesh()
-                .disable_y_axis()
+                .y_labels(n.max(1))
+                .y_label_style(("sans-serif", 12))
+                .y_label_formatter(&|y| {
+                    if first && (y - y.round()).abs() < 1e-6 {
+                        row_of(*y)
+                            .and_then(|i| labels.get(i))
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
                 .x_labels(6)
                 .x_label_formatter(&|v| {
                     if *v >= 10.0 {
@@ -125,20 +205,36 @@ fn draw(
                     }
                 })
                 .draw()?;
-            chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
+            chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
                 let y = (n - 1 - i) as f64;
-                Rectangle::new([(lo, y - 0.32), (v, y + 0.32)], color.filled())
+                Rectangle::new([(lo, y - 0.3), (b.value, y + 0.3)], color.filled())
             }))?;
-            chart.draw_series(values.iter().enumerate().map(|(i, &v)| {
+            // The interval: a line from low to high with end caps.
+            for (i, b) in bars.iter().enumerate().filter(|(_, b)| b.high > b.low) {
                 let y = (n - 1 - i) as f64;
-                let text = if labelled {
-                    format!("{}: {v:.1} s", label(rows[i]))
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(b.low, y), (b.high, y)],
+                    BLACK.stroke_width(2),
+                )))?;
+                for x in [b.low, b.high] {
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(x, y - 0.15), (x, y + 0.15)],
+                        BLACK.stroke_width(2),
+                    )))?;
+                }
+            }
+            chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+                let y = (n - 1 - i) as f64;
+                let text = if first {
+                    format!("{:.1} s", b.value)
+                } else if b.high > b.value {
+                    format!("{:.2}× ± {:.2}", b.value, b.high - b.value)
                 } else {
-                    format!("{}: {v:.2}×", label(rows[i]))
+                    format!("{:.2}×", b.value)
                 };
                 Text::new(
                     text,
-                    (v * 1.15, y + 0.12),
+                    (b.high.max(b.value) * 1.08, y + 0.12),
                     ("sans-serif", 12).into_font().color(&BLACK),
                 )
             }))?;
@@ -208,5 +304,16 @@ mod tests {
         assert_eq!(fill_count(svg, SPEEDUP_COLOR), 2);
         assert!(svg.contains("flex/cpu/f32"));
         assert_eq!(fill_count(&charts[1].1, TIME_COLOR), 1);
+    }
+
+    #[test]
+    fn a_low_confidence_projection_gets_no_bar_and_a_note() {
+        let mut slow = timed("ndarray", 17_000.0);
+        slow.obtained.method = Method::Projected;
+        slow.obtained.chunks = 1;
+        let charts = charts(&[timed("flex", 360.0), slow], None).unwrap();
+        let svg = &charts[0].1;
+        assert_eq!(fill_count(svg, TIME_COLOR), 1);
+        assert!(svg.contains("not drawn: ndarray/cpu/f32"), "{svg}");
     }
 }

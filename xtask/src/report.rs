@@ -166,11 +166,13 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         (Column::EpochTime, "epoch time"),
         (Column::SpeedUp, "speed-up"),
         (Column::VsPytorch, "÷ PyTorch"),
-        (Column::Memory, "memory"),
+        (Column::Memory, "training memory"),
         (Column::Accuracy, "accuracy"),
     ];
+    // The rows the tables show: each cell's repeats combined.
+    let combined = kiln_results::repeats::combine(records);
     for t in model_tables(records, None) {
-        let rows: Vec<&Record> = records
+        let rows: Vec<&Record> = combined
             .iter()
             .filter(|r| r.loop_overhead.is_none() && r.model == t.model)
             .collect();
@@ -193,15 +195,42 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                 .iter()
                 .map(
                     |&(column, i, _)| match (column, &r.epoch_seconds, row.status) {
-                        (Column::EpochTime, Some(e), Status::Ok) if e.n > 1 => {
-                            format!("{} ±{:.1}%", human_seconds(e.median), e.cv() * 100.0)
+                        (Column::EpochTime, Some(e), Status::Ok)
+                            if kiln_results::render::low_confidence(r) =>
+                        {
+                            format!("≈ {} (low confidence)", human_seconds(e.median))
                         }
-                        (Column::EpochTime, Some(e), Status::Ok) => human_seconds(e.median),
+                        (Column::EpochTime, Some(e), Status::Ok) => {
+                            let mut text = match &r.between_runs {
+                                Some(_) if e.n > 1 => format!(
+                                    "{} ±{:.1}% ({} runs)",
+                                    human_seconds(e.median),
+                                    e.cv() * 100.0,
+                                    e.n
+                                ),
+                                _ => format!("{} (single run)", human_seconds(e.median)),
+                            };
+                            if r.noise.as_ref().is_some_and(kiln_results::Noise::busy) {
+                                text.push_str(" ⚠ busy");
+                            }
+                            text
+                        }
                         (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
-                        (Column::Memory, _, _) => r
-                            .peak_memory_bytes
-                            .map(kiln_results::render::human_bytes)
-                            .unwrap_or_else(|| "–".into()),
+                        (Column::Memory, _, _) => {
+                            let total = r.peak_memory_bytes.map(kiln_results::render::human_bytes);
+                            match (
+                                r.training_memory
+                                    .as_ref()
+                                    .and_then(|m| m.training_bytes())
+                                    .map(kiln_results::render::human_bytes),
+                                total,
+                            ) {
+                                (Some(t), Some(total)) => format!("{t} (RSS {total})"),
+                                (Some(t), None) => t,
+                                (None, Some(total)) => format!("RSS {total}"),
+                                (None, None) => "–".into(),
+                            }
+                        }
                         (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
                         (Column::SpeedUp, _, _) => row.cells[i].text.replace(" ± ", "±"),
                         (Column::Accuracy, _, _) => r
@@ -234,9 +263,10 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                     r.obtained.epochs,
                     if r.obtained.epochs == 1 { "" } else { "s" }
                 ),
-                (Status::Ok, Method::Projected) => {
-                    format!("PROJECTED from {} steps{data}", r.obtained.steps)
-                }
+                (Status::Ok, Method::Projected) => format!(
+                    "PROJECTED from {} steps in {} chunks{data}",
+                    r.obtained.steps, r.obtained.chunks
+                ),
                 (status, _) => format!("{} (below)", status.as_str()),
             });
             table.add_row(cells);
@@ -249,8 +279,14 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         for r in not_ok {
             let log = out
                 .map(|o| {
-                    o.join("logs")
-                        .join(format!("{}.stderr", crate::bench::cell_stem(&r.cell())))
+                    let run = match &r.repeat {
+                        Some(p) if p.of > 1 => format!("-r{}", p.index),
+                        _ => String::new(),
+                    };
+                    o.join("logs").join(format!(
+                        "{}{run}.stderr",
+                        crate::bench::cell_stem(&r.cell())
+                    ))
                 })
                 .filter(|p| p.is_file())
                 .map(|p| format!(" (log: {})", p.display()))

@@ -17,6 +17,7 @@ pub fn runtime(api: &str, driver: &str, cpu_emulated: bool, fusion: bool) -> Run
         autotune: Some(autotune_level().name().to_string()),
         autotune_cache: Some(autotune_cache_state().to_string()),
         autotune_cache_dir: Some(autotune_cache_dir().display().to_string()),
+        compute_capability: None,
     }
 }
 

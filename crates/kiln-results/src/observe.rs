@@ -192,6 +192,10 @@ impl Observed {
             fingerprint.gpu_name = Some(r.device_name.clone());
             fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
             fingerprint.gpu_memory_bytes = self.device_memory_bytes;
+            fingerprint.gpu_compute_capability = self
+                .runtime
+                .as_ref()
+                .and_then(|rt| rt.compute_capability.clone());
         }
         r.fingerprint = fingerprint;
         r.device_kind = self.device_kind;
@@ -380,6 +384,7 @@ mod tests {
         observed.device_name = "NVIDIA H200".into();
         observed.runtime = Some(Runtime {
             driver: Some("13.0".into()),
+            compute_capability: Some("9.0".into()),
             ..Runtime::default()
         });
         observed.device_memory_bytes = Some(140 << 30);
@@ -389,6 +394,7 @@ mod tests {
         assert_eq!(r.obtained.standard_epoch_samples, 50_000);
         assert_eq!(r.fingerprint.gpu_name.as_deref(), Some("NVIDIA H200"));
         assert_eq!(r.fingerprint.gpu_memory_bytes, Some(140 << 30));
+        assert_eq!(r.fingerprint.gpu_compute_capability.as_deref(), Some("9.0"));
         let memory = r.training_memory.as_ref().unwrap();
         assert_eq!(memory.training_bytes(), Some(40 << 20));
         let ips = r.images_per_second.unwrap();

@@ -381,8 +381,19 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if let Some(e) = &r.epoch_seconds {
         if e.n > 1 && e.cv() > 0.10 {
             out.push(format!(
-                "high spread between epochs (coefficient of variation {:.0}%)",
+                "high spread between {} (coefficient of variation {:.0}%)",
+                if r.between_runs.is_some() {
+                    "runs"
+                } else {
+                    "epochs"
+                },
                 e.cv() * 100.0
+            ));
+        }
+        if let Some(b) = r.between_runs.as_ref().filter(|b| b.within_cv_max > 0.10) {
+            out.push(format!(
+                "high spread within a run (coefficient of variation up to {:.0}%)",
+                b.within_cv_max * 100.0
             ));
         }
         if let Some(first) = r.first_epoch_seconds

@@ -187,6 +187,9 @@ pub struct Runtime {
     pub autotune_cache: Option<String>,
     /// Where that cache lives.
     pub autotune_cache_dir: Option<String>,
+    /// Compute capability (CUDA) or architecture of the device, where the runtime reports it.
+    #[serde(default)]
+    pub compute_capability: Option<String>,
 }
 
 /// Dynamic loss scaling of an `amp-*` cell (what PyTorch's GradScaler does).

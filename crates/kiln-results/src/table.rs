@@ -118,7 +118,7 @@ pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
     let records = crate::repeats::combine(&timed);
     let several = machines(all).len() > 1;
     let records = &records;
-    by_model(&records)
+    by_model(records)
         .into_iter()
         .map(|(model, rows)| table(model, &rows, baseline, several))
         .collect()
