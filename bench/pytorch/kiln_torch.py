@@ -195,15 +195,20 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def memory_bytes():
+def proc_kib_field(path, field):
+    """A `Field:   N kB` line of a /proc file, in bytes; None where there is no such file."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
+
+
+def memory_bytes():
+    return proc_kib_field("/proc/meminfo", "MemTotal")
 
 
 def probe():
@@ -252,13 +257,9 @@ def sync(device):
 
 
 def peak_rss_bytes():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    peak = proc_kib_field("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak
     raw = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return raw if sys.platform == "darwin" else raw * 1024
 
@@ -274,14 +275,7 @@ def reset_peak_rss():
 
 
 def current_rss_bytes():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return proc_kib_field("/proc/self/status", "VmRSS")
 
 
 def gemm_peak(device, dtype):

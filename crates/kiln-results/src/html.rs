@@ -253,7 +253,12 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
     let mut seen: Vec<String> = Vec::new();
     for r in all.iter().filter(|r| !r.fingerprint.cpu_model.is_empty()) {
         let fp = &r.fingerprint;
-        let key = format!("{}|{}|{}", fp.hostname, fp.backend_version, r.backend);
+        let key = format!(
+            "{}|{}|{}",
+            crate::fingerprint::machine_key(fp),
+            fp.backend_version,
+            r.backend
+        );
         if seen.contains(&key) {
             continue;
         }
@@ -261,12 +266,43 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
         let _ = writeln!(
             out,
             "<details><summary>{} — {} runner</summary><dl class=\"fp\">",
-            escape(&fp.hostname),
+            escape(&crate::fingerprint::machine_label(fp)),
             escape(&r.backend)
         );
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
+        let cpu = fp.cpu.clone().unwrap_or_default();
+        let num = |n: Option<u32>| n.map_or("–".into(), |n| n.to_string());
+        let bytes = |b: Option<u64>| b.map_or("–".into(), crate::render::human_bytes_short);
         for (k, v) in [
+            ("host", fp.hostname.clone()),
             ("CPU", fp.cpu_model.clone()),
+            ("vendor", opt(&cpu.vendor)),
+            (
+                "family / model / stepping",
+                format!(
+                    "{} / {} / {}",
+                    num(cpu.family),
+                    num(cpu.model),
+                    num(cpu.stepping)
+                ),
+            ),
+            (
+                "instruction sets",
+                if cpu.isa.is_empty() {
+                    "–".into()
+                } else {
+                    cpu.isa.join(" ")
+                },
+            ),
+            (
+                "caches (L1d, L2, L3)",
+                format!(
+                    "{}, {}, {}",
+                    bytes(cpu.l1d_bytes),
+                    bytes(cpu.l2_bytes),
+                    bytes(cpu.l3_bytes)
+                ),
+            ),
             ("logical cores", fp.logical_cores.to_string()),
             ("threads used", fp.threads.to_string()),
             (
@@ -279,6 +315,7 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
             ("kernel", fp.kernel.clone()),
             ("GPU", opt(&fp.gpu_name)),
             ("GPU driver", opt(&fp.gpu_driver)),
+            ("GPU compute capability", opt(&fp.gpu_compute_capability)),
             ("backend version", fp.backend_version.clone()),
             ("rustc", opt(&fp.rustc_version)),
             ("Burn", fp.burn_version.clone()),

@@ -48,7 +48,7 @@ pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'
 }
 
 /// The PyTorch reference row for `r`: an ok `pytorch` record of the same model on the same
-/// machine, device and precision.
+/// machine, device and precision, and of the same run when both records say their run.
 pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Record> {
     rows.iter()
         .find(|p| {
@@ -58,6 +58,10 @@ pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Reco
                 && p.device == r.device
                 && p.precision == r.precision
                 && machine_key(p) == machine_key(r)
+                && match (crate::table::run_of(p), crate::table::run_of(r)) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                }
         })
         .copied()
 }
@@ -840,6 +844,33 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("ISA avx512-bf16 amx-bf16"), "{md}");
+    }
+
+    #[test]
+    fn two_runs_on_one_machine_get_a_run_column_and_their_own_reference() {
+        let run = |name: &str, backend: &str, median: f64| {
+            let mut r = on("vm", backend, median);
+            r.repeat = Some(crate::Repeat {
+                index: 1,
+                of: 1,
+                run: name.into(),
+            });
+            r
+        };
+        let records = [
+            run("first", "tch", 200.0),
+            run("first", "pytorch", 100.0),
+            run("second", "tch", 200.0),
+            run("second", "pytorch", 200.0),
+        ];
+        let md = markdown(&records, None);
+        assert!(md.contains("| Run |"), "{md}");
+        assert!(md.contains("| first | tch / cpu | f32 |"), "{md}");
+        // Each tch row is divided by the PyTorch row of its own run.
+        assert!(md.contains("| 2.00× (single run) |"), "{md}");
+        assert!(md.contains("| 1.00× (single run) |"), "{md}");
+        // One run: no such column.
+        assert!(!markdown(&records[..2], None).contains("| Run |"));
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::stats::ratio_with_uncertainty;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Column {
     Machine,
+    /// The run a row comes from, when the table merges several runs.
+    Run,
     Device,
     Precision,
     EpochTime,
@@ -117,14 +119,29 @@ pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
         .collect();
     let records = crate::repeats::combine(&timed);
     let several = machines(all).len() > 1;
+    let mut runs: Vec<&str> = records.iter().filter_map(run_of).collect();
+    runs.sort();
+    runs.dedup();
+    let several_runs = runs.len() > 1;
     let records = &records;
     by_model(records)
         .into_iter()
-        .map(|(model, rows)| table(model, &rows, baseline, several))
+        .map(|(model, rows)| table(model, &rows, baseline, several, several_runs))
         .collect()
 }
 
-fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool) -> ModelTable {
+/// The run a record belongs to (its run directory's name), where it says.
+pub fn run_of(r: &Record) -> Option<&str> {
+    r.repeat.as_ref().map(|p| p.run.as_str())
+}
+
+fn table(
+    model: String,
+    rows: &[&Record],
+    baseline: Option<&str>,
+    several: bool,
+    several_runs: bool,
+) -> ModelTable {
     let base = pick_baseline(rows, baseline);
     let standard = rows
         .iter()
@@ -142,6 +159,9 @@ fn table(model: String, rows: &[&Record], baseline: Option<&str>, several: bool)
     let mut columns = Vec::new();
     if several {
         columns.push((Column::Machine, "Machine".to_string()));
+    }
+    if several_runs {
+        columns.push((Column::Run, "Run".to_string()));
     }
     columns.push((Column::Device, "Backend / device".into()));
     columns.push((Column::Precision, "Precision".into()));
@@ -212,6 +232,7 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
     let none = || Cell::text("–");
     match c {
         Column::Machine => Cell::text(machine(r)),
+        Column::Run => Cell::text(run_of(r).unwrap_or("–")),
         Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
         Column::Precision => Cell::text(r.precision.clone()),
         Column::EpochTime => match (&r.epoch_seconds, ok) {

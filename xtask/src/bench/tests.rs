@@ -390,3 +390,52 @@ fn a_request_bench_cannot_carry_whole_is_refused_before_any_build() {
     out_only.out = Some(tmp.path().join("elsewhere"));
     assert!(cell_only(&out_only).is_ok());
 }
+
+#[test]
+fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
+    let cells = vec![cell("flex"), cell("ndarray")];
+    assert_eq!(
+        schedule(&cells, 2, &[]),
+        vec![(0, 1), (1, 1), (0, 2), (1, 2)],
+        "A B A B, not A A B B"
+    );
+    let done = vec![
+        (cells[0].id.clone(), 1),
+        (cells[1].id.clone(), 1),
+        (cells[0].id.clone(), 2),
+    ];
+    assert_eq!(schedule(&cells, 2, &done), vec![(1, 2)]);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let runners = vec![
+        on_cpu("flex", fine_runner(tmp.path(), "flex")),
+        on_cpu("ndarray", fine_runner(tmp.path(), "ndarray")),
+    ];
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let config = RunConfig {
+        repeats: 2,
+        ..cfg()
+    };
+    assert!(execute(cells, &runners, config, &out).unwrap());
+    let records = kiln_results::read::load(std::slice::from_ref(&out))
+        .unwrap()
+        .records;
+    let order: Vec<(String, usize)> = records
+        .iter()
+        .map(|r| (r.backend.clone(), r.repeat.as_ref().unwrap().index))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("flex".into(), 1),
+            ("ndarray".into(), 1),
+            ("flex".into(), 2),
+            ("ndarray".into(), 2)
+        ]
+    );
+    assert!(records.iter().all(|r| r.repeat.as_ref().unwrap().run == "run"));
+    // Each run keeps its own log; every record says how busy the machine was.
+    assert!(out.join("logs/mnist-cnn-flex-cpu-f32-r2.stderr").is_file());
+    assert!(records.iter().all(|r| r.noise.is_some()));
+}
