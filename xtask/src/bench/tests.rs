@@ -434,7 +434,11 @@ fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
             ("ndarray".into(), 2)
         ]
     );
-    assert!(records.iter().all(|r| r.repeat.as_ref().unwrap().run == "run"));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.repeat.as_ref().unwrap().run == "run")
+    );
     // Each run keeps its own log; every record says how busy the machine was.
     assert!(out.join("logs/mnist-cnn-flex-cpu-f32-r2.stderr").is_file());
     assert!(records.iter().all(|r| r.noise.is_some()));
