@@ -232,7 +232,11 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                             }
                         }
                         (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
-                        (Column::SpeedUp, _, _) => row.cells[i].text.replace(" ± ", "±"),
+                        // The epoch time already says "single run".
+                        (Column::SpeedUp | Column::VsPytorch, _, _) => row.cells[i]
+                            .text
+                            .replace(" ± ", "±")
+                            .replace(" (single run)", ""),
                         (Column::Accuracy, _, _) => r
                             .test_accuracy
                             .map(|a| format!("{:.1}%", a * 100.0))

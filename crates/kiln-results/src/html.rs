@@ -114,10 +114,11 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
     let _ = writeln!(
         out,
         "<p class=\"sub\">{} records from {} machine{}. Click a column header to sort (a link \
-         ending in <code>#sort=N</code> opens the page sorted by column N). Epoch \
-         times are medians over the epochs after the warm-up epoch (min–max and coefficient of \
-         variation beside them), scaled to the standard epoch; a PROJECTED time comes from the \
-         steps a cell's budget allowed. Speed-ups carry their propagated uncertainty.</p>",
+         ending in <code>#sort=N</code> opens the page sorted by column N). A row that ran \
+         several times shows the median of its runs with the range and coefficient of variation \
+         between them, and its ratios an uncertainty from that spread; a single run says so. \
+         Times are scaled to the standard epoch; a PROJECTED time comes from the steps a \
+         cell's budget allowed (≈ and low confidence from fewer than 3 chunks).</p>",
         all.len(),
         machine_count,
         if machine_count == 1 { "" } else { "s" }
@@ -197,8 +198,9 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
          <li>Every cell ran in its own process; the device was synced before each clock read.</li>\n\
          <li>The first epoch (compilation, autotune, caches) is the warm-up column and is not in the epoch time.</li>\n\
          <li>Test accuracy is evaluated after each epoch, outside the timed region; n is the number of test samples.</li>\n\
-         <li>Peak memory is the runner process's peak resident set; GPU cells add the device allocator's peaks where the backend reports them.</li>\n\
-         <li>GFLOP/s is the model's training FLOPs per sample times images per second, against the device's measured GEMM peak.</li>\n\
+         <li>Training memory is the runner's peak resident set during training minus its resident set when model, optimizer and data were ready; the whole process's peak is beside it; GPU cells add the device allocator's peaks where the backend reports them.</li>\n\
+         <li>GFLOP/s is the model's training FLOPs per sample times images per second, as a share of the device's peak: the best GEMM any backend measured on that device at the run's start, one denominator for every backend on it.</li>\n\
+         <li>Each record carries the share of the CPU other processes used while it was timed; a row above 5% is flagged as measured on a busy machine.</li>\n\
          <li>The Obtained column says for each row whether its time was measured or projected, on which data, and how epochs were scaled.</li>\n\
          </ul>"
     );

@@ -196,11 +196,10 @@ pub fn epoch_cell(r: &Record) -> String {
         )
     };
     let mut out = if low_confidence(r) {
-        let n = r.obtained.chunks;
         format!(
-            "≈ {} ({n} chunk{}, low confidence)",
+            "≈ {} ({}, low confidence)",
             human_seconds(s.median),
-            if n == 1 { "" } else { "s" }
+            chunks_text(r.obtained.chunks)
         )
     } else {
         match &r.between_runs {
@@ -235,6 +234,15 @@ pub fn epoch_cell(r: &Record) -> String {
         let _ = write!(out, " ⚠ busy machine ({})", noise_text(n));
     }
     out
+}
+
+/// `1 chunk`, `2 chunks`; records made before Kiln counted chunks hold 0: "chunks not recorded".
+fn chunks_text(n: usize) -> String {
+    match n {
+        0 => "chunks not recorded".into(),
+        1 => "1 chunk".into(),
+        n => format!("{n} chunks"),
+    }
 }
 
 /// Other processes' use of the machine during a cell, in words.
@@ -411,10 +419,9 @@ pub fn warnings(r: &Record) -> Vec<String> {
     }
     if r.obtained.method == Method::Projected {
         out.push(format!(
-            "projected from {} timed steps in {} chunk{}, not measured over a whole epoch{}",
+            "projected from {} timed steps ({}), not measured over a whole epoch{}",
             r.obtained.steps,
-            r.obtained.chunks,
-            if r.obtained.chunks == 1 { "" } else { "s" },
+            chunks_text(r.obtained.chunks),
             if low_confidence(r) {
                 format!(
                     "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
