@@ -57,11 +57,13 @@ fn weights_type(precision: &str) -> &str {
     }
 }
 
-/// The device a calibration belongs to: every CPU backend shares the CPU; a GPU is its name.
+/// The device a calibration belongs to: every CPU backend shares the CPU; a GPU is its name
+/// (backends spell one GPU's spec differently, `cuda:0`, `vulkan:discrete:0`, but report the same
+/// name; identical GPUs of one machine share a peak, as they share a model).
 fn device_of(r: &Record) -> String {
     match r.device_kind {
         Some(k) if !k.is_gpu() => "cpu".into(),
-        _ => format!("{}|{}", r.device, r.device_name),
+        _ => r.device_name.clone(),
     }
 }
 

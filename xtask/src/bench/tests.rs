@@ -443,3 +443,49 @@ fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
     assert!(out.join("logs/mnist-cnn-flex-cpu-f32-r2.stderr").is_file());
     assert!(records.iter().all(|r| r.noise.is_some()));
 }
+
+/// A fake runner whose every record (calibration or cell) reports a GEMM peak of `gflops` on
+/// the CPU.
+fn calibrated_runner(dir: &Path, backend: &str, gflops: f64) -> Runner {
+    let mut r = Record::not_run(&cell(backend).id, Status::Ok, "");
+    r.device_kind = Some(kiln_results::DeviceKind::Cpu);
+    r.peak = Some(kiln_results::Calibration {
+        gflops,
+        matrix: 1024,
+        reps: 5,
+        cached: false,
+    });
+    let event = serde_json::to_string(&Event::Final(Box::new(r))).unwrap();
+    let file = dir.join(format!("peak-{backend}.json"));
+    std::fs::write(&file, event).unwrap();
+    script(
+        dir,
+        &format!("peak-{backend}"),
+        &format!("cat {}", file.display()),
+    )
+}
+
+#[test]
+fn every_backend_on_a_device_is_divided_by_the_best_peak_measured_at_the_runs_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runners = vec![
+        on_cpu("flex", calibrated_runner(tmp.path(), "flex", 100.0)),
+        on_cpu("ndarray", calibrated_runner(tmp.path(), "ndarray", 50.0)),
+    ];
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
+    let records = kiln_results::read::load(std::slice::from_ref(&out))
+        .unwrap()
+        .records;
+    for r in &records {
+        let shared = r.device_peak.as_ref().expect("a shared device peak");
+        assert_eq!((shared.gflops, shared.backend.as_str()), (100.0, "flex"));
+    }
+    // Each backend's own peak reaches its cells in their requests, measured once per run.
+    let request = CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32.json")).unwrap();
+    assert_eq!(request.given_peak.map(|p| p.gflops), Some(50.0));
+    let calibration =
+        CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32-gemm.json")).unwrap();
+    assert!(calibration.calibrate_only && calibration.recalibrate);
+}
