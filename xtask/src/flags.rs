@@ -74,6 +74,10 @@ pub struct CommonArgs {
     /// (default 2m); a cell that still starts on a busy machine is flagged.
     #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true)]
     pub wait_quiet: Option<String>,
+    /// Record each cell's training time until its test accuracy first reaches A (0.8 for
+    /// 80%), or "not reached" (evaluated after every epoch, outside the clock).
+    #[arg(long, value_name = "A")]
+    pub target_accuracy: Option<f64>,
 }
 
 #[derive(Subcommand)]

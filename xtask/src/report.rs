@@ -166,6 +166,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         (Column::EpochTime, "epoch time"),
         (Column::SpeedUp, "speed-up"),
         (Column::VsPytorch, "÷ PyTorch"),
+        (Column::TimeToAccuracy, "to target acc."),
         (Column::Memory, "training memory"),
         (Column::Accuracy, "accuracy"),
     ];

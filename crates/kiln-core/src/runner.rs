@@ -125,6 +125,7 @@ const CELL_FLAGS: &[&str] = &[
     "accum_steps",
     "inject_nan_at_step",
     "bare",
+    "target_accuracy",
 ];
 
 #[derive(Parser, Debug)]
@@ -203,6 +204,9 @@ struct Args {
     /// Measure the Kiln loop against a bare loop of the same steps instead of a full cell.
     #[arg(long)]
     bare: bool,
+    /// Record the training time until the test accuracy first reaches A (0.8 for 80%).
+    #[arg(long, value_name = "A")]
+    target_accuracy: Option<f64>,
 }
 
 impl Args {
@@ -246,6 +250,7 @@ impl Args {
         r.calibrate = !self.no_calibrate;
         r.recalibrate = !self.cached_calibration;
         r.bare = self.bare;
+        r.target_accuracy = self.target_accuracy;
         r.inject_nan_at_step = self.inject_nan_at_step;
         r.validate()?;
         Ok(r)

@@ -69,6 +69,9 @@ pub struct CellRequest {
     pub given_peak: Option<crate::Calibration>,
     /// Measure the loop overhead against a bare loop instead of training a full cell.
     pub bare: bool,
+    /// Record the training time until the test accuracy first reaches this share (0..1].
+    #[serde(default)]
+    pub target_accuracy: Option<f64>,
     /// Fault injection (tests): the loss of this 1-based step is made NaN.
     #[serde(default)]
     pub inject_nan_at_step: Option<usize>,
@@ -104,6 +107,7 @@ impl CellRequest {
             calibrate_only: false,
             given_peak: None,
             bare: false,
+            target_accuracy: None,
             inject_nan_at_step: None,
         }
     }
@@ -153,6 +157,13 @@ impl CellRequest {
             return Err(format!(
                 "dataset {d} has {}x{}x{} images; model {} takes {}x{}x{}",
                 g.channels, g.height, g.width, self.model, m.channels, m.height, m.width
+            ));
+        }
+        if let Some(a) = self.target_accuracy
+            && !(a > 0.0 && a <= 1.0)
+        {
+            return Err(format!(
+                "--target-accuracy {a}: give a share of the test set between 0 and 1 (0.8 for 80%)"
             ));
         }
         if self.inject_nan_at_step == Some(0) {

@@ -135,6 +135,31 @@ pub fn summarize(
     s
 }
 
+/// The training time until the first epoch whose test accuracy reached `target` (the epochs'
+/// own times, warm-up included, evaluation excluded), or how far it got.
+pub fn time_to_accuracy(epochs: &[EpochSummary], target: f64) -> crate::TimeToAccuracy {
+    let evaluated: Vec<&EpochSummary> = epochs
+        .iter()
+        .filter(|e| e.test_accuracy.is_some())
+        .collect();
+    let reached = evaluated
+        .iter()
+        .position(|e| e.test_accuracy.is_some_and(|a| a >= target));
+    crate::TimeToAccuracy {
+        target,
+        seconds: reached.map(|i| evaluated[..=i].iter().map(|e| e.seconds).sum()),
+        epoch: reached.map(|i| evaluated[i].epoch),
+        epochs_evaluated: evaluated.len(),
+        best: evaluated
+            .iter()
+            .filter_map(|e| e.test_accuracy)
+            .fold(None, |best: Option<f64>, a| {
+                Some(best.map_or(a, |b| b.max(a)))
+            }),
+        budget_exhausted: reached.is_none() && epochs.last().is_some_and(|e| e.partial),
+    }
+}
+
 /// Everything a runner reports about a cell it ran (or could not run): the facts of its device
 /// and data, and its measurements. [`Observed::into_record`] turns it into the cell's record.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -231,6 +256,10 @@ impl Observed {
             r.test_samples = m.test_samples;
             r.train_samples = m.epoch_samples;
             r.obtained = s.obtained;
+            r.time_to_accuracy = request
+                .target_accuracy
+                .filter(|_| m.diverged.is_none())
+                .map(|target| time_to_accuracy(&m.epochs, target));
             r.epochs = m.epochs;
             r.loss_scaling = m.loss_scaling;
             if m.rss_baseline_bytes.is_some() || m.rss_peak_bytes.is_some() {
@@ -373,6 +402,40 @@ mod tests {
         assert_eq!(r.device, "cpu");
         assert_eq!(r.fingerprint.backend_version, "0.22.1");
         assert_eq!(r.fingerprint.gpu_name, None);
+    }
+
+    #[test]
+    fn time_to_accuracy_sums_the_epochs_until_the_target_or_says_how_far_it_got() {
+        let mut epochs = vec![
+            epoch(1, 9.0, false),
+            epoch(2, 1.0, false),
+            epoch(3, 2.0, false),
+        ];
+        epochs[0].test_accuracy = Some(0.6);
+        epochs[1].test_accuracy = Some(0.81);
+        epochs[2].test_accuracy = Some(0.79);
+        let t = time_to_accuracy(&epochs, 0.8);
+        assert_eq!((t.seconds, t.epoch), (Some(10.0), Some(2)));
+        let t = time_to_accuracy(&epochs, 0.9);
+        assert_eq!((t.seconds, t.best), (None, Some(0.81)));
+        assert_eq!(
+            t.not_reached().unwrap(),
+            "not reached in 3 epochs (best 81.0%)"
+        );
+        epochs.truncate(1);
+        epochs[0].partial = true;
+        let t = time_to_accuracy(&epochs, 0.8);
+        assert_eq!(
+            t.not_reached().unwrap(),
+            "not reached in 1 epoch, budget exhausted (best 60.0%)"
+        );
+        // Through a record: the request asks, the record answers.
+        let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+        request.target_accuracy = Some(0.5);
+        let m = measured(vec![epoch(1, 3.0, false), epoch(2, 1.0, false)], vec![]);
+        let r =
+            observed_on("cpu", DeviceKind::Cpu, m).into_record(&request, Fingerprint::default());
+        assert_eq!(r.time_to_accuracy.unwrap().seconds, Some(3.0));
     }
 
     #[test]

@@ -542,6 +542,9 @@ const CSV_COLUMNS: &[&str] = &[
     "cpu_stepping",
     "isa",
     "machine_key",
+    "target_accuracy",
+    "time_to_accuracy_seconds",
+    "time_to_accuracy_epoch",
     "reason",
 ];
 
@@ -634,6 +637,13 @@ pub fn csv(records: &[Record]) -> String {
             optn(cpu.and_then(|c| c.stepping)),
             cpu.map(|c| c.isa.join(" ")).unwrap_or_default(),
             machine_key(r),
+            opt(r.time_to_accuracy.as_ref().map(|t| t.target)),
+            opt(r.time_to_accuracy.as_ref().and_then(|t| t.seconds)),
+            r.time_to_accuracy
+                .as_ref()
+                .and_then(|t| t.epoch)
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
             r.reason.clone().unwrap_or_default(),
         ];
         // Writing to memory cannot fail.
@@ -878,6 +888,31 @@ mod tests {
         assert!(md.contains("| 1.00× (single run) |"), "{md}");
         // One run: no such column.
         assert!(!markdown(&records[..2], None).contains("| Run |"));
+    }
+
+    #[test]
+    fn time_to_accuracy_is_a_column_and_not_reaching_it_is_a_labelled_result() {
+        let tta = |seconds: Option<f64>| crate::TimeToAccuracy {
+            target: 0.8,
+            seconds,
+            epoch: seconds.map(|_| 2),
+            epochs_evaluated: 3,
+            best: Some(if seconds.is_some() { 0.83 } else { 0.625 }),
+            budget_exhausted: seconds.is_none(),
+        };
+        let mut fast = timed("flex", 10.0);
+        fast.time_to_accuracy = Some(tta(Some(41.0)));
+        let mut slow = timed("ndarray", 100.0);
+        slow.time_to_accuracy = Some(tta(None));
+        let md = markdown(&[fast, slow], None);
+        assert!(md.contains("Time to 80% test accuracy"), "{md}");
+        assert!(md.contains("| 41.0 s (epoch 2) |"), "{md}");
+        assert!(
+            md.contains("| not reached in 3 epochs, budget exhausted (best 62.5%) |"),
+            "{md}"
+        );
+        // Without a target, no such column.
+        assert!(!markdown(&[timed("flex", 10.0)], None).contains("Time to"));
     }
 
     #[test]

@@ -94,6 +94,31 @@ fn combine_group(group: &[&Record]) -> Record {
     r.first_epoch_seconds = median(&values(&|r| r.first_epoch_seconds));
     r.first_step_seconds = median(&values(&|r| r.first_step_seconds));
     r.test_accuracy = median(&values(&|r| r.test_accuracy));
+    // Time to accuracy: the median run's, a run that never reached the target counting as
+    // slower than any that did.
+    if let Some(t) = &mut r.time_to_accuracy {
+        let mut times: Vec<f64> = used_records
+            .iter()
+            .map(|x| {
+                x.time_to_accuracy
+                    .as_ref()
+                    .and_then(|t| t.seconds)
+                    .unwrap_or(f64::INFINITY)
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let n = times.len();
+        let mid = if n % 2 == 1 {
+            times[n / 2]
+        } else {
+            (times[n / 2 - 1] + times[n / 2]) / 2.0
+        };
+        t.seconds = mid.is_finite().then_some(mid);
+        t.best = used_records
+            .iter()
+            .filter_map(|x| x.time_to_accuracy.as_ref().and_then(|t| t.best))
+            .fold(None, |b: Option<f64>, a| Some(b.map_or(a, |b| b.max(a))));
+    }
     // Memory: the largest of the runs (what a user must have).
     r.peak_memory_bytes = ok.iter().filter_map(|r| r.peak_memory_bytes).max();
     if let Some(tm) = &mut r.training_memory {

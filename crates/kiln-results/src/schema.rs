@@ -292,6 +292,46 @@ impl Noise {
     }
 }
 
+/// How long training took to reach a test accuracy (`--target-accuracy`): the training time
+/// of the epochs until the first whose test accuracy reached the target, the warm-up epoch
+/// included, evaluation excluded, on the data actually trained on (not scaled).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TimeToAccuracy {
+    pub target: f64,
+    /// `None`: not reached.
+    pub seconds: Option<f64>,
+    /// The epoch whose evaluation first reached the target.
+    pub epoch: Option<usize>,
+    /// Epochs evaluated (the last may be cut by the budget).
+    pub epochs_evaluated: usize,
+    /// The best test accuracy seen.
+    pub best: Option<f64>,
+    /// True when the budget ended training before the target was reached.
+    #[serde(default)]
+    pub budget_exhausted: bool,
+}
+
+impl TimeToAccuracy {
+    /// "not reached in 3 epochs (best 62.5%)", or `None` when reached.
+    pub fn not_reached(&self) -> Option<String> {
+        self.seconds.is_none().then(|| {
+            format!(
+                "not reached in {} epoch{}{} (best {})",
+                self.epochs_evaluated,
+                if self.epochs_evaluated == 1 { "" } else { "s" },
+                if self.budget_exhausted {
+                    ", budget exhausted"
+                } else {
+                    ""
+                },
+                self.best
+                    .map(|b| format!("{:.1}%", b * 100.0))
+                    .unwrap_or_else(|| "–".into())
+            )
+        })
+    }
+}
+
 /// Which repeat of a cell a record is.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Repeat {
@@ -426,6 +466,9 @@ pub struct Record {
     /// Which of a run's repeats of this cell the record is (`None`: a run without repeats).
     #[serde(default)]
     pub repeat: Option<Repeat>,
+    /// Training time to `--target-accuracy`, when one was asked for.
+    #[serde(default)]
+    pub time_to_accuracy: Option<TimeToAccuracy>,
     /// Set on a row combining a cell's repeats: its `epoch_seconds` are then between runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub between_runs: Option<BetweenRuns>,
@@ -498,6 +541,7 @@ impl Record {
             training_memory: None,
             noise: None,
             repeat: None,
+            time_to_accuracy: None,
             between_runs: None,
             fingerprint: Fingerprint::default(),
             started_at: 0,

@@ -22,6 +22,8 @@ pub enum Column {
     SpeedUp,
     VsPytorch,
     WarmUp,
+    /// Training time to `--target-accuracy`.
+    TimeToAccuracy,
     Images,
     Gflops,
     Memory,
@@ -185,6 +187,18 @@ fn table(
             "Time ÷ PyTorch's (same device and precision)".into(),
         ));
     }
+    if let Some(target) = rows
+        .iter()
+        .find_map(|r| r.time_to_accuracy.as_ref().map(|t| t.target))
+    {
+        columns.push((
+            Column::TimeToAccuracy,
+            format!(
+                "Time to {:.0}% test accuracy (training, warm-up included, unscaled)",
+                target * 100.0
+            ),
+        ));
+    }
     for (c, title) in [
         (Column::WarmUp, "Warm-up epoch"),
         (Column::Images, "Images/s"),
@@ -252,6 +266,21 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
             (Some(p), Some(_)) if r.backend != "pytorch" => ratio_cell(r, p),
             (Some(_), Some(_)) => Cell::number("1 (reference)", Some(1.0)),
             _ => none(),
+        },
+        Column::TimeToAccuracy => match &r.time_to_accuracy {
+            Some(t) => match (t.seconds, t.not_reached()) {
+                (Some(s), _) => Cell::number(
+                    format!(
+                        "{}{}",
+                        human_seconds(s),
+                        t.epoch.map(|e| format!(" (epoch {e})")).unwrap_or_default()
+                    ),
+                    Some(s),
+                ),
+                (None, Some(why)) => Cell::number(why, Some(f64::MAX)),
+                (None, None) => none(),
+            },
+            None => none(),
         },
         Column::WarmUp if ok => r
             .first_epoch_seconds

@@ -45,6 +45,9 @@ pub struct RunConfig {
     /// `--wait-quiet`: before each cell, wait up to this many seconds for a quiet machine.
     #[serde(default)]
     pub wait_quiet_seconds: Option<f64>,
+    /// `--target-accuracy`: record the training time to this test accuracy.
+    #[serde(default)]
+    pub target_accuracy: Option<f64>,
 }
 
 pub(super) fn one() -> usize {
@@ -87,6 +90,7 @@ impl PlannedCell {
         r.autotune_cache = !cfg.no_autotune_cache;
         r.fallback = cfg.fallback;
         r.bare = cfg.bare;
+        r.target_accuracy = cfg.target_accuracy;
         r.validate().map_err(|e| anyhow::anyhow!(e))?;
         Ok(r)
     }
@@ -111,6 +115,7 @@ impl RunConfig {
             no_autotune_cache: !r.autotune_cache,
             repeats: 1,
             wait_quiet_seconds: None,
+            target_accuracy: r.target_accuracy,
         }
     }
 }
@@ -174,6 +179,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
         no_autotune_cache: common.no_autotune_cache,
         repeats: common.repeats.unwrap_or(profile.repeats()),
         wait_quiet_seconds: wait_quiet(common)?,
+        target_accuracy: common.target_accuracy,
     };
     if cfg.repeats == 0 {
         bail!("--repeats must be at least 1 (got 0)");

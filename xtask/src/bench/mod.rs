@@ -674,6 +674,7 @@ pub fn cell_only(common: &CommonArgs) -> Result<()> {
         ("--no-autotune-cache", common.no_autotune_cache),
         ("--repeats", common.repeats.is_some()),
         ("--wait-quiet", common.wait_quiet.is_some()),
+        ("--target-accuracy", common.target_accuracy.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, set)| set.then_some(flag))

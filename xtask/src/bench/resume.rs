@@ -117,6 +117,9 @@ pub fn resume(
     if let Some(n) = common.repeats {
         wanted.repeats = n;
     }
+    if common.target_accuracy.is_some() {
+        wanted.target_accuracy = common.target_accuracy;
+    }
     if common.wait_quiet.is_some() {
         wanted.wait_quiet_seconds = super::config::wait_quiet(common)?;
     }

@@ -41,6 +41,7 @@ fn cfg() -> RunConfig {
         no_autotune_cache: false,
         repeats: 1,
         wait_quiet_seconds: None,
+        target_accuracy: None,
     }
 }
 
@@ -293,6 +294,7 @@ fn common() -> CommonArgs {
         no_autotune_cache: false,
         repeats: None,
         wait_quiet: None,
+        target_accuracy: None,
     }
 }
 
