@@ -126,6 +126,133 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
     Ok(out)
 }
 
+/// Colours of the accuracy curves, one per row (cycled).
+const LINE_COLORS: [RGBColor; 6] = [
+    RGBColor(0x2b, 0x6c, 0xb0),
+    RGBColor(0xd9, 0x6c, 0x1e),
+    RGBColor(0x2f, 0x8f, 0x4e),
+    RGBColor(0x9b, 0x3d, 0xb0),
+    RGBColor(0xb0, 0x2b, 0x3a),
+    RGBColor(0x55, 0x55, 0x55),
+];
+
+/// Per model, test accuracy against training seconds (the epochs' own times, warm-up
+/// included, evaluation excluded, unscaled), one line per row (a repeated cell's first run),
+/// with the `--target-accuracy` as a dashed line: `(model, svg)`.
+pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
+    let several = kiln_results::table::machines(records).len() > 1;
+    let mut models: Vec<&str> = Vec::new();
+    for r in records {
+        if !models.contains(&r.model.as_str()) {
+            models.push(&r.model);
+        }
+    }
+    let mut out = Vec::new();
+    for model in models {
+        let lines: Vec<(String, Vec<(f64, f64)>)> = records
+            .iter()
+            .filter(|r| r.model == model && r.status == Status::Ok && r.loop_overhead.is_none())
+            .filter(|r| r.repeat.as_ref().is_none_or(|p| p.index == 1))
+            .map(|r| {
+                let mut t = 0.0;
+                let points = r
+                    .epochs
+                    .iter()
+                    .filter_map(|e| {
+                        t += e.seconds;
+                        e.test_accuracy.map(|a| (t, a * 100.0))
+                    })
+                    .collect();
+                let label = if several {
+                    machine_label(r)
+                } else {
+                    row_label(r)
+                };
+                (label, points)
+            })
+            .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
+            .collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let target = records
+            .iter()
+            .find_map(|r| r.time_to_accuracy.as_ref().map(|t| t.target * 100.0));
+        let svg = draw_curves(model, &lines, target)
+            .map_err(|e| anyhow!("drawing the {model} accuracy curves: {e}"))?;
+        out.push((model.to_string(), svg));
+    }
+    Ok(out)
+}
+
+fn draw_curves(
+    model: &str,
+    lines: &[(String, Vec<(f64, f64)>)],
+    target: Option<f64>,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let points = || lines.iter().flat_map(|(_, p)| p.iter());
+    let t_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let t_max = points().map(|p| p.0).fold(0f64, f64::max);
+    let a_min = points()
+        .map(|p| p.1)
+        .chain(target)
+        .fold(f64::INFINITY, f64::min);
+    let a_max = points().map(|p| p.1).chain(target).fold(0f64, f64::max);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{model}: test accuracy against training time (log scale)"),
+                ("sans-serif", 18),
+            )
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(50)
+            .build_cartesian_2d(
+                ((t_min / 1.5)..(t_max * 1.5)).log_scale(),
+                (a_min - 2.0).max(0.0)..(a_max + 2.0).min(100.0),
+            )?;
+        chart
+            .configure_mesh()
+            .x_desc("training seconds (warm-up included, evaluation excluded)")
+            .y_desc("test accuracy (%)")
+            .x_labels(8)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .draw()?;
+        if let Some(target) = target {
+            chart.draw_series(DashedLineSeries::new(
+                vec![(t_min / 1.5, target), (t_max * 1.5, target)],
+                6,
+                4,
+                BLACK.stroke_width(1),
+            ))?;
+        }
+        for (i, (label, points)) in lines.iter().enumerate() {
+            let color = LINE_COLORS[i % LINE_COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    color.stroke_width(2),
+                ))?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 fn draw(
     model: &str,
     labels: &[String],
@@ -304,6 +431,38 @@ mod tests {
         assert_eq!(fill_count(svg, SPEEDUP_COLOR), 2);
         assert!(svg.contains("flex/cpu/f32"));
         assert_eq!(fill_count(&charts[1].1, TIME_COLOR), 1);
+    }
+
+    #[test]
+    fn accuracy_curves_have_one_line_per_row_and_the_target() {
+        let mut r = timed("flex", 10.0);
+        r.epochs = (1..=3)
+            .map(|e| kiln_results::EpochSummary {
+                epoch: e,
+                seconds: 2.0,
+                steps: 1,
+                samples: 1,
+                partial: false,
+                mean_loss: 1.0,
+                test_accuracy: Some(0.5 + 0.1 * e as f64),
+            })
+            .collect();
+        r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
+            target: 0.75,
+            seconds: Some(6.0),
+            epoch: Some(3),
+            epochs_evaluated: 3,
+            best: Some(0.8),
+            budget_exhausted: false,
+        });
+        let curves = accuracy_curves(&[r]).unwrap();
+        assert_eq!(curves.len(), 1);
+        let svg = &curves[0].1;
+        roxmltree::Document::parse(svg).expect("well-formed SVG");
+        assert!(
+            svg.contains("flex/cpu/f32") && svg.contains("test accuracy"),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -91,7 +91,11 @@ fn page(
 ) -> Result<String> {
     let parts = HtmlParts {
         title,
-        charts: chart::charts(records, baseline)?,
+        charts: {
+            let mut charts = chart::charts(records, baseline)?;
+            charts.extend(chart::accuracy_curves(records)?);
+            charts
+        },
         logs,
     };
     Ok(kiln_results::html::html(records, baseline, &parts))
@@ -132,6 +136,14 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
         std::fs::write(out.join(&name), svg)
             .with_context(|| format!("cannot write {name} in {}", out.display()))?;
         markdown.push_str(&format!("![{model}]({name})\n\n"));
+    }
+    for (model, svg) in chart::accuracy_curves(records)? {
+        let name = format!("accuracy-{model}.svg");
+        std::fs::write(out.join(&name), svg)
+            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
+        markdown.push_str(&format!(
+            "![{model}: test accuracy against training time]({name})\n\n"
+        ));
     }
     let report = out.join("report.md");
     std::fs::write(&report, &markdown)

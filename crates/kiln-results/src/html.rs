@@ -181,7 +181,7 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
             }
             let _ = writeln!(out, "</ul>");
         }
-        if let Some((_, svg)) = parts.charts.iter().find(|(m, _)| *m == t.model) {
+        for (_, svg) in parts.charts.iter().filter(|(m, _)| *m == t.model) {
             // The chart is our own SVG (plotters), inlined so the page needs no other file.
             let svg = svg.trim_start_matches(|c| c != '<');
             let svg = match svg.find("<svg") {
