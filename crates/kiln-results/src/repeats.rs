@@ -107,13 +107,8 @@ fn combine_group(group: &[&Record]) -> Record {
             })
             .collect();
         times.sort_by(f64::total_cmp);
-        let n = times.len();
-        let mid = if n % 2 == 1 {
-            times[n / 2]
-        } else {
-            (times[n / 2 - 1] + times[n / 2]) / 2.0
-        };
-        t.seconds = mid.is_finite().then_some(mid);
+        let mid = crate::stats::median_of_sorted(&times);
+        t.seconds = mid.filter(|m| m.is_finite());
         t.best = used_records
             .iter()
             .filter_map(|x| x.time_to_accuracy.as_ref().and_then(|t| t.best))
@@ -194,6 +189,29 @@ mod tests {
         let b = rows[0].between_runs.as_ref().unwrap();
         assert_eq!((b.runs, b.ok, b.dropped.len()), (3, 3, 0));
         assert!((rows[0].images_per_second.unwrap() - 60_000.0 / 11.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn time_to_accuracy_is_the_median_runs_and_a_miss_counts_as_slowest() {
+        let with = |index: usize, seconds: Option<f64>| {
+            let mut r = run(index, 3, 10.0 + index as f64);
+            r.time_to_accuracy = Some(crate::TimeToAccuracy {
+                target: 0.8,
+                seconds,
+                epoch: seconds.map(|_| 2),
+                epochs_evaluated: 3,
+                best: Some(0.8),
+                budget_exhausted: false,
+            });
+            r
+        };
+        let rows = combine(&[with(1, Some(10.0)), with(2, None), with(3, Some(12.0))]);
+        assert_eq!(
+            rows[0].time_to_accuracy.as_ref().unwrap().seconds,
+            Some(12.0)
+        );
+        let rows = combine(&[with(1, Some(10.0)), with(2, None), with(3, None)]);
+        assert_eq!(rows[0].time_to_accuracy.as_ref().unwrap().seconds, None);
     }
 
     #[test]

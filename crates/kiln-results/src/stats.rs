@@ -23,11 +23,7 @@ impl Stats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
+        let median = median_of_sorted(&sorted)?;
         let mean = sorted.iter().sum::<f64>() / n as f64;
         let stddev = if n > 1 {
             (sorted.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
@@ -63,6 +59,17 @@ impl Stats {
             stddev: self.stddev * factor,
             n: self.n,
         }
+    }
+}
+
+/// The median of values already sorted (the mean of the two middle ones for an even count);
+/// `None` for none.
+pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
     }
 }
 
