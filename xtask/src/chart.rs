@@ -7,7 +7,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_results::render::{low_confidence, machine_label, pick_baseline, row_label};
+use kiln_results::render::{low_confidence, pick_baseline, row_name};
 use kiln_results::stats::ratio_with_uncertainty;
 use kiln_results::{Record, Status};
 
@@ -40,18 +40,13 @@ fn bounds(bars: &[Bar]) -> (f64, f64) {
 /// One SVG document per model that has at least one timed row: `(model, svg)`.
 pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String, String)>> {
     let combined = kiln_results::repeats::combine(records);
-    let mut models: Vec<&str> = Vec::new();
-    for r in &combined {
-        if !models.contains(&r.model.as_str()) {
-            models.push(&r.model);
-        }
-    }
     let several = kiln_results::table::machines(records).len() > 1;
     let mut out = Vec::new();
-    for model in models {
-        let timed: Vec<&Record> = combined
-            .iter()
-            .filter(|r| r.model == model && r.status == Status::Ok && r.epoch_seconds.is_some())
+    for (model, group) in kiln_results::table::by_model(&combined) {
+        let model = model.as_str();
+        let timed: Vec<&Record> = group
+            .into_iter()
+            .filter(|r| r.status == Status::Ok && r.epoch_seconds.is_some())
             .collect();
         let (estimates, rows): (Vec<&Record>, Vec<&Record>) =
             timed.iter().partition(|r| low_confidence(r));
@@ -59,13 +54,7 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
             continue;
         }
         let base = pick_baseline(&rows, baseline);
-        let label = |r: &Record| {
-            if several {
-                machine_label(r)
-            } else {
-                row_label(r)
-            }
-        };
+        let label = |r: &Record| row_name(r, several);
         let times: Vec<Bar> = rows
             .iter()
             .filter_map(|r| r.epoch_seconds.as_ref())
@@ -141,17 +130,12 @@ const LINE_COLORS: [RGBColor; 6] = [
 /// with the `--target-accuracy` as a dashed line: `(model, svg)`.
 pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
     let several = kiln_results::table::machines(records).len() > 1;
-    let mut models: Vec<&str> = Vec::new();
-    for r in records {
-        if !models.contains(&r.model.as_str()) {
-            models.push(&r.model);
-        }
-    }
     let mut out = Vec::new();
-    for model in models {
-        let lines: Vec<(String, Vec<(f64, f64)>)> = records
-            .iter()
-            .filter(|r| r.model == model && r.status == Status::Ok && r.loop_overhead.is_none())
+    for (model, group) in kiln_results::table::by_model(records) {
+        let model = model.as_str();
+        let lines: Vec<(String, Vec<(f64, f64)>)> = group
+            .into_iter()
+            .filter(|r| r.status == Status::Ok && r.loop_overhead.is_none())
             .filter(|r| r.repeat.as_ref().is_none_or(|p| p.index == 1))
             .map(|r| {
                 let mut t = 0.0;
@@ -163,12 +147,7 @@ pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
                         e.test_accuracy.map(|a| (t, a * 100.0))
                     })
                     .collect();
-                let label = if several {
-                    machine_label(r)
-                } else {
-                    row_label(r)
-                };
-                (label, points)
+                (row_name(r, several), points)
             })
             .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
             .collect();

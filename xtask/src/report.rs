@@ -232,10 +232,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                         (Column::Memory, _, _) => {
                             let total = r.peak_memory_bytes.map(kiln_results::render::human_bytes);
                             match (
-                                r.training_memory
-                                    .as_ref()
-                                    .and_then(|m| m.training_bytes())
-                                    .map(kiln_results::render::human_bytes),
+                                r.training_bytes().map(kiln_results::render::human_bytes),
                                 total,
                             ) {
                                 (Some(t), Some(total)) => format!("{t} (RSS {total})"),

@@ -366,9 +366,10 @@ fn run_cell(
             None,
         ));
     }
-    if precision != Precision::F32 && !precision.is_amp() {
+    // The weights' type (pure f16/bf16 cells); f32 and amp keep f32 weights.
+    if precision.weights() != FloatKind::F32 {
         device
-            .configure(dtype(precision.compute()))
+            .configure(dtype(precision.weights()))
             .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
     }
     // Calibrate before seeding, so the model's initialisation never depends on the cache.

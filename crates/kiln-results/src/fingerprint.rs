@@ -34,14 +34,18 @@ fn system() -> sysinfo::System {
     sys
 }
 
-/// The CPU's marketing name.
-pub fn cpu_model() -> String {
-    system()
-        .cpus()
+/// The CPU's marketing name as `sys` read it (the architecture where the OS names none).
+fn brand(sys: &sysinfo::System) -> String {
+    sys.cpus()
         .first()
         .map(|c| c.brand().trim().to_string())
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The CPU's marketing name.
+pub fn cpu_model() -> String {
+    brand(&system())
 }
 
 /// Physical memory of the host.
@@ -57,7 +61,10 @@ pub fn load_average() -> Option<f64> {
 
 /// The CPU's identity and training-relevant capabilities.
 pub fn cpu_identity() -> CpuIdentity {
-    let sys = system();
+    identity(&system())
+}
+
+fn identity(sys: &sysinfo::System) -> CpuIdentity {
     let mut id = CpuIdentity {
         physical_cores: sysinfo::System::physical_core_count(),
         frequency_mhz: sys.cpus().first().map(|c| c.frequency()).filter(|&f| f > 0),
@@ -153,12 +160,7 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
     let sys = system();
     Fingerprint {
         hostname: sysinfo::System::host_name().unwrap_or_default(),
-        cpu_model: sys
-            .cpus()
-            .first()
-            .map(|c| c.brand().trim().to_string())
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+        cpu_model: brand(&sys),
         logical_cores: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
@@ -170,7 +172,7 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
         gpu_driver: None,
         gpu_memory_bytes: None,
         gpu_compute_capability: None,
-        cpu: Some(cpu_identity()),
+        cpu: Some(identity(&sys)),
         backend_version: String::new(),
         rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
         burn_version: burn_version.into(),

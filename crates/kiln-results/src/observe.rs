@@ -153,9 +153,7 @@ pub fn time_to_accuracy(epochs: &[EpochSummary], target: f64) -> crate::TimeToAc
         best: evaluated
             .iter()
             .filter_map(|e| e.test_accuracy)
-            .fold(None, |best: Option<f64>, a| {
-                Some(best.map_or(a, |b| b.max(a)))
-            }),
+            .reduce(f64::max),
         budget_exhausted: reached.is_none() && epochs.last().is_some_and(|e| e.partial),
     }
 }

@@ -28,6 +28,16 @@ pub fn machine_label(r: &Record) -> String {
     format!("{}:{}", machine(r), row_label(r))
 }
 
+/// A row's name in a table or chart: `backend/device/precision`, with its machine when the
+/// records come from several.
+pub fn row_name(r: &Record, several_machines: bool) -> String {
+    if several_machines {
+        machine_label(r)
+    } else {
+        row_label(r)
+    }
+}
+
 /// The baseline of one model's table: the row matching `wanted` (a prefix of
 /// `backend/device/precision`, or of `machine:backend/device/precision`), else the first ok
 /// `flex` f32 row (the CPU row, as in the article), else the first ok row.
@@ -264,10 +274,7 @@ pub(crate) fn memory_cell(r: &Record) -> String {
     let total = r
         .peak_memory_bytes
         .map(|b| format!("{} RSS", human_bytes(b)));
-    let mut out = match (
-        r.training_memory.as_ref().and_then(|m| m.training_bytes()),
-        total,
-    ) {
+    let mut out = match (r.training_bytes(), total) {
         (Some(t), Some(total)) => format!("{} ({total})", human_bytes(t)),
         (Some(t), None) => human_bytes(t),
         (None, Some(total)) => format!("– ({total})"),
@@ -610,7 +617,7 @@ pub fn csv(records: &[Record]) -> String {
                 .map(|p| p.of.to_string())
                 .unwrap_or_default(),
             r.repeat.as_ref().map(|p| p.run.clone()).unwrap_or_default(),
-            optu(r.training_memory.as_ref().and_then(|m| m.training_bytes())),
+            optu(r.training_bytes()),
             optu(r.training_memory.as_ref().and_then(|m| m.baseline_bytes)),
             optu(r.training_memory.as_ref().and_then(|m| m.peak_bytes)),
             optu(

@@ -112,7 +112,7 @@ fn combine_group(group: &[&Record]) -> Record {
         t.best = used_records
             .iter()
             .filter_map(|x| x.time_to_accuracy.as_ref().and_then(|t| t.best))
-            .fold(None, |b: Option<f64>, a| Some(b.map_or(a, |b| b.max(a))));
+            .reduce(f64::max);
     }
     // Memory: the largest of the runs (what a user must have).
     r.peak_memory_bytes = ok.iter().filter_map(|r| r.peak_memory_bytes).max();
@@ -126,11 +126,10 @@ fn combine_group(group: &[&Record]) -> Record {
         }
     }
     // Noise: the busiest run (a row is as trustworthy as its noisiest run).
-    r.noise = group.iter().filter_map(|x| x.noise.clone()).max_by(|a, b| {
-        let share =
-            |n: &crate::Noise| n.other_cpu_share.unwrap_or(0.0) + n.steal_share.unwrap_or(0.0);
-        share(a).total_cmp(&share(b))
-    });
+    r.noise = group
+        .iter()
+        .filter_map(|x| x.noise.clone())
+        .max_by(|a, b| a.busy_share().total_cmp(&b.busy_share()));
     let within_cv_max = used_records
         .iter()
         .filter_map(|r| r.epoch_seconds.as_ref().map(Stats::cv))

@@ -286,9 +286,15 @@ pub struct Noise {
 pub const BUSY_SHARE: f64 = 0.05;
 
 impl Noise {
-    /// True when other processes used more than [`BUSY_SHARE`] of the machine (steal included).
+    /// The share of the machine others took: other processes and the hypervisor's steal
+    /// (unknown counts as none).
+    pub fn busy_share(&self) -> f64 {
+        self.other_cpu_share.unwrap_or(0.0) + self.steal_share.unwrap_or(0.0)
+    }
+
+    /// True when others took more than [`BUSY_SHARE`] of the machine.
     pub fn busy(&self) -> bool {
-        self.other_cpu_share.unwrap_or(0.0) + self.steal_share.unwrap_or(0.0) > BUSY_SHARE
+        self.busy_share() > BUSY_SHARE
     }
 }
 
@@ -548,6 +554,11 @@ impl Record {
             wall_seconds: 0.0,
             args: Vec::new(),
         }
+    }
+
+    /// What training needed beyond the ready runtime (peak − baseline), where recorded.
+    pub fn training_bytes(&self) -> Option<u64> {
+        self.training_memory.as_ref()?.training_bytes()
     }
 
     /// The cell this record belongs to.

@@ -4,8 +4,8 @@
 
 use crate::render::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
-    human_seconds, machine, machine_key, machine_label, memory_cell, obtained_text, pick_baseline,
-    pytorch_reference, row_label, thousands, warnings,
+    human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
+    pytorch_reference, row_label, row_name, thousands, warnings,
 };
 use crate::schema::{Record, Status};
 use crate::stats::ratio_with_uncertainty;
@@ -151,13 +151,7 @@ fn table(
         .find(|&n| n > 0)
         .unwrap_or(0);
     let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
-    let label = |r: &Record| {
-        if several {
-            machine_label(r)
-        } else {
-            row_label(r)
-        }
-    };
+    let label = |r: &Record| row_name(r, several);
     let mut columns = Vec::new();
     if several {
         columns.push((Column::Machine, "Machine".to_string()));
@@ -294,11 +288,7 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::WarmUp | Column::Images | Column::Gflops => none(),
         Column::Memory => Cell::number(
             memory_cell(r),
-            r.training_memory
-                .as_ref()
-                .and_then(|m| m.training_bytes())
-                .or(r.peak_memory_bytes)
-                .map(|b| b as f64),
+            r.training_bytes().or(r.peak_memory_bytes).map(|b| b as f64),
         ),
         Column::Accuracy => Cell::number(accuracy_cell(r), r.test_accuracy),
         Column::Obtained if r.status == Status::Skipped => Cell::text("not run"),

@@ -230,6 +230,16 @@ impl Precision {
         }
     }
 
+    /// The float type the weights live in: f32 for f32 and the mixed-precision modes (f32
+    /// master weights), the pure type otherwise.
+    pub fn weights(self) -> FloatKind {
+        if self.is_amp() {
+            FloatKind::F32
+        } else {
+            self.compute()
+        }
+    }
+
     /// True for the mixed-precision modes (f32 master weights, loss scaling).
     pub fn is_amp(self) -> bool {
         matches!(self, Precision::AmpF16 | Precision::AmpBF16)
@@ -367,6 +377,10 @@ mod tests {
     fn precisions_name_their_compute_type() {
         assert_eq!(Precision::AmpBF16.compute(), FloatKind::BF16);
         assert!(Precision::AmpF16.is_amp() && !Precision::F16.is_amp());
+        // amp keeps f32 master weights; pure modes keep weights in their own type.
+        assert_eq!(Precision::AmpBF16.weights(), FloatKind::F32);
+        assert_eq!(Precision::BF16.weights(), FloatKind::BF16);
+        assert_eq!(Precision::F32.weights(), FloatKind::F32);
         assert!(DeviceKind::CpuEmulatedGpu.is_gpu() && !DeviceKind::Cpu.is_gpu());
     }
 }

@@ -48,13 +48,12 @@ pub(super) fn schedule(
         .collect()
 }
 
-/// The type a precision's weights live in, which its GEMM peak is measured in (`amp-*` keeps
-/// f32 master weights).
-fn weights_type(precision: &str) -> &str {
-    match precision {
-        "f16" | "bf16" => precision,
-        _ => "f32",
-    }
+/// The type a cell's weights live in, which its GEMM peak is measured in
+/// ([`Precision::weights`]); planned cells hold validated precisions.
+fn weights_type(precision: &str) -> &'static str {
+    precision
+        .parse::<Precision>()
+        .map_or("f32", |p| p.weights().name())
 }
 
 /// The device a calibration belongs to: every CPU backend shares the CPU; a GPU is its name
