@@ -499,6 +499,177 @@ def train(cell):
             "rss_baseline_bytes": baseline, "rss_peak_bytes": peak_rss_bytes(),
             "peak_since_baseline": since_baseline}
 
+# ---------------------------------------------------------------- explain (kiln-results explain.rs)
+EXPLAIN_VERSION = 1
+
+
+def explain_layer(op, dtype, device):
+    """The layer of one op-list entry, built with PyTorch's modules as the models use them."""
+    kind = op["op"]
+    if kind == "conv2d":
+        m = nn.Conv2d(op["in_channels"], op["out_channels"], op["kernel"], stride=op["stride"],
+                      padding=op["padding"], bias=op["bias"])
+    elif kind == "max_pool2d":
+        m = nn.MaxPool2d(op["kernel"], stride=op["stride"], padding=op["padding"])
+    elif kind == "batch_norm":
+        m = nn.BatchNorm2d(op["channels"])
+    elif kind == "linear":
+        m = nn.Linear(op["in_features"], op["out_features"])
+    elif kind == "channel_dropout":
+        m = nn.Dropout2d(op["per_mille"] / 1000.0)
+    elif kind == "relu":
+        return lambda x, other, t: F.relu(x), []
+    elif kind == "global_max_pool":
+        return lambda x, other, t: F.adaptive_max_pool2d(x, 1).flatten(1), []
+    elif kind == "global_avg_pool":
+        return lambda x, other, t: F.adaptive_avg_pool2d(x, 1).flatten(1), []
+    elif kind == "residual_add":
+        return lambda x, other, t: x + other, []
+    elif kind == "cross_entropy":
+        return lambda x, other, t: F.cross_entropy(x, t), []
+    else:
+        raise ValueError("no layer for op %r" % kind)
+    m = m.to(device=device, dtype=dtype).train()
+    return (lambda x, other, t: m(x)), list(m.parameters())
+
+
+class Timer:
+    """The request's repeat rules: warm-up runs, then timed runs until `repeats` ran or (after
+    at least 3) `op_seconds` were spent; a device sync on both sides of the clock."""
+
+    def __init__(self, req, device):
+        self.warmup, self.repeats, self.op_seconds = req["warmup"], req["repeats"], req["op_seconds"]
+        self.device = device
+
+    def measure(self, prepare, run):
+        samples, spent, i = [], 0.0, 0
+        while True:
+            timed = i >= self.warmup
+            if timed and (len(samples) >= self.repeats or (len(samples) >= 3 and spent >= self.op_seconds)):
+                return samples
+            value = prepare()
+            sync(self.device)
+            start = time.perf_counter()
+            out = run(value)
+            sync(self.device)
+            seconds = time.perf_counter() - start
+            del out
+            if timed:
+                samples.append(seconds)
+                spent += seconds
+            i += 1
+
+
+def timing(samples):
+    s = sorted(samples)
+    n = len(s)
+    median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return {"median_seconds": median, "min_seconds": s[0], "max_seconds": s[-1], "runs": n}
+
+
+def explain_site(site, index, timer, dtype, device, classes):
+    op = site["op"]
+    shape = site["input"]
+    layer, params = explain_layer(op, dtype, device)
+    frozen, frozen_params = explain_layer(op, dtype, device)
+    for p in frozen_params:
+        p.requires_grad_(False)
+    targets = torch.arange(shape[0], device=device) % classes
+    x = torch.rand(shape, device=device, dtype=dtype)
+    x_tracked = x.clone().requires_grad_(True)
+    other = torch.rand(shape, device=device, dtype=dtype).requires_grad_(True)
+    probe_out = layer(x, other, targets)
+    seed = torch.ones_like(probe_out)
+    timings = []
+    phases = {"conv2d": ["forward", "input_grad", "param_grad"], "linear": ["forward", "input_grad", "param_grad"],
+              "batch_norm": ["forward", "backward"]}.get(op["op"], ["forward", "input_grad"])
+    if not site["input_grad"]:
+        phases = [p for p in phases if p != "input_grad"]
+    extra = [other] if op["op"] == "residual_add" else []
+    for phase in phases:
+        if phase == "forward":
+            inp = x_tracked if site["input_grad"] else x
+            samples = timer.measure(lambda: None, lambda _: layer(inp, other, targets))
+        else:
+            net, inp, wrt = {
+                "input_grad": (frozen, x_tracked, [x_tracked] + extra),
+                "param_grad": (layer, x, params),
+                "backward": (layer, x_tracked, [x_tracked] + params),
+            }[phase]
+            # autograd.grad with a ready seed: only the backward kernels are on the clock.
+            samples = timer.measure(lambda: net(inp, other, targets),
+                                    lambda y: torch.autograd.grad(y, wrt, seed))
+        timings.append({"site": index, "phase": phase, "timing": timing(samples)})
+    return timings
+
+
+def explain(path):
+    wall0 = time.perf_counter()
+    try:
+        with open(path) as f:
+            req = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("error: cannot read the explain request %s: %s" % (path, e))
+    if req.get("kiln_explain") != EXPLAIN_VERSION:
+        raise SystemExit("error: %s: explain request version %r is not %d" % (path, req.get("kiln_explain"), EXPLAIN_VERSION))
+    spec = "cpu" if req["device"] == "default" else req["device"]
+    record = {"kiln_explain": EXPLAIN_VERSION, "model": req["model"], "backend": "pytorch",
+              "backend_version": "torch " + torch.__version__, "device": spec, "device_name": spec,
+              "precision": req["precision"], "batch": req["batch"], "threads": torch.get_num_threads(),
+              "warmup": req["warmup"], "repeats": req["repeats"], "status": "failed", "reason": None,
+              "sites": req["sites"], "ops": [], "step": None,
+              "notes": ["torch eager autograd: each backward is torch.autograd.grad through one layer "
+                        "with a ready seed, only the phase's leaves asked for"],
+              "wall_seconds": 0.0, "fingerprint": None}
+    try:
+        devices = {d["spec"]: d for d in probe()}
+        d = devices.get(spec)
+        if d is None or not d["available"]:
+            record["status"] = "skipped"
+            record["reason"] = "device %s unavailable: %s" % (spec, d["reason"] if d else "PyTorch has no device " + spec)
+            return record
+        record["device_name"] = d["name"]
+        if req["precision"] not in d["precisions"] or req["precision"].startswith("amp"):
+            record["status"] = "skipped"
+            record["reason"] = "pytorch does not support %s on %s here" % (req["precision"], spec)
+            return record
+        device = torch.device(spec)
+        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"], torch.float32)
+        torch.manual_seed(req["seed"])
+        timer = Timer(req, device)
+        factory, shape = MODELS[req["model"]]
+        classes = 10
+        for index, site in enumerate(req["sites"]):
+            if site["op"]["op"] == "adam":
+                continue
+            note("timing site %d (%s)" % (index, site["op"]["op"]))
+            record["ops"] += explain_site(site, index, timer, dtype, device, classes)
+        note("timing Adam's update and the whole step")
+        model = factory().to(device=device, dtype=dtype)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+        params = list(model.parameters())
+
+        def fake_grads():
+            for p in params:
+                p.grad = torch.rand_like(p)
+        update = timer.measure(fake_grads, lambda _: opt.step())
+        adam = next(i for i, s in enumerate(req["sites"]) if s["op"]["op"] == "adam")
+        record["ops"].append({"site": adam, "phase": "update", "timing": timing(update)})
+        batch = req["batch"]
+        x = torch.rand((batch,) + shape, device=device)
+        y = torch.arange(batch, device=device) % classes
+        args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1)
+        cell = Cell(args, device, factory().to(device=device, dtype=dtype), x, y, x, y)
+        idx = torch.arange(batch, device=device)
+        record["step"] = timing(timer.measure(lambda: None, lambda _: cell.step(idx)))
+        record["status"] = "ok"
+    except Exception as e:  # one failed record instead of a traceback-only crash
+        record["status"] = "failed"
+        record["reason"] = "%s: %s" % (type(e).__name__, e)
+        note(record["reason"])
+    record["wall_seconds"] = time.perf_counter() - wall0
+    return record
+
 
 # ---------------------------------------------------------------- what this runner observed
 def observed(args, status, reason):
@@ -605,12 +776,17 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--probe", action="store_true", help="print the devices as JSON")
     p.add_argument("--cell", help="the cell request (JSON) that cargo xtask writes")
+    p.add_argument("--explain", help="an explain request (JSON) that cargo xtask explain writes")
     cli = p.parse_args()
     threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     if cli.probe:
         emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
         return 0
+    if cli.explain:
+        record = explain(cli.explain)
+        emit(finite_or_null(record))
+        return 1 if record["status"] == "failed" else 0
     if not cli.cell:
         p.error("--cell FILE is required (cargo xtask bench --backend pytorch writes it)")
     args = read_cell(cli.cell)

@@ -350,6 +350,152 @@ fn draw(
     Ok(svg)
 }
 
+/// Colours of the stacked segments, in the order of the heaviest rows.
+const SEGMENT_COLORS: [RGBColor; 9] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+const OTHER_COLOR: RGBColor = RGBColor(170, 170, 170);
+
+/// The stacked-bar chart of one explain table: one bar per backend, one segment per op row
+/// (the eight heaviest, then "other ops"), a black tick at each backend's measured step.
+pub fn explain_chart(table: &kiln_results::explain::ExplainTable) -> Result<String> {
+    draw_explain(table).map_err(|e| anyhow!("drawing the explain chart of {}: {e}", table.model))
+}
+
+fn draw_explain(
+    table: &kiln_results::explain::ExplainTable,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let rows = table.rows_by_weight();
+    let shown = rows.len().min(SEGMENT_COLORS.len() - 1);
+    let n = table.columns.len();
+    // Per column, the segments' milliseconds: the heaviest rows, then the rest summed.
+    let segments: Vec<Vec<f64>> = (0..n)
+        .map(|c| {
+            let mut v: Vec<f64> = rows[..shown]
+                .iter()
+                .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
+                .collect();
+            v.push(
+                rows[shown..]
+                    .iter()
+                    .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
+                    .sum(),
+            );
+            v
+        })
+        .collect();
+    let top = segments
+        .iter()
+        .map(|v| v.iter().sum::<f64>())
+        .chain(table.steps.iter().flatten().map(|s| 1000.0 * s))
+        .fold(1e-3f64, f64::max)
+        * 1.12;
+    let mut svg = String::new();
+    {
+        let width = 260 + 150 * n as u32;
+        let root = SVGBackend::with_string(&mut svg, (width.max(760), 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(
+            &format!(
+                "{}: one training step at batch {}, op by op (ms; black tick: measured step)",
+                table.model, table.batch
+            ),
+            ("sans-serif", 16),
+        )?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .right_y_label_area_size(0)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n.max(1))
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-6 && x.round() >= 0.0 {
+                    table
+                        .columns
+                        .get(x.round() as usize)
+                        .cloned()
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("milliseconds per step")
+            .draw()?;
+        for k in 0..=shown {
+            let color = if k < shown {
+                SEGMENT_COLORS[k]
+            } else {
+                OTHER_COLOR
+            };
+            let label = if k < shown {
+                rows[k].label.clone()
+            } else {
+                "other ops".to_string()
+            };
+            let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
+                .filter(|&c| segments[c][k] > 0.0)
+                .map(|c| {
+                    let below: f64 = segments[c][..k].iter().sum();
+                    let x = c as f64;
+                    Rectangle::new(
+                        [(x - 0.3, below), (x + 0.3, below + segments[c][k])],
+                        color.filled(),
+                    )
+                })
+                .collect();
+            if k == shown && rows.len() <= shown {
+                continue;
+            }
+            chart.draw_series(bars)?.label(label).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+            });
+        }
+        for (c, step) in table.steps.iter().enumerate() {
+            if let Some(step) = step {
+                let (x, y) = (c as f64, 1000.0 * step);
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(x - 0.4, y), (x + 0.4, y)],
+                    BLACK.stroke_width(3),
+                )))?;
+            }
+            let total: f64 = segments[c].iter().sum();
+            let explained = match step {
+                Some(s) if *s > 0.0 => format!(" ({:.0}%)", 100.0 * total / (1000.0 * s)),
+                _ => String::new(),
+            };
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{total:.0} ms{explained}"),
+                (
+                    c as f64 - 0.28,
+                    total.max(step.map_or(0.0, |s| 1000.0 * s)) + top * 0.02,
+                ),
+                ("sans-serif", 12).into_font().color(&BLACK),
+            )))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 11))
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,5 +599,58 @@ mod tests {
         let svg = &charts[0].1;
         assert_eq!(fill_count(svg, TIME_COLOR), 1);
         assert!(svg.contains("not drawn: ndarray/cpu/f32"), "{svg}");
+    }
+
+    #[test]
+    fn explain_chart_stacks_one_segment_per_op_row_in_each_backend() {
+        use kiln_results::explain::{
+            ExplainRecord, ExplainRequest, ExplainTable, OpTiming, Phase, Timing,
+        };
+        use kiln_results::{ModelKind, Precision};
+        let record = |backend: &str, seconds: &[f64]| {
+            let request =
+                ExplainRequest::new(ModelKind::MnistCnn, backend, "cpu", Precision::F32, 128);
+            let mut r = ExplainRecord::start(&request, "", 2);
+            r.status = Status::Ok;
+            r.ops = seconds
+                .iter()
+                .enumerate()
+                .map(|(site, &s)| OpTiming {
+                    site,
+                    phase: Phase::Forward,
+                    timing: Timing {
+                        median_seconds: s,
+                        min_seconds: s,
+                        max_seconds: s,
+                        runs: 3,
+                    },
+                })
+                .collect();
+            r.step = Some(Timing {
+                median_seconds: 0.05,
+                min_seconds: 0.05,
+                max_seconds: 0.05,
+                runs: 3,
+            });
+            r
+        };
+        let flex = record("flex", &[0.01, 0.02, 0.03]);
+        // Sites 0 and 2 are both conv2d forward (one row); site 1 is a max pool.
+        let torch = record("pytorch", &[0.005, 0.0, 0.0]);
+        let table = ExplainTable::new(&[&flex, &torch]).expect("a table");
+        let svg = explain_chart(&table).expect("drawn");
+        // Two rows, heaviest first; pytorch's pool took no time and has no segment.
+        assert_eq!(
+            fill_count(&svg, SEGMENT_COLORS[0]),
+            2 + 1,
+            "two bars and a legend key"
+        );
+        assert_eq!(fill_count(&svg, SEGMENT_COLORS[1]), 1 + 1);
+        assert_eq!(fill_count(&svg, SEGMENT_COLORS[2]), 0);
+        assert!(svg.contains("flex") && svg.contains("pytorch"));
+        assert!(
+            svg.contains("60 ms (120%)"),
+            "flex's sum against its 50 ms step"
+        );
     }
 }

@@ -6,6 +6,7 @@ mod bench;
 mod build;
 mod chart;
 mod doctor;
+mod explain;
 mod export;
 mod fetch;
 mod flags;
@@ -87,6 +88,21 @@ fn main() -> ExitCode {
         Cmd::Bench { .. } => Err(anyhow::anyhow!(
             "`bench` needs --backend and --model, or --cell FILE"
         )),
+        Cmd::Explain {
+            models,
+            backends,
+            precision,
+            batch,
+            repeats,
+            out,
+        } => explain::explain(explain::ExplainArgs {
+            models,
+            backends,
+            precision,
+            batch,
+            repeats,
+            out,
+        }),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

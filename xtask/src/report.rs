@@ -37,6 +37,41 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Result<()> {
+    // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.
+    let explained = crate::explain::load(paths)?;
+    let timed: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| {
+            let explain_only = if p.is_dir() {
+                p.join(crate::explain::EXPLAIN_FILE).is_file() && !p.join("results.jsonl").exists()
+            } else {
+                p.file_name()
+                    .is_some_and(|n| n == crate::explain::EXPLAIN_FILE)
+            };
+            !explain_only
+        })
+        .cloned()
+        .collect();
+    if !explained.is_empty() {
+        print!("{}", kiln_results::explain::report(&explained));
+        if let Some(target) = outputs.svg {
+            let charts = crate::explain::charts(&explained)?;
+            for (model, svg) in &charts {
+                let file = target.with_file_name(format!(
+                    "{}-explain-{model}.svg",
+                    target
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "chart".into())
+                ));
+                write(&file, svg)?;
+            }
+        }
+        if timed.is_empty() {
+            return Ok(());
+        }
+    }
+    let paths = &timed[..];
     let loaded = kiln_results::read::load(paths)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");

@@ -5,6 +5,7 @@ pub mod amp;
 pub mod calibrate;
 pub mod check;
 pub mod cubecl;
+pub mod explain;
 pub use kiln_results::fingerprint;
 pub mod memory;
 pub mod models;

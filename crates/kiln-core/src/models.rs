@@ -234,39 +234,8 @@ pub fn trainable_parameters<M: Module>(model: &M) -> usize {
 }
 
 /// Floating-point operations of one training sample (forward + backward = 3 x forward, with a
-/// multiply-add counted as 2), from the layer shapes of the convolutions and linear layers.
+/// multiply-add counted as 2), from the shapes of the model's convolutions and linear layers
+/// (the op list `cargo xtask explain` times).
 pub fn training_flops_per_sample(kind: ModelKind) -> u64 {
-    fn conv_macs(cin: u64, cout: u64, k: u64, out_hw: u64) -> u64 {
-        cin * cout * k * k * out_hw * out_hw
-    }
-    let forward_macs = match kind {
-        ModelKind::MnistCnn => {
-            conv_macs(1, 64, 3, 26) + conv_macs(64, 512, 3, 11) + 512 * 1024 + 1024 * 10
-        }
-        ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
-            let (cin, side) = if kind == ModelKind::ResNet18 {
-                (3, 32)
-            } else {
-                (1, 28)
-            };
-            let mut side = (side + 2 * 3 - 7) / 2 + 1; // conv1, stride 2
-            let mut macs = conv_macs(cin, 64, 7, side);
-            side = (side + 2 - 3) / 2 + 1; // maxpool 3x3 s2 p1
-            let mut inplanes = 64;
-            for (planes, stride) in [(64u64, 1u64), (128, 2), (256, 2), (512, 2)] {
-                for block in 0..2 {
-                    let s = if block == 0 { stride } else { 1 };
-                    let out = (side + 2 - 3) / s + 1;
-                    macs += conv_macs(inplanes, planes, 3, out) + conv_macs(planes, planes, 3, out);
-                    if s != 1 || inplanes != planes {
-                        macs += conv_macs(inplanes, planes, 1, out);
-                    }
-                    side = out;
-                    inplanes = planes;
-                }
-            }
-            macs + 512 * 10
-        }
-    };
-    3 * 2 * forward_macs
+    kiln_results::explain::training_flops_per_sample(kind)
 }

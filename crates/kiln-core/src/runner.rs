@@ -140,6 +140,10 @@ struct Args {
     /// The whole cell as a JSON request (what xtask writes); no other cell flag may be given.
     #[arg(long, value_name = "FILE", conflicts_with_all = CELL_FLAGS)]
     cell: Option<PathBuf>,
+    /// Time every operation of one training step alone (what `cargo xtask explain` writes as
+    /// an explain request) and print the record as one JSON line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = CELL_FLAGS, conflicts_with = "cell")]
+    explain: Option<PathBuf>,
     /// Model: mnist-cnn, resnet18 or resnet18-gray.
     #[arg(long)]
     model: Option<ModelKind>,
@@ -620,6 +624,9 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if let Some(path) = &args.explain {
+        return explain_main(binding, path);
+    }
     let request = match &args.cell {
         Some(path) => CellRequest::read(path),
         None => args.request(binding.name()),
@@ -637,6 +644,30 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     let failed = record.status == Status::Failed;
     emit(&Event::Final(Box::new(record)));
     if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `--explain FILE`: time the request's ops and print the record.
+fn explain_main(binding: &dyn Binding, path: &std::path::Path) -> ExitCode {
+    let request = match kiln_results::explain::ExplainRequest::read(path) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let record = crate::explain::explain(binding, &request);
+    match serde_json::to_string(&record) {
+        Ok(line) => println!("{line}"),
+        Err(e) => {
+            eprintln!("kiln: cannot encode the explain record: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if record.status == Status::Failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -4,6 +4,7 @@
 //! the renderers (Markdown, CSV) derived from records.
 
 pub mod cell;
+pub mod explain;
 pub mod fingerprint;
 pub mod html;
 pub mod observe;

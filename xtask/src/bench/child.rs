@@ -20,7 +20,8 @@ use crate::backends::Runner;
 use crate::export::export_data;
 use crate::{time, workspace_root};
 
-pub(super) fn tail_of(path: &Path, lines: usize) -> String {
+/// The last `lines` non-empty lines of a log, joined with ` | `.
+pub fn tail_of(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..].join(" | ")

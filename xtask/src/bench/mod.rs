@@ -22,10 +22,10 @@ use kiln_results::{CellId, CellRequest, ModelKind, Precision, ProbeReport, Recor
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
-pub use child::cell_stem;
 #[cfg(test)]
 pub use child::observed_record;
 use child::{CellRun, run_cell, wall_clock_limit};
+pub use child::{cell_stem, tail_of};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
@@ -365,7 +365,7 @@ fn probes(built: &[Built]) -> Vec<(&str, &ProbeReport)> {
 /// Build the runners of `wanted` and probe them; returns each usable backend with its runner.
 /// A backend that cannot run here (libtorch missing, say) is left out with one line saying why
 /// and what fixes it.
-fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
+pub fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
     crate::build::build_all()?;
     let mut out = Vec::new();
     for &b in wanted {

@@ -1,0 +1,529 @@
+//! `kiln-<backend> --explain FILE`: every operation of one training step timed alone, the way
+//! Burn's autodiff runs it, on the cell's device, precision and threads.
+//!
+//! Each layer of [`kiln_results::explain::sites`] is built at its real shapes with Burn's own
+//! modules. Its forward pass runs on the autodiff device (recording the graph, as in training);
+//! its backward pass is one `backward()` through that layer alone, with exactly the leaves
+//! tracked whose gradients the phase asks for: the input only (a convolution's input gradient:
+//! Burn's `conv2d_x_backward`, a transposed convolution), the parameters only (its weight and
+//! bias gradients), or both (batch norm). `backward()` seeds the output's gradient with ones; that
+//! fill is timed on its own and taken off each backward sample. Adam's update is timed on the
+//! real model with gradients of the parameters' shapes. The whole step (the protocol's
+//! `Trainer::step`) is timed on the same shapes, so the sum of the ops can be checked against it.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::activation::relu;
+
+use kiln_results::explain::{
+    ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
+};
+use kiln_results::{FloatKind, Status};
+
+use crate::models::{BuildModel, ChannelDropout, Classifier, WithModel};
+use crate::protocol::{DeviceData, Trainer};
+use crate::runner::{Binding, dtype, supported_precisions};
+use crate::{BURN_VERSION, CoreError};
+
+/// An activation of any rank a layer takes or makes.
+#[derive(Clone)]
+enum Act {
+    D1(Tensor<1>),
+    D2(Tensor<2>),
+    D4(Tensor<4>),
+}
+
+impl Act {
+    fn random(shape: &[usize], device: &Device) -> Result<Act, CoreError> {
+        let d = Distribution::Default;
+        Ok(match *shape {
+            [a] => Act::D1(Tensor::random([a], d, device)),
+            [a, b] => Act::D2(Tensor::random([a, b], d, device)),
+            [a, b, c, e] => Act::D4(Tensor::random([a, b, c, e], d, device)),
+            _ => {
+                return Err(CoreError::Config(format!(
+                    "no activation of shape {shape:?}"
+                )));
+            }
+        })
+    }
+
+    fn dims(&self) -> Vec<usize> {
+        match self {
+            Act::D1(t) => t.dims().to_vec(),
+            Act::D2(t) => t.dims().to_vec(),
+            Act::D4(t) => t.dims().to_vec(),
+        }
+    }
+
+    fn require_grad(self) -> Act {
+        match self {
+            Act::D1(t) => Act::D1(t.require_grad()),
+            Act::D2(t) => Act::D2(t.require_grad()),
+            Act::D4(t) => Act::D4(t.require_grad()),
+        }
+    }
+
+    fn d4(self) -> Result<Tensor<4>, CoreError> {
+        match self {
+            Act::D4(t) => Ok(t),
+            _ => Err(CoreError::Config("this layer takes a 4-d input".into())),
+        }
+    }
+
+    fn d2(self) -> Result<Tensor<2>, CoreError> {
+        match self {
+            Act::D2(t) => Ok(t),
+            _ => Err(CoreError::Config("this layer takes a 2-d input".into())),
+        }
+    }
+
+    /// Backpropagate from this activation (the gradients are dropped: the work is the point).
+    fn backward(&self) {
+        match self {
+            Act::D1(t) => drop(t.backward()),
+            Act::D2(t) => drop(t.backward()),
+            Act::D4(t) => drop(t.backward()),
+        }
+    }
+}
+
+/// One layer built with Burn's modules.
+#[derive(Clone)]
+enum Layer {
+    Conv(Conv2d),
+    MaxPool(MaxPool2d),
+    BatchNorm(BatchNorm),
+    Relu,
+    Dropout(ChannelDropout),
+    GlobalMax,
+    GlobalAvg(AdaptiveAvgPool2d),
+    Linear(Linear),
+    Add,
+    CrossEntropy(CrossEntropyLoss),
+}
+
+impl Layer {
+    fn build(op: LayerOp, device: &Device) -> Result<Layer, CoreError> {
+        let pad = |p: usize| PaddingConfig2d::Explicit(p, p, p, p);
+        Ok(match op {
+            LayerOp::Conv2d {
+                in_channels,
+                out_channels,
+                kernel,
+                stride,
+                padding,
+                bias,
+            } => Layer::Conv(
+                Conv2dConfig::new([in_channels, out_channels], [kernel, kernel])
+                    .with_stride([stride, stride])
+                    .with_padding(pad(padding))
+                    .with_bias(bias)
+                    .init(device),
+            ),
+            LayerOp::MaxPool2d {
+                kernel,
+                stride,
+                padding,
+            } => Layer::MaxPool(
+                MaxPool2dConfig::new([kernel, kernel])
+                    .with_strides([stride, stride])
+                    .with_padding(pad(padding))
+                    .init(),
+            ),
+            LayerOp::BatchNorm { channels } => {
+                Layer::BatchNorm(BatchNormConfig::new(channels).init(device))
+            }
+            LayerOp::Relu => Layer::Relu,
+            LayerOp::ChannelDropout { per_mille } => {
+                Layer::Dropout(ChannelDropout::new(f64::from(per_mille) / 1000.0))
+            }
+            LayerOp::GlobalMaxPool => Layer::GlobalMax,
+            LayerOp::GlobalAvgPool => Layer::GlobalAvg(AdaptiveAvgPool2dConfig::new([1, 1]).init()),
+            LayerOp::Linear {
+                in_features,
+                out_features,
+            } => Layer::Linear(LinearConfig::new(in_features, out_features).init(device)),
+            LayerOp::ResidualAdd => Layer::Add,
+            LayerOp::CrossEntropy => {
+                Layer::CrossEntropy(CrossEntropyLossConfig::new().init(device))
+            }
+            LayerOp::Adam { .. } => {
+                return Err(CoreError::Config("the optimizer is not a layer".into()));
+            }
+        })
+    }
+
+    /// The same layer with its parameters frozen (no gradient wanted).
+    fn frozen(&self) -> Layer {
+        match self {
+            Layer::Conv(m) => Layer::Conv(m.clone().no_grad()),
+            Layer::BatchNorm(m) => Layer::BatchNorm(m.clone().no_grad()),
+            Layer::Linear(m) => Layer::Linear(m.clone().no_grad()),
+            other => other.clone(),
+        }
+    }
+
+    /// The layer's forward pass as the models run it; `other` is a residual sum's second
+    /// operand, `targets` the loss's labels.
+    fn forward(&self, x: Act, other: &Act, targets: &Tensor<1, Int>) -> Result<Act, CoreError> {
+        Ok(match self {
+            Layer::Conv(m) => Act::D4(m.forward(x.d4()?)),
+            Layer::MaxPool(m) => Act::D4(m.forward(x.d4()?)),
+            Layer::BatchNorm(m) => Act::D4(m.forward(x.d4()?)),
+            Layer::Relu => match x {
+                Act::D2(t) => Act::D2(relu(t)),
+                Act::D4(t) => Act::D4(relu(t)),
+                Act::D1(t) => Act::D1(relu(t)),
+            },
+            Layer::Dropout(m) => Act::D4(m.forward(x.d4()?)),
+            Layer::GlobalMax => {
+                let x = x.d4()?;
+                let [b, c, h, w] = x.dims();
+                Act::D2(x.reshape([b, c, h * w]).max_dim(2).reshape([b, c]))
+            }
+            Layer::GlobalAvg(m) => {
+                let x = x.d4()?;
+                let [b, c, _, _] = x.dims();
+                Act::D2(m.forward(x).reshape([b, c]))
+            }
+            Layer::Linear(m) => Act::D2(m.forward(x.d2()?)),
+            Layer::Add => Act::D4(x.d4()? + other.clone().d4()?),
+            Layer::CrossEntropy(m) => Act::D1(m.forward(x.d2()?, targets.clone())),
+        })
+    }
+}
+
+/// Repeats a measurement by the request's rules: warm-up runs, then timed runs until
+/// `repeats` ran or (after at least 3) `op_seconds` were spent.
+struct Timer<'a> {
+    device: &'a Device,
+    warmup: usize,
+    repeats: usize,
+    op_seconds: f64,
+}
+
+impl Timer<'_> {
+    fn sync(&self) -> Result<(), CoreError> {
+        self.device
+            .sync()
+            .map_err(|e| CoreError::Device(format!("device sync failed: {e}")))
+    }
+
+    /// Time `run` after `prepare` (untimed) each time, with a device sync on both sides of
+    /// the clock.
+    fn measure<P, T>(
+        &self,
+        mut prepare: impl FnMut() -> Result<P, CoreError>,
+        mut run: impl FnMut(P) -> Result<T, CoreError>,
+    ) -> Result<Vec<f64>, CoreError> {
+        let mut samples = Vec::new();
+        let mut spent = 0.0;
+        for i in 0.. {
+            let timed = i >= self.warmup;
+            if timed
+                && (samples.len() >= self.repeats
+                    || (samples.len() >= 3 && spent >= self.op_seconds))
+            {
+                break;
+            }
+            let input = prepare()?;
+            self.sync()?;
+            let start = Instant::now();
+            let output = run(input)?;
+            self.sync()?;
+            let seconds = start.elapsed().as_secs_f64();
+            // Dropped after the clock: freeing the output is not the op's work.
+            drop(output);
+            if timed {
+                samples.push(seconds);
+                spent += seconds;
+            }
+        }
+        Ok(samples)
+    }
+}
+
+fn timing(samples: &[f64]) -> Result<Timing, CoreError> {
+    Timing::of(samples).ok_or_else(|| CoreError::Device("no timed run finished".into()))
+}
+
+/// Time one site in every phase it has.
+fn time_site(
+    site: &Site,
+    index: usize,
+    timer: &Timer,
+    device: &Device,
+    classes: usize,
+) -> Result<Vec<OpTiming>, CoreError> {
+    let layer = Layer::build(site.op, device)?;
+    // Built apart: a clone shares the lazily initialised parameters, and freezing it would
+    // freeze them in `layer` too.
+    let frozen = Layer::build(site.op, device)?.frozen();
+    let output_shape = site.output();
+    let batch = site.input.first().copied().unwrap_or(1);
+    let labels: Vec<i64> = (0..batch).map(|i| (i % classes) as i64).collect();
+    let targets = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), device);
+    let x = Act::random(&site.input, device)?;
+    let x_tracked = x.clone().require_grad();
+    // The residual sum's other branch needs a gradient too.
+    let other = match site.op {
+        LayerOp::ResidualAdd => Act::random(&site.input, device)?.require_grad(),
+        _ => x.clone(),
+    };
+    // What `backward()` spends seeding the output's gradient (a fill with ones of its shape),
+    // taken off every backward sample.
+    let elements: usize = output_shape.iter().product();
+    let seed = median(&timer.measure(|| Ok(()), |()| Ok(Tensor::<1>::ones([elements], device)))?);
+    // The op list and Burn's layer must agree on the shape (a wrong list fails here).
+    let made = layer.forward(x.clone(), &other, &targets)?.dims();
+    if made != output_shape {
+        return Err(CoreError::Config(format!(
+            "{}: the op list says {output_shape:?}, Burn's layer makes {made:?}",
+            site.describe()
+        )));
+    }
+    let mut timings = Vec::new();
+    for phase in site.phases() {
+        let (net, input) = match phase {
+            Phase::Forward => (&layer, if site.input_grad { &x_tracked } else { &x }),
+            Phase::InputGrad => (&frozen, &x_tracked),
+            Phase::ParamGrad => (&layer, &x),
+            Phase::Backward => (&layer, &x_tracked),
+            Phase::Update => continue,
+        };
+        let samples = if phase == Phase::Forward {
+            timer.measure(|| Ok(input.clone()), |x| net.forward(x, &other, &targets))?
+        } else {
+            timer
+                .measure(
+                    || net.forward(input.clone(), &other, &targets),
+                    |y| {
+                        y.backward();
+                        Ok(())
+                    },
+                )?
+                .into_iter()
+                .map(|s| (s - seed).max(0.0))
+                .collect()
+        };
+        timings.push(OpTiming {
+            site: index,
+            phase,
+            timing: timing(&samples)?,
+        });
+    }
+    Ok(timings)
+}
+
+fn median(samples: &[f64]) -> f64 {
+    Timing::of(samples).map_or(0.0, |t| t.median_seconds)
+}
+
+/// Gradients of every trainable parameter's shape, as a backward pass would hand Adam.
+struct FakeGradients {
+    grads: GradientsParams,
+    device: Device,
+}
+
+impl ModuleVisitor for FakeGradients {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let value = param.val();
+        if value.is_require_grad() {
+            let grad = Tensor::<D>::random(value.shape(), Distribution::Default, &self.device);
+            self.grads.register(param.id, grad);
+        }
+    }
+}
+
+/// Adam's update and the whole training step, on the real model.
+struct ModelTimings<'a> {
+    timer: &'a Timer<'a>,
+    device: &'a Device,
+    batch: usize,
+    seed: u64,
+    kind: kiln_results::ModelKind,
+}
+
+impl WithModel for ModelTimings<'_> {
+    type Output = Result<(Timing, Timing), CoreError>;
+
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        let inner = self.device.clone().without_autodiff();
+        let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+        let mut slot = Some(model.clone());
+        let update = self.timer.measure(
+            || {
+                let mut fake = FakeGradients {
+                    grads: GradientsParams::new(),
+                    device: inner.clone(),
+                };
+                // The update keeps every parameter's id, so the original names them all.
+                model.visit(&mut fake);
+                Ok(fake.grads)
+            },
+            |grads| {
+                let m = slot
+                    .take()
+                    .ok_or_else(|| CoreError::Device("the model was lost in a step".into()))?;
+                slot = Some(optim.step(1e-3, m, grads));
+                Ok(())
+            },
+        )?;
+        let geometry = self.kind.geometry();
+        let data = kiln_data::synthetic(geometry, self.batch, 0, self.seed);
+        let data = DeviceData::upload(&data, self.device, Some(0));
+        let mut trainer = Trainer::new(model, self.device, 1e-3);
+        let batch = self.batch as i64;
+        let step = self.timer.measure(
+            || Ok(Tensor::<1, Int>::arange(0..batch, self.device)),
+            |indices| Ok(trainer.step(&data, indices)),
+        )?;
+        Ok((timing(&update)?, timing(&step)?))
+    }
+}
+
+/// Run an explain request on `binding`'s device: every op of one training step timed alone,
+/// then the whole step. A panic inside the backend becomes the record's reason.
+pub fn explain(binding: &dyn Binding, request: &ExplainRequest) -> ExplainRecord {
+    let started = Instant::now();
+    let mut record = ExplainRecord::start(request, binding.version(), binding.threads());
+    if let Err(e) = request.validate() {
+        record.reason = Some(e);
+        return record;
+    }
+    if request.backend != binding.name() {
+        record.reason = Some(format!(
+            "the request is for backend {:?}, this is {}",
+            request.backend,
+            binding.name()
+        ));
+        return record;
+    }
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        explain_on_device(binding, request, &mut record)
+    }));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            record.status = Status::Failed;
+            record.reason = Some(e.to_string());
+        }
+        Err(panic) => {
+            record.status = Status::Failed;
+            record.reason = Some(format!(
+                "the backend panicked: {}",
+                panic_text(panic.as_ref())
+            ));
+        }
+    }
+    record.wall_seconds = started.elapsed().as_secs_f64();
+    record
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+fn explain_on_device(
+    binding: &dyn Binding,
+    request: &ExplainRequest,
+    record: &mut ExplainRecord,
+) -> Result<(), CoreError> {
+    let selected = match binding.device(&request.device) {
+        Ok(s) => s,
+        Err(why) => {
+            record.status = Status::Skipped;
+            record.reason = Some(format!("device {} unavailable: {why}", request.device));
+            return Ok(());
+        }
+    };
+    let mut device = selected.device;
+    record.device = selected.spec;
+    record.device_name = selected.name;
+    let precision = request.precision;
+    if !device.supports_dtype(dtype(precision.compute())) {
+        record.status = Status::Skipped;
+        record.reason = Some(format!(
+            "{} does not support {precision} on this device (supported: {})",
+            binding.name(),
+            supported_precisions(&device).join(", ")
+        ));
+        return Ok(());
+    }
+    if precision.weights() != FloatKind::F32 {
+        device
+            .configure(dtype(precision.weights()))
+            .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
+    }
+    device.seed(request.seed);
+    let device = device.autodiff();
+    let timer = Timer {
+        device: &device,
+        warmup: request.warmup,
+        repeats: request.repeats,
+        op_seconds: request.op_seconds,
+    };
+    let classes = request.model.geometry().classes;
+    for (index, site) in request.sites.iter().enumerate() {
+        if let LayerOp::Adam { .. } = site.op {
+            continue;
+        }
+        eprintln!("kiln: timing {}", site.describe());
+        // A layer the backend cannot run at this shape fails the record with the op named.
+        let timed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            time_site(site, index, &timer, &device, classes)
+        }))
+        .map_err(|panic| {
+            CoreError::Device(format!(
+                "{}: the backend panicked: {}",
+                site.describe(),
+                panic_text(panic.as_ref())
+            ))
+        })??;
+        record.ops.extend(timed);
+    }
+    eprintln!("kiln: timing Adam's update and the whole step");
+    let (update, step) = request.model.build(
+        &device,
+        ModelTimings {
+            timer: &timer,
+            device: &device,
+            batch: request.batch,
+            seed: request.seed,
+            kind: request.model,
+        },
+    )?;
+    if let Some(index) = request
+        .sites
+        .iter()
+        .position(|s| matches!(s.op, LayerOp::Adam { .. }))
+    {
+        record.ops.push(OpTiming {
+            site: index,
+            phase: Phase::Update,
+            timing: update,
+        });
+    }
+    record.step = Some(step);
+    record.notes.push(format!(
+        "Burn {BURN_VERSION} autodiff: each backward is one layer's backward() with only the \
+         leaves of its phase tracked; the ones-fill that seeds backward() is timed apart and \
+         taken off"
+    ));
+    record.status = Status::Ok;
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! `cargo xtask explain`: each backend's runner times every operation of one training step of a
+//! model alone (kiln-core's `explain`, the PyTorch reference's `--explain`), one process per
+//! backend; the records go to `explain.jsonl` and the op × backend table to `explain.md`, with
+//! a stacked-bar chart per model.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kiln_results::explain::{ExplainRecord, ExplainRequest, ExplainTable, report};
+use kiln_results::{ModelKind, Precision, Status};
+
+use crate::backends::{self, Backend, Runner};
+use crate::bench::build_and_probe;
+use crate::{chart, time, workspace_root};
+
+/// The file of explain records in a run directory.
+pub const EXPLAIN_FILE: &str = "explain.jsonl";
+
+/// What the user asked `explain` for.
+pub struct ExplainArgs {
+    pub models: Vec<ModelKind>,
+    pub backends: Option<Vec<String>>,
+    pub precision: Precision,
+    pub batch: usize,
+    pub repeats: usize,
+    pub out: Option<PathBuf>,
+}
+
+/// A runner that takes longer than this for one model is stopped (its record says so).
+const LIMIT: Duration = Duration::from_secs(30 * 60);
+
+pub fn explain(args: ExplainArgs) -> Result<bool> {
+    if args.precision.is_amp() {
+        bail!(
+            "--precision {}: explain times pure precisions (f32, f16, bf16); a mixed-precision \
+             step mixes two types per op, which ops timed alone cannot reproduce",
+            args.precision
+        );
+    }
+    if args.batch == 0 || args.repeats == 0 {
+        bail!("--batch and --repeats must be at least 1");
+    }
+    let wanted: Vec<&'static Backend> = match &args.backends {
+        Some(names) => names
+            .iter()
+            .map(|n| backends::find(n))
+            .collect::<Result<_>>()?,
+        None => backends::all().iter().filter(|b| b.default).collect(),
+    };
+    let out = match &args.out {
+        Some(d) => d.clone(),
+        None => workspace_root()
+            .join("results")
+            .join(format!("explain-{}", time::stamp(time::unix_now()))),
+    };
+    if out.join(EXPLAIN_FILE).exists() {
+        bail!(
+            "--out {}: already holds explain records; choose another directory (`cargo xtask \
+             report {}` re-renders them)",
+            out.display(),
+            out.display()
+        );
+    }
+    let wanted: Vec<&'static Backend> = wanted
+        .into_iter()
+        .filter(|b| match backends::unbuildable(b) {
+            Some(why) => {
+                eprintln!("kiln: skipping {}: {why}", b.name);
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let built = build_and_probe(&wanted)?;
+    std::fs::create_dir_all(out.join("logs"))
+        .with_context(|| format!("cannot create {}", out.display()))?;
+    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
+    let mut records = Vec::new();
+    for &model in &args.models {
+        for (backend, runner, probe) in &built {
+            let device = probe
+                .devices
+                .iter()
+                .find(|d| d.default && d.available)
+                .or_else(|| probe.devices.iter().find(|d| d.available));
+            let mut request = ExplainRequest::new(
+                model,
+                &backend.name,
+                device.map_or("default", |d| d.spec.as_str()),
+                args.precision,
+                args.batch,
+            );
+            request.repeats = args.repeats;
+            let mut record = match device {
+                None => {
+                    let mut r = ExplainRecord::start(&request, &probe.backend_version, 0);
+                    r.status = Status::Skipped;
+                    r.reason = Some(match probe.devices.first() {
+                        Some(d) => format!(
+                            "no available device: {}",
+                            d.reason.as_deref().unwrap_or("unavailable")
+                        ),
+                        None => "the backend reports no device".into(),
+                    });
+                    r
+                }
+                Some(_) => run_one(runner, &request, &out)?,
+            };
+            // The reference script: neither Burn nor a Rust compiler made it.
+            let burn = if runner.needs_data_file {
+                String::new()
+            } else {
+                record.backend_version.clone()
+            };
+            let mut fp = kiln_results::fingerprint::collect(record.threads, &burn);
+            if burn.is_empty() {
+                fp.rustc_version = None;
+            }
+            fp.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
+            fp.kiln_dirty = dirty;
+            record.fingerprint = Some(fp);
+            append(&out.join(EXPLAIN_FILE), &record)?;
+            summary(&record);
+            records.push(record);
+        }
+    }
+    let markdown = write_report(&out, &records)?;
+    println!("{markdown}");
+    eprintln!("kiln: explain records and report in {}", out.display());
+    Ok(records.iter().all(|r| r.status != Status::Failed))
+}
+
+fn summary(r: &ExplainRecord) {
+    match (r.status, r.explained()) {
+        (Status::Ok, Some(share)) => eprintln!(
+            "kiln: {} {}: {} ops sum to {} of a measured {} step ({:.0}% explained) [{}]",
+            r.model,
+            r.column(),
+            r.ops.len(),
+            kiln_results::explain::ms(r.ops_total()),
+            kiln_results::explain::ms(r.step.map_or(0.0, |s| s.median_seconds)),
+            100.0 * share,
+            time::short(r.wall_seconds)
+        ),
+        _ => eprintln!(
+            "kiln: {} {}: {} — {}",
+            r.model,
+            r.column(),
+            r.status.as_str(),
+            r.reason.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+fn append(path: &Path, record: &ExplainRecord) -> Result<()> {
+    let line = serde_json::to_string(record).context("encoding an explain record")?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    writeln!(f, "{line}").with_context(|| format!("cannot write {}", path.display()))?;
+    f.sync_all().ok();
+    Ok(())
+}
+
+/// Run one request in the backend's runner: stderr to the log (its progress lines echoed),
+/// the record from stdout's last line; a failed record when there is none.
+fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> Result<ExplainRecord> {
+    use wait_timeout::ChildExt;
+    let stem = format!(
+        "{}-{}-{}",
+        request.model, request.backend, request.precision
+    );
+    let request_path = out.join(format!("{stem}.request.json"));
+    std::fs::write(&request_path, serde_json::to_string_pretty(request)?)
+        .with_context(|| format!("cannot write {}", request_path.display()))?;
+    let log_path = out.join("logs").join(format!("{stem}.stderr"));
+    eprintln!(
+        "kiln: explaining {} on {} {} {} (batch {})",
+        request.model, request.backend, request.device, request.precision, request.batch
+    );
+    let mut cmd = runner.command();
+    cmd.arg("--explain")
+        .arg(&request_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stdout = child.stdout.take().context("the runner's stdout")?;
+    let stderr = child.stderr.take().context("the runner's stderr")?;
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let echo = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
+            if line.starts_with("kiln") {
+                eprintln!("  {line}");
+            }
+        }
+    });
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut text);
+        text
+    });
+    let status = match child.wait_timeout(LIMIT)? {
+        Some(s) => Some(s),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let _ = echo.join();
+    let parsed = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<ExplainRecord>(l).ok());
+    Ok(match parsed {
+        Some(r) => r,
+        None => {
+            let mut r = ExplainRecord::start(request, "", 0);
+            r.reason = Some(match status {
+                None => format!(
+                    "stopped after {} without a record (limit {})",
+                    time::short(started.elapsed().as_secs_f64()),
+                    time::short(LIMIT.as_secs_f64())
+                ),
+                Some(s) => format!(
+                    "the runner exited ({s}) without a record; its log: {} ({})",
+                    log_path.display(),
+                    crate::bench::tail_of(&log_path, 3)
+                ),
+            });
+            r.wall_seconds = started.elapsed().as_secs_f64();
+            r
+        }
+    })
+}
+
+/// Write `explain.md` (tables, charts linked) and one `explain-<model>.svg` per model into
+/// `dir`; returns the Markdown.
+pub fn write_report(dir: &Path, records: &[ExplainRecord]) -> Result<String> {
+    let mut markdown = report(records);
+    for (model, svg) in charts(records)? {
+        let name = format!("explain-{model}.svg");
+        std::fs::write(dir.join(&name), svg)
+            .with_context(|| format!("cannot write {name} in {}", dir.display()))?;
+        markdown.push_str(&format!("\n![{model}, op by op]({name})\n"));
+    }
+    let path = dir.join("explain.md");
+    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(markdown)
+}
+
+/// One stacked-bar chart per model (and batch) with at least one ok record.
+pub fn charts(records: &[ExplainRecord]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut groups: Vec<(ModelKind, usize)> = Vec::new();
+    for r in records.iter().filter(|r| r.status == Status::Ok) {
+        if !groups.contains(&(r.model, r.batch)) {
+            groups.push((r.model, r.batch));
+        }
+    }
+    for (model, batch) in groups {
+        let ok: Vec<&ExplainRecord> = records
+            .iter()
+            .filter(|r| r.model == model && r.batch == batch && r.status == Status::Ok)
+            .collect();
+        if let Some(table) = ExplainTable::new(&ok) {
+            out.push((model.to_string(), chart::explain_chart(&table)?));
+        }
+    }
+    Ok(out)
+}
+
+/// The explain records of the run directories (or `explain.jsonl` files) among `paths`.
+pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
+    let mut records = Vec::new();
+    for p in paths {
+        let file = if p.is_dir() {
+            p.join(EXPLAIN_FILE)
+        } else {
+            p.clone()
+        };
+        if file.file_name().is_some_and(|n| n == EXPLAIN_FILE) && file.is_file() {
+            records.extend(kiln_results::explain::read_records(&file).map_err(anyhow::Error::msg)?);
+        }
+    }
+    Ok(records)
+}
