@@ -501,6 +501,7 @@ def train(cell):
 
 # ---------------------------------------------------------------- explain (kiln-results explain.rs)
 EXPLAIN_VERSION = 1
+STEP_BATCHES = 4
 
 
 def explain_layer(op, dtype, device):
@@ -656,12 +657,15 @@ def explain(path):
         adam = next(i for i, s in enumerate(req["sites"]) if s["op"]["op"] == "adam")
         record["ops"].append({"site": adam, "phase": "update", "timing": timing(update)})
         batch = req["batch"]
-        x = torch.rand((batch,) + shape, device=device)
-        y = torch.arange(batch, device=device) % classes
+        # A new batch every step, as in training: STEP_BATCHES batches, cycled (as kiln-core).
+        x = torch.rand((batch * STEP_BATCHES,) + shape, device=device)
+        y = torch.arange(batch * STEP_BATCHES, device=device) % classes
         args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1)
         cell = Cell(args, device, factory().to(device=device, dtype=dtype), x, y, x, y)
-        idx = torch.arange(batch, device=device)
-        record["step"] = timing(timer.measure(lambda: None, lambda _: cell.step(idx)))
+        batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]
+        order = iter(range(10 ** 9))
+        record["step"] = timing(timer.measure(lambda: batches[next(order) % STEP_BATCHES],
+                                              lambda idx: cell.step(idx)))
         record["status"] = "ok"
     except Exception as e:  # one failed record instead of a traceback-only crash
         record["status"] = "failed"

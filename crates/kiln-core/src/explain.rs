@@ -345,6 +345,9 @@ impl ModuleVisitor for FakeGradients {
     }
 }
 
+/// Distinct batches the whole-step timing cycles through.
+const STEP_BATCHES: usize = 4;
+
 /// Adam's update and the whole training step, on the real model.
 struct ModelTimings<'a> {
     timer: &'a Timer<'a>,
@@ -379,13 +382,19 @@ impl WithModel for ModelTimings<'_> {
                 Ok(())
             },
         )?;
+        // A new batch every step, as in training: a set of STEP_BATCHES batches, cycled.
         let geometry = self.kind.geometry();
-        let data = kiln_data::synthetic(geometry, self.batch, 0, self.seed);
+        let data = kiln_data::synthetic(geometry, self.batch * STEP_BATCHES, 0, self.seed);
         let data = DeviceData::upload(&data, self.device, Some(0));
         let mut trainer = Trainer::new(model, self.device, 1e-3);
         let batch = self.batch as i64;
+        let mut next = 0i64;
         let step = self.timer.measure(
-            || Ok(Tensor::<1, Int>::arange(0..batch, self.device)),
+            || {
+                let start = next * batch;
+                next = (next + 1) % STEP_BATCHES as i64;
+                Ok(Tensor::<1, Int>::arange(start..start + batch, self.device))
+            },
             |indices| Ok(trainer.step(&data, indices)),
         )?;
         Ok((timing(&update)?, timing(&step)?))
