@@ -576,30 +576,32 @@ def explain_site(site, index, timer, dtype, device, classes):
     for p in frozen_params:
         p.requires_grad_(False)
     targets = torch.arange(shape[0], device=device) % classes
-    x = torch.rand(shape, device=device, dtype=dtype)
-    x_tracked = x.clone().requires_grad_(True)
-    other = torch.rand(shape, device=device, dtype=dtype).requires_grad_(True)
-    probe_out = layer(x, other, targets)
+    # Fresh inputs for every run, as a step's are (kiln-core explain.rs says why).
+    def fresh(tracked):
+        x = torch.rand(shape, device=device, dtype=dtype).requires_grad_(tracked)
+        other = torch.rand(shape, device=device, dtype=dtype).requires_grad_(True)
+        return x, other
+    probe_out = layer(*fresh(False), targets)
     seed = torch.ones_like(probe_out)
     timings = []
     phases = {"conv2d": ["forward", "input_grad", "param_grad"], "linear": ["forward", "input_grad", "param_grad"],
               "batch_norm": ["forward", "backward"]}.get(op["op"], ["forward", "input_grad"])
     if not site["input_grad"]:
         phases = [p for p in phases if p != "input_grad"]
-    extra = [other] if op["op"] == "residual_add" else []
+    add = op["op"] == "residual_add"
     for phase in phases:
         if phase == "forward":
-            inp = x_tracked if site["input_grad"] else x
-            samples = timer.measure(lambda: None, lambda _: layer(inp, other, targets))
+            samples = timer.measure(lambda: fresh(site["input_grad"]), lambda xo: layer(xo[0], xo[1], targets))
         else:
-            net, inp, wrt = {
-                "input_grad": (frozen, x_tracked, [x_tracked] + extra),
-                "param_grad": (layer, x, params),
-                "backward": (layer, x_tracked, [x_tracked] + params),
-            }[phase]
+            net, tracked = {"input_grad": (frozen, True), "param_grad": (layer, False), "backward": (layer, True)}[phase]
+
+            def prepare():
+                x, other = fresh(tracked)
+                wrt = {"input_grad": [x] + ([other] if add else []), "param_grad": params,
+                       "backward": [x] + params}[phase]
+                return net(x, other, targets), wrt
             # autograd.grad with a ready seed: only the backward kernels are on the clock.
-            samples = timer.measure(lambda: net(inp, other, targets),
-                                    lambda y: torch.autograd.grad(y, wrt, seed))
+            samples = timer.measure(prepare, lambda yw: torch.autograd.grad(yw[0], yw[1], seed))
         timings.append({"site": index, "phase": phase, "timing": timing(samples)})
     return timings
 

@@ -273,19 +273,26 @@ fn time_site(
     let batch = site.input.first().copied().unwrap_or(1);
     let labels: Vec<i64> = (0..batch).map(|i| (i % classes) as i64).collect();
     let targets = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), device);
-    let x = Act::random(&site.input, device)?;
-    let x_tracked = x.clone().require_grad();
-    // The residual sum's other branch needs a gradient too.
-    let other = match site.op {
-        LayerOp::ResidualAdd => Act::random(&site.input, device)?.require_grad(),
-        _ => x.clone(),
+    // Fresh inputs for every run, as a step's are: where a tensor lands in memory can change
+    // a kernel's speed (libtorch's 64→512 convolution here runs at two distinct speeds), and
+    // one input reused for every run would fix that draw for the whole op.
+    let fresh = |tracked: bool| -> Result<(Act, Act), CoreError> {
+        let x = Act::random(&site.input, device)?;
+        let x = if tracked { x.require_grad() } else { x };
+        // The residual sum's other branch needs a gradient too.
+        let other = match site.op {
+            LayerOp::ResidualAdd => Act::random(&site.input, device)?.require_grad(),
+            _ => x.clone(),
+        };
+        Ok((x, other))
     };
     // What `backward()` spends seeding the output's gradient (a fill with ones of its shape),
     // taken off every backward sample.
     let elements: usize = output_shape.iter().product();
     let seed = median(&timer.measure(|| Ok(()), |()| Ok(Tensor::<1>::ones([elements], device)))?);
     // The op list and Burn's layer must agree on the shape (a wrong list fails here).
-    let made = layer.forward(x.clone(), &other, &targets)?.dims();
+    let (x, other) = fresh(false)?;
+    let made = layer.forward(x, &other, &targets)?.dims();
     if made != output_shape {
         return Err(CoreError::Config(format!(
             "{}: the op list says {output_shape:?}, Burn's layer makes {made:?}",
@@ -294,19 +301,25 @@ fn time_site(
     }
     let mut timings = Vec::new();
     for phase in site.phases() {
-        let (net, input) = match phase {
-            Phase::Forward => (&layer, if site.input_grad { &x_tracked } else { &x }),
-            Phase::InputGrad => (&frozen, &x_tracked),
-            Phase::ParamGrad => (&layer, &x),
-            Phase::Backward => (&layer, &x_tracked),
+        let (net, tracked) = match phase {
+            Phase::Forward => (&layer, site.input_grad),
+            Phase::InputGrad => (&frozen, true),
+            Phase::ParamGrad => (&layer, false),
+            Phase::Backward => (&layer, true),
             Phase::Update => continue,
         };
         let samples = if phase == Phase::Forward {
-            timer.measure(|| Ok(input.clone()), |x| net.forward(x, &other, &targets))?
+            timer.measure(
+                || fresh(tracked),
+                |(x, other)| net.forward(x, &other, &targets),
+            )?
         } else {
             timer
                 .measure(
-                    || net.forward(input.clone(), &other, &targets),
+                    || {
+                        let (x, other) = fresh(tracked)?;
+                        net.forward(x, &other, &targets)
+                    },
                     |y| {
                         y.backward();
                         Ok(())
