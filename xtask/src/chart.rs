@@ -363,6 +363,8 @@ const SEGMENT_COLORS: [RGBColor; 9] = [
     RGBColor(23, 190, 207),
 ];
 const OTHER_COLOR: RGBColor = RGBColor(170, 170, 170);
+/// Pixels right of the explain chart's share panel for its legend.
+const LEGEND_WIDTH: u32 = 230;
 
 /// The stacked-bar chart of one explain table: one bar per backend, one segment per op row
 /// (the eight heaviest, then "other ops"), a black tick at each backend's measured step.
@@ -392,105 +394,144 @@ fn draw_explain(
             v
         })
         .collect();
-    let top = segments
+    let totals: Vec<f64> = segments.iter().map(|v| v.iter().sum::<f64>()).collect();
+    let top = totals
         .iter()
-        .map(|v| v.iter().sum::<f64>())
+        .copied()
         .chain(table.steps.iter().flatten().map(|s| 1000.0 * s))
         .fold(1e-3f64, f64::max)
         * 1.12;
     let mut svg = String::new();
     {
-        let width = 260 + 150 * n as u32;
-        let root = SVGBackend::with_string(&mut svg, (width.max(760), 560)).into_drawing_area();
+        let panel = 140 + 110 * n as u32;
+        let root =
+            SVGBackend::with_string(&mut svg, (2 * panel + LEGEND_WIDTH, 560)).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(
             &format!(
-                "{}: one training step at batch {}, op by op (ms; black tick: measured step)",
+                "{}: one training step at batch {}, op by op",
                 table.model, table.batch
             ),
             ("sans-serif", 16),
         )?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .x_label_area_size(30)
-            .y_label_area_size(60)
-            .right_y_label_area_size(0)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n.max(1))
-            .x_label_formatter(&|x| {
-                if (x - x.round()).abs() < 1e-6 && x.round() >= 0.0 {
-                    table
-                        .columns
-                        .get(x.round() as usize)
-                        .cloned()
-                        .unwrap_or_default()
+        let (left, rest) = root.split_horizontally(panel);
+        let (right, legend) = rest.split_horizontally(panel);
+        // The legend: one key per segment, heaviest first, beside the shares.
+        for k in 0..=shown.min(rows.len()) {
+            let (color, label) = if k < shown {
+                (SEGMENT_COLORS[k], rows[k].label.clone())
+            } else if rows.len() > shown {
+                (OTHER_COLOR, "other ops".to_string())
+            } else {
+                continue;
+            };
+            let y = 60 + 20 * k as i32;
+            legend.draw(&Rectangle::new([(4, y), (16, y + 12)], color.filled()))?;
+            legend.draw(&Text::new(
+                label,
+                (22, y),
+                ("sans-serif", 12).into_font().color(&BLACK),
+            ))?;
+        }
+        // Left: milliseconds, with the measured step; right: each bar as shares of its sum, so
+        // a fast backend's composition stays readable beside a slow one.
+        for (area, absolute) in [(left, true), (right, false)] {
+            let value = |c: usize, v: f64| {
+                if absolute {
+                    v
+                } else if totals[c] > 0.0 {
+                    100.0 * v / totals[c]
                 } else {
-                    String::new()
+                    0.0
                 }
-            })
-            .y_desc("milliseconds per step")
-            .draw()?;
-        for k in 0..=shown {
-            let color = if k < shown {
-                SEGMENT_COLORS[k]
-            } else {
-                OTHER_COLOR
             };
-            let label = if k < shown {
-                rows[k].label.clone()
+            let (caption, ceiling, desc) = if absolute {
+                (
+                    "ms per step (black tick: measured step)",
+                    top,
+                    "milliseconds per step",
+                )
             } else {
-                "other ops".to_string()
+                (
+                    "share of each backend's sum of ops",
+                    100.0,
+                    "% of the sum of ops",
+                )
             };
-            let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
-                .filter(|&c| segments[c][k] > 0.0)
-                .map(|c| {
-                    let below: f64 = segments[c][..k].iter().sum();
-                    let x = c as f64;
-                    Rectangle::new(
-                        [(x - 0.3, below), (x + 0.3, below + segments[c][k])],
-                        color.filled(),
-                    )
+            let mut chart = ChartBuilder::on(&area)
+                .caption(caption, ("sans-serif", 13))
+                .margin(14)
+                .x_label_area_size(30)
+                .y_label_area_size(60)
+                .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..ceiling)?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n.max(1))
+                .x_label_formatter(&|x| {
+                    if (x - x.round()).abs() < 1e-6 && x.round() >= 0.0 {
+                        table
+                            .columns
+                            .get(x.round() as usize)
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
                 })
-                .collect();
-            if k == shown && rows.len() <= shown {
+                .y_label_formatter(&|v| format!("{v:.0}"))
+                .y_desc(desc)
+                .draw()?;
+            for k in 0..=shown {
+                if k == shown && rows.len() <= shown {
+                    continue;
+                }
+                let color = if k < shown {
+                    SEGMENT_COLORS[k]
+                } else {
+                    OTHER_COLOR
+                };
+                let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
+                    .filter(|&c| segments[c][k] > 0.0)
+                    .map(|c| {
+                        let below = value(c, segments[c][..k].iter().sum());
+                        let x = c as f64;
+                        Rectangle::new(
+                            [
+                                (x - 0.3, below),
+                                (x + 0.3, below + value(c, segments[c][k])),
+                            ],
+                            color.filled(),
+                        )
+                    })
+                    .collect();
+                chart.draw_series(bars)?;
+            }
+            if !absolute {
                 continue;
             }
-            chart.draw_series(bars)?.label(label).legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-            });
-        }
-        for (c, step) in table.steps.iter().enumerate() {
-            if let Some(step) = step {
-                let (x, y) = (c as f64, 1000.0 * step);
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(x - 0.4, y), (x + 0.4, y)],
-                    BLACK.stroke_width(3),
+            for (c, step) in table.steps.iter().enumerate() {
+                if let Some(step) = step {
+                    let (x, y) = (c as f64, 1000.0 * step);
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        vec![(x - 0.4, y), (x + 0.4, y)],
+                        BLACK.stroke_width(3),
+                    )))?;
+                }
+                let explained = match step {
+                    Some(s) if *s > 0.0 => format!(" ({:.0}%)", 100.0 * totals[c] / (1000.0 * s)),
+                    _ => String::new(),
+                };
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("{:.0} ms{explained}", totals[c]),
+                    (
+                        c as f64 - 0.3,
+                        totals[c].max(step.map_or(0.0, |s| 1000.0 * s)) + top * 0.02,
+                    ),
+                    ("sans-serif", 12).into_font().color(&BLACK),
                 )))?;
             }
-            let total: f64 = segments[c].iter().sum();
-            let explained = match step {
-                Some(s) if *s > 0.0 => format!(" ({:.0}%)", 100.0 * total / (1000.0 * s)),
-                _ => String::new(),
-            };
-            chart.draw_series(std::iter::once(Text::new(
-                format!("{total:.0} ms{explained}"),
-                (
-                    c as f64 - 0.28,
-                    total.max(step.map_or(0.0, |s| 1000.0 * s)) + top * 0.02,
-                ),
-                ("sans-serif", 12).into_font().color(&BLACK),
-            )))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 11))
-            .draw()?;
         root.present()?;
     }
     Ok(svg)
@@ -639,13 +680,10 @@ mod tests {
         let torch = record("pytorch", &[0.005, 0.0, 0.0]);
         let table = ExplainTable::new(&[&flex, &torch]).expect("a table");
         let svg = explain_chart(&table).expect("drawn");
-        // Two rows, heaviest first; pytorch's pool took no time and has no segment.
-        assert_eq!(
-            fill_count(&svg, SEGMENT_COLORS[0]),
-            2 + 1,
-            "two bars and a legend key"
-        );
-        assert_eq!(fill_count(&svg, SEGMENT_COLORS[1]), 1 + 1);
+        // Two rows, heaviest first, each bar in both panels (ms and shares) and one legend key;
+        // pytorch's pool took no time and has no segment.
+        assert_eq!(fill_count(&svg, SEGMENT_COLORS[0]), 2 * 2 + 1);
+        assert_eq!(fill_count(&svg, SEGMENT_COLORS[1]), 2 + 1);
         assert_eq!(fill_count(&svg, SEGMENT_COLORS[2]), 0);
         assert!(svg.contains("flex") && svg.contains("pytorch"));
         assert!(

@@ -297,3 +297,86 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
     }
     Ok(records)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::torch::{test_python, test_script};
+    use kiln_results::explain::Phase;
+
+    #[test]
+    fn the_reference_runner_times_every_op_of_both_models_in_the_shared_schema() {
+        let Some(py) = test_python() else { return };
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        for model in [ModelKind::MnistCnn, ModelKind::ResNet18] {
+            let mut request = ExplainRequest::new(model, "pytorch", "cpu", Precision::F32, 2);
+            request.warmup = 0;
+            request.repeats = 1;
+            let runner = Runner {
+                program: py.clone(),
+                args: vec![test_script().into_os_string()],
+                env: Vec::new(),
+                needs_data_file: true,
+            };
+            std::fs::create_dir_all(tmp.path().join("logs")).expect("logs");
+            let record = run_one(&runner, &request, tmp.path()).expect("the runner ran");
+            assert_eq!(record.status, Status::Ok, "{model}: {:?}", record.reason);
+            assert_eq!(record.sites, request.sites);
+            for (index, site) in request.sites.iter().enumerate() {
+                for phase in site.phases() {
+                    assert!(
+                        record
+                            .ops
+                            .iter()
+                            .any(|o| o.site == index && o.phase == phase),
+                        "{model}: {} {phase} not timed",
+                        site.describe()
+                    );
+                }
+            }
+            assert!(
+                !record
+                    .ops
+                    .iter()
+                    .any(|o| o.site == 0 && o.phase == Phase::InputGrad),
+                "the images need no gradient"
+            );
+            assert!(record.step.is_some_and(|s| s.median_seconds > 0.0));
+        }
+    }
+
+    #[test]
+    fn a_runner_without_a_record_gives_a_failed_one_naming_its_log() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir_all(tmp.path().join("logs")).expect("logs");
+        let runner = Runner {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), "echo kiln: broken >&2; exit 3".into()],
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 2);
+        let record = run_one(&runner, &request, tmp.path()).expect("ran");
+        assert_eq!(record.status, Status::Failed);
+        let reason = record.reason.unwrap_or_default();
+        assert!(
+            reason.contains("without a record") && reason.contains("kiln: broken"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn report_renders_an_explain_directory() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 2);
+        let mut record = ExplainRecord::start(&request, "0.22.1", 2);
+        record.status = Status::Skipped;
+        record.reason = Some("no device".into());
+        append(&tmp.path().join(EXPLAIN_FILE), &record).expect("written");
+        let loaded = load(&[tmp.path().to_path_buf()]).expect("read");
+        assert_eq!(loaded, vec![record]);
+        let md = write_report(tmp.path(), &loaded).expect("rendered");
+        assert!(md.contains("flex: skipped — no device"), "{md}");
+        assert!(tmp.path().join("explain.md").is_file());
+    }
+}

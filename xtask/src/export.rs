@@ -104,27 +104,9 @@ mod tests {
     use kiln_results::{DatasetName, Event, ModelKind, Record, Status};
     use std::process::Command;
 
-    /// The Python that has torch: `cargo xtask test` passes it; KILN_REQUIRE_TORCH=1 makes its
-    /// absence a failure (CI installs it).
-    fn python() -> Option<PathBuf> {
-        match std::env::var_os("KILN_TORCH_PYTHON") {
-            Some(p) => Some(PathBuf::from(p)),
-            None => {
-                assert!(
-                    std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
-                    "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
-                );
-                eprintln!(
-                    "skipped: no Python with torch (run `cargo xtask test` after setup-libtorch)"
-                );
-                None
-            }
-        }
-    }
+    use crate::torch::test_python as python;
 
-    fn script() -> PathBuf {
-        crate::workspace_root().join("bench/pytorch/kiln_torch.py")
-    }
+    use crate::torch::test_script as script;
 
     #[test]
     fn the_reference_runner_shuffles_like_kiln_data() {

@@ -262,3 +262,28 @@ pub fn setup(venv: Option<PathBuf>, python: &str) -> Result<()> {
     );
     Ok(())
 }
+
+/// The Python that has torch, for tests: `cargo xtask test` passes it; KILN_REQUIRE_TORCH=1
+/// makes its absence a failure (CI installs it).
+#[cfg(test)]
+pub fn test_python() -> Option<PathBuf> {
+    match std::env::var_os("KILN_TORCH_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            assert!(
+                std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
+                "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
+            );
+            eprintln!(
+                "skipped: no Python with torch (run `cargo xtask test` after setup-libtorch)"
+            );
+            None
+        }
+    }
+}
+
+/// The PyTorch reference runner's script, for tests.
+#[cfg(test)]
+pub fn test_script() -> PathBuf {
+    crate::workspace_root().join("bench/pytorch/kiln_torch.py")
+}
