@@ -608,13 +608,7 @@ def explain_site(site, index, timer, dtype, device, classes):
 
 def explain(path):
     wall0 = time.perf_counter()
-    try:
-        with open(path) as f:
-            req = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SystemExit("error: cannot read the explain request %s: %s" % (path, e))
-    if req.get("kiln_explain") != EXPLAIN_VERSION:
-        raise SystemExit("error: %s: explain request version %r is not %d" % (path, req.get("kiln_explain"), EXPLAIN_VERSION))
+    req = read_request(path, "explain request", "kiln_explain", EXPLAIN_VERSION)
     spec = "cpu" if req["device"] == "default" else req["device"]
     record = {"kiln_explain": EXPLAIN_VERSION, "model": req["model"], "backend": "pytorch",
               "backend_version": "torch " + torch.__version__, "device": spec, "device_name": spec,
@@ -693,15 +687,21 @@ def observed(args, status, reason):
 CELL_VERSION = 1
 
 
-def read_cell(path):
-    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side)."""
+def read_request(path, what, key, version):
+    """A JSON request xtask wrote, with the version this runner reads."""
     try:
         with open(path) as f:
-            cell = json.load(f)
+            req = json.load(f)
     except (OSError, ValueError) as e:
-        raise SystemExit("error: cannot read the cell request %s: %s" % (path, e))
-    if cell.get("kiln_cell") != CELL_VERSION:
-        raise SystemExit("error: %s: cell request version %r is not %d" % (path, cell.get("kiln_cell"), CELL_VERSION))
+        raise SystemExit("error: cannot read the %s %s: %s" % (what, path, e))
+    if req.get(key) != version:
+        raise SystemExit("error: %s: %s version %r is not %d" % (path, what, req.get(key), version))
+    return req
+
+
+def read_cell(path):
+    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side)."""
+    cell = read_request(path, "cell request", "kiln_cell", CELL_VERSION)
     if cell.get("model") not in MODELS:
         raise SystemExit("error: %s: this runner has no model %r" % (path, cell.get("model")))
     if not cell.get("data_file"):

@@ -115,16 +115,6 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
     Ok(out)
 }
 
-/// Colours of the accuracy curves, one per row (cycled).
-const LINE_COLORS: [RGBColor; 6] = [
-    RGBColor(0x2b, 0x6c, 0xb0),
-    RGBColor(0xd9, 0x6c, 0x1e),
-    RGBColor(0x2f, 0x8f, 0x4e),
-    RGBColor(0x9b, 0x3d, 0xb0),
-    RGBColor(0xb0, 0x2b, 0x3a),
-    RGBColor(0x55, 0x55, 0x55),
-];
-
 /// Per model, test accuracy against training seconds (the epochs' own times, warm-up
 /// included, evaluation excluded, unscaled), one line per row (a repeated cell's first run),
 /// with the `--target-accuracy` as a dashed line: `(model, svg)`.
@@ -209,7 +199,7 @@ fn draw_curves(
             ))?;
         }
         for (i, (label, points)) in lines.iter().enumerate() {
-            let color = LINE_COLORS[i % LINE_COLORS.len()];
+            let color = PALETTE[i % PALETTE.len()];
             chart
                 .draw_series(LineSeries::new(
                     points.iter().copied(),
@@ -350,8 +340,9 @@ fn draw(
     Ok(svg)
 }
 
-/// Colours of the stacked segments, in the order of the heaviest rows.
-const SEGMENT_COLORS: [RGBColor; 9] = [
+/// One palette for every chart with several series: accuracy curves (one per row, cycled) and
+/// the explain chart's stacked segments (heaviest row first).
+const PALETTE: [RGBColor; 9] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -376,7 +367,7 @@ fn draw_explain(
     table: &kiln_results::explain::ExplainTable,
 ) -> Result<String, Box<dyn std::error::Error>> {
     let rows = table.rows_by_weight();
-    let shown = rows.len().min(SEGMENT_COLORS.len() - 1);
+    let shown = rows.len().min(PALETTE.len() - 1);
     let n = table.columns.len();
     // Per column, the segments' milliseconds: the heaviest rows, then the rest summed.
     let segments: Vec<Vec<f64>> = (0..n)
@@ -419,7 +410,7 @@ fn draw_explain(
         // The legend: one key per segment, heaviest first, beside the shares.
         for k in 0..=shown.min(rows.len()) {
             let (color, label) = if k < shown {
-                (SEGMENT_COLORS[k], rows[k].label.clone())
+                (PALETTE[k], rows[k].label.clone())
             } else if rows.len() > shown {
                 (OTHER_COLOR, "other ops".to_string())
             } else {
@@ -486,11 +477,7 @@ fn draw_explain(
                 if k == shown && rows.len() <= shown {
                     continue;
                 }
-                let color = if k < shown {
-                    SEGMENT_COLORS[k]
-                } else {
-                    OTHER_COLOR
-                };
+                let color = if k < shown { PALETTE[k] } else { OTHER_COLOR };
                 let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
                     .filter(|&c| segments[c][k] > 0.0)
                     .map(|c| {
@@ -682,9 +669,9 @@ mod tests {
         let svg = explain_chart(&table).expect("drawn");
         // Two rows, heaviest first, each bar in both panels (ms and shares) and one legend key;
         // pytorch's pool took no time and has no segment.
-        assert_eq!(fill_count(&svg, SEGMENT_COLORS[0]), 2 * 2 + 1);
-        assert_eq!(fill_count(&svg, SEGMENT_COLORS[1]), 2 + 1);
-        assert_eq!(fill_count(&svg, SEGMENT_COLORS[2]), 0);
+        assert_eq!(fill_count(&svg, PALETTE[0]), 2 * 2 + 1);
+        assert_eq!(fill_count(&svg, PALETTE[1]), 2 + 1);
+        assert_eq!(fill_count(&svg, PALETTE[2]), 0);
         assert!(svg.contains("flex") && svg.contains("pytorch"));
         assert!(
             svg.contains("60 ms (120%)"),

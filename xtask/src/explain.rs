@@ -9,25 +9,16 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kiln_results::explain::{ExplainRecord, ExplainRequest, ExplainTable, report};
-use kiln_results::{ModelKind, Precision, Status};
+use kiln_results::Status;
+use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
 use crate::backends::{self, Backend, Runner};
 use crate::bench::build_and_probe;
+pub use crate::flags::ExplainArgs;
 use crate::{chart, time, workspace_root};
 
 /// The file of explain records in a run directory.
 pub const EXPLAIN_FILE: &str = "explain.jsonl";
-
-/// What the user asked `explain` for.
-pub struct ExplainArgs {
-    pub models: Vec<ModelKind>,
-    pub backends: Option<Vec<String>>,
-    pub precision: Precision,
-    pub batch: usize,
-    pub repeats: usize,
-    pub out: Option<PathBuf>,
-}
 
 /// A runner that takes longer than this for one model is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -264,18 +255,8 @@ pub fn write_report(dir: &Path, records: &[ExplainRecord]) -> Result<String> {
 /// One stacked-bar chart per model (and batch) with at least one ok record.
 pub fn charts(records: &[ExplainRecord]) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    let mut groups: Vec<(ModelKind, usize)> = Vec::new();
-    for r in records.iter().filter(|r| r.status == Status::Ok) {
-        if !groups.contains(&(r.model, r.batch)) {
-            groups.push((r.model, r.batch));
-        }
-    }
-    for (model, batch) in groups {
-        let ok: Vec<&ExplainRecord> = records
-            .iter()
-            .filter(|r| r.model == model && r.batch == batch && r.status == Status::Ok)
-            .collect();
-        if let Some(table) = ExplainTable::new(&ok) {
+    for (model, batch) in groups(records) {
+        if let Some(table) = table_of(records, model, batch) {
             out.push((model.to_string(), chart::explain_chart(&table)?));
         }
     }
@@ -303,6 +284,7 @@ mod tests {
     use super::*;
     use crate::torch::{test_python, test_script};
     use kiln_results::explain::Phase;
+    use kiln_results::{ModelKind, Precision};
 
     #[test]
     fn the_reference_runner_times_every_op_of_both_models_in_the_shared_schema() {

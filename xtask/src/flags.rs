@@ -137,31 +137,7 @@ pub enum Cmd {
     /// Time every operation of one training step alone on each backend (forward, input and
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;
     /// writes explain.jsonl, explain.md and a stacked-bar chart (docs/explain.md).
-    Explain {
-        /// Models, comma-separated.
-        #[arg(
-            long = "model",
-            alias = "models",
-            value_delimiter = ',',
-            default_value = "mnist-cnn"
-        )]
-        models: Vec<ModelKind>,
-        /// Backends, comma-separated (default: every buildable default backend).
-        #[arg(long, value_delimiter = ',')]
-        backends: Option<Vec<String>>,
-        /// f32, f16 or bf16 (pure precisions only).
-        #[arg(long, default_value = "f32")]
-        precision: Precision,
-        /// Batch size (default 128, the protocol's).
-        #[arg(long, default_value_t = 128)]
-        batch: usize,
-        /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
-        #[arg(long, default_value_t = 7)]
-        repeats: usize,
-        /// Output directory (default: results/explain-<UTC timestamp>/).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Explain(ExplainArgs),
     /// Show every backend: built or not, its devices, available or not and why.
     Doctor {
         /// Print JSON instead of a table.
@@ -289,4 +265,32 @@ mod tests {
             }
         }
     }
+}
+
+/// `cargo xtask explain`'s flags.
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// Models, comma-separated.
+    #[arg(
+        long = "model",
+        alias = "models",
+        value_delimiter = ',',
+        default_value = "mnist-cnn"
+    )]
+    pub models: Vec<ModelKind>,
+    /// Backends, comma-separated (default: every buildable default backend).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Option<Vec<String>>,
+    /// f32, f16 or bf16 (pure precisions only).
+    #[arg(long, default_value = "f32")]
+    pub precision: Precision,
+    /// Batch size (default 128, the protocol's).
+    #[arg(long, default_value_t = 128)]
+    pub batch: usize,
+    /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
+    #[arg(long, default_value_t = 7)]
+    pub repeats: usize,
+    /// Output directory (default: results/explain-<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }

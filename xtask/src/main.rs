@@ -88,21 +88,7 @@ fn main() -> ExitCode {
         Cmd::Bench { .. } => Err(anyhow::anyhow!(
             "`bench` needs --backend and --model, or --cell FILE"
         )),
-        Cmd::Explain {
-            models,
-            backends,
-            precision,
-            batch,
-            repeats,
-            out,
-        } => explain::explain(explain::ExplainArgs {
-            models,
-            backends,
-            precision,
-            batch,
-            repeats,
-            out,
-        }),
+        Cmd::Explain(args) => explain::explain(args),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

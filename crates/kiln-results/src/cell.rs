@@ -189,15 +189,12 @@ impl CellRequest {
 
     /// Read and validate a request file.
     pub fn read(path: &Path) -> Result<CellRequest, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the cell request {}: {e}", path.display()))?;
-        let request: CellRequest = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}: not a cell request this Kiln can read ({e}); requests are written by \
-                 `cargo xtask bench-all --plan-only` and by every run (its cells/ folder)",
-                path.display()
-            )
-        })?;
+        let request: CellRequest = read_json(
+            path,
+            "a cell request",
+            "requests are written by `cargo xtask bench-all --plan-only` and by every run (its \
+             cells/ folder)",
+        )?;
         request
             .validate()
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -209,6 +206,23 @@ impl CellRequest {
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, text)
     }
+}
+
+/// A JSON file of `what` ("a cell request", "an explain request"), with errors that name the
+/// file and say who writes such files (`writers`).
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    writers: &str,
+) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {what} from {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}: not {what} this Kiln can read ({e}); {writers}",
+            path.display()
+        )
+    })
 }
 
 #[cfg(test)]

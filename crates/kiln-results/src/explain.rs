@@ -519,15 +519,11 @@ impl ExplainRequest {
 
     /// Read a request xtask wrote, with an error naming the file.
     pub fn read(path: &Path) -> Result<ExplainRequest, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the explain request {}: {e}", path.display()))?;
-        let request: ExplainRequest = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}: not an explain request this Kiln can read ({e}); `cargo xtask explain` \
-                 writes them",
-                path.display()
-            )
-        })?;
+        let request: ExplainRequest = crate::cell::read_json(
+            path,
+            "an explain request",
+            "`cargo xtask explain` writes them",
+        )?;
         request
             .validate()
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -957,23 +953,33 @@ pub fn read_records(path: &Path) -> Result<Vec<ExplainRecord>, String> {
         .collect()
 }
 
-/// The whole Markdown report of a set of explain records: one table per model and batch, and
-/// the records that did not run, with their reasons.
-pub fn report(records: &[ExplainRecord]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let mut groups: Vec<(ModelKind, usize)> = Vec::new();
+/// The (model, batch) pairs of `records`, in the order they first appear.
+pub fn groups(records: &[ExplainRecord]) -> Vec<(ModelKind, usize)> {
+    let mut groups = Vec::new();
     for r in records {
         if !groups.contains(&(r.model, r.batch)) {
             groups.push((r.model, r.batch));
         }
     }
-    for (model, batch) in groups {
-        let ok: Vec<&ExplainRecord> = records
-            .iter()
-            .filter(|r| r.model == model && r.batch == batch && r.status == Status::Ok)
-            .collect();
-        if let Some(table) = ExplainTable::new(&ok) {
+    groups
+}
+
+/// The table of the ok records of one model and batch (none when no record is ok).
+pub fn table_of(records: &[ExplainRecord], model: ModelKind, batch: usize) -> Option<ExplainTable> {
+    let ok: Vec<&ExplainRecord> = records
+        .iter()
+        .filter(|r| r.model == model && r.batch == batch && r.status == Status::Ok)
+        .collect();
+    ExplainTable::new(&ok)
+}
+
+/// The whole Markdown report of a set of explain records: one table per model and batch, and
+/// the records that did not run, with their reasons.
+pub fn report(records: &[ExplainRecord]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (model, batch) in groups(records) {
+        if let Some(table) = table_of(records, model, batch) {
             out.push_str(&markdown(&table));
         }
         for r in records
@@ -1182,5 +1188,21 @@ mod tests {
         assert!(r.validate().is_ok());
         r.kiln_explain = 99;
         assert!(r.validate().unwrap_err().contains("version 99"));
+    }
+
+    #[test]
+    fn a_bad_request_file_is_named_in_the_error() {
+        let dir = std::env::temp_dir().join(format!("kiln-explain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let path = dir.join("bad.json");
+        std::fs::write(&path, "{\"kiln_explain\": 1}").expect("written");
+        let e = ExplainRequest::read(&path).unwrap_err();
+        assert!(
+            e.contains("bad.json: not an explain request") && e.contains("cargo xtask explain"),
+            "{e}"
+        );
+        let e = ExplainRequest::read(&dir.join("missing.json")).unwrap_err();
+        assert!(e.starts_with("cannot read an explain request from"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
