@@ -21,8 +21,8 @@ use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxP
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::prelude::*;
-use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
+use burn::tensor::{Distribution, ProfileOptions};
 
 use kiln_results::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
@@ -219,12 +219,12 @@ impl Timer<'_> {
             .map_err(|e| CoreError::Device(format!("device sync failed: {e}")))
     }
 
-    /// Time `run` after `prepare` (untimed) each time, with a device sync on both sides of
-    /// the clock.
-    fn measure<P, T>(
+    /// Time `run` after `prepare` (untimed) each time, after a device sync, in a profiling
+    /// window of Burn's.
+    fn measure<P: Send, T: Send + 'static>(
         &self,
         mut prepare: impl FnMut() -> Result<P, CoreError>,
-        mut run: impl FnMut(P) -> Result<T, CoreError>,
+        mut run: impl FnMut(P) -> Result<T, CoreError> + Send,
     ) -> Result<Vec<f64>, CoreError> {
         let mut samples = Vec::new();
         let mut spent = 0.0;
@@ -238,10 +238,18 @@ impl Timer<'_> {
             }
             let input = prepare()?;
             self.sync()?;
-            let start = Instant::now();
-            let output = run(input)?;
-            self.sync()?;
-            let seconds = start.elapsed().as_secs_f64();
+            // Burn's profiling window: device time where the backend has a device clock
+            // (CubeCL), wall-clock time between two syncs elsewhere (flex, ndarray, LibTorch);
+            // flushed, so a lazy backend's queued work falls inside it.
+            let (output, duration) = self
+                .device
+                .profile_with(ProfileOptions::default().flush(), || run(input))
+                .map_err(|e| CoreError::Device(format!("profiling window failed: {e}")))?;
+            let output = output?;
+            // No measurement is not a zero (Burn's docs): it fails the op instead.
+            let seconds = futures_lite::future::block_on(duration.resolve())
+                .map(|ticks| ticks.duration().as_secs_f64())
+                .ok_or_else(|| CoreError::Device("the profiling window measured nothing".into()))?;
             // Dropped after the clock: freeing the output is not the op's work.
             drop(output);
             if timed {
