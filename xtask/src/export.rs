@@ -60,6 +60,7 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
         origin: match data.origin {
             Origin::Real => "real",
             Origin::Synthetic => "synthetic",
+            Origin::Custom => "custom",
         },
         channels: g.channels,
         height: g.height,
@@ -74,7 +75,7 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
             .iter()
             .map(|(p, v)| format!("{} ({v:?})", p.display()))
             .collect(),
-        note: request.dataset_note.as_deref(),
+        note: data.note.as_deref().or(request.dataset_note.as_deref()),
     };
     let tmp = path.with_extension("tmp");
     let mut file = std::io::BufWriter::new(

@@ -42,7 +42,9 @@ pub struct CommonArgs {
     /// Train every cell on generated data (labelled synthetic in every record).
     #[arg(long)]
     pub synthetic: bool,
-    /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic.
+    /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic,
+    /// or your own files in --data-dir: idx (IDX image/label pairs), image-folder (one
+    /// sub-folder per class).
     #[arg(long)]
     pub dataset: Option<DatasetName>,
     /// Evaluate at most this many test samples after each epoch.

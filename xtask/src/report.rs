@@ -305,6 +305,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
             let data = match r.data {
                 kiln_results::DataKind::Real => "",
                 kiln_results::DataKind::Synthetic => ", synthetic data",
+                kiln_results::DataKind::Custom => ", custom data",
             };
             cells.push(match (r.status, r.obtained.method) {
                 (Status::Ok, Method::Measured) => format!(

@@ -174,7 +174,8 @@ struct Args {
     /// Seed of initialisation, shuffling and synthetic data (default 42).
     #[arg(long)]
     seed: Option<u64>,
-    /// Dataset: mnist, fashion-mnist, fashion-mnist-sample, cifar-10 or synthetic.
+    /// Dataset: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic, or your own
+    /// files in --data-dir: idx (IDX image/label pairs) or image-folder (a folder per class).
     #[arg(long)]
     dataset: Option<DatasetName>,
     /// Directory holding dataset files (directly or in a subfolder named after the dataset).
@@ -425,9 +426,10 @@ fn run_cell(
         dataset.train = dataset.train.truncated(n, geometry);
     }
     cell.dataset = dataset.name.clone();
-    cell.data_note = note;
+    cell.data_note = dataset.note.clone().or(note);
     cell.data = match dataset.origin {
         Origin::Real => DataKind::Real,
+        Origin::Custom => DataKind::Custom,
         Origin::Synthetic => DataKind::Synthetic,
     };
     for (path, verdict) in &dataset.files {

@@ -2,6 +2,7 @@
 //! manifest checks, the embedded Fashion-MNIST sample and synthetic sets. Knows no Burn backend.
 
 pub mod cifar;
+pub mod custom;
 pub mod idx;
 pub mod locate;
 pub mod manifest;
@@ -38,7 +39,7 @@ pub enum DataError {
 pub use kiln_results::{DatasetName, Geometry, Vocabulary};
 
 /// One split held in host memory as bytes, planar per image.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Split {
     pub pixels: Vec<u8>,
     pub labels: Vec<u8>,
@@ -64,10 +65,13 @@ impl Split {
     }
 }
 
-/// Real files or generated data.
+/// Real files, the user's own files, or generated data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
+    /// An official dataset, its files verified.
     Real,
+    /// The user's data (`--dataset idx|image-folder`), checked structurally.
+    Custom,
     Synthetic,
 }
 
@@ -86,6 +90,9 @@ pub struct Dataset {
     pub standard_epoch: usize,
     /// Files read, with what their verification established.
     pub files: Vec<(PathBuf, Verdict)>,
+    /// What the record should say about the data (custom data: where, sizes, digest, how it
+    /// was converted).
+    pub note: Option<String>,
 }
 
 impl Dataset {
@@ -257,6 +264,7 @@ pub fn load_sample() -> Result<Dataset, DataError> {
             PathBuf::from("embedded:datasets/fashion-mnist-sample"),
             Verdict::Verified,
         )],
+        note: None,
     })
 }
 
@@ -293,6 +301,7 @@ pub fn synthetic(geometry: Geometry, train: usize, test: usize, seed: u64) -> Da
         std: vec![0.5; channels],
         standard_epoch: geometry.standard_epoch(),
         files: Vec::new(),
+        note: None,
     }
 }
 
@@ -305,6 +314,10 @@ pub fn load(request: &Request) -> Result<Dataset, DataError> {
             Ok(synthetic(request.geometry, train, test, request.seed))
         }
         DatasetName::FashionMnistSample => load_sample(),
+        DatasetName::Idx => custom::load_idx_dir(custom_dir(name, request)?, request.geometry),
+        DatasetName::ImageFolder => {
+            custom::load_image_folder(custom_dir(name, request)?, request.geometry)
+        }
         DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
             let entry = manifest_entry(name)?;
             let found = locate::locate(entry, request.data_dir.as_deref())?;
@@ -339,8 +352,28 @@ pub fn load(request: &Request) -> Result<Dataset, DataError> {
                 std,
                 standard_epoch: geometry.standard_epoch(),
                 files,
+                note: None,
             })
         }
+    }
+}
+
+/// The directory a custom dataset is read from (`--data-dir`, required).
+fn custom_dir(name: DatasetName, request: &Request) -> Result<&Path, DataError> {
+    match request.data_dir.as_deref() {
+        Some(dir) if dir.is_dir() => Ok(dir),
+        other => Err(DataError::NotFound {
+            dataset: name.to_string(),
+            looked: other.iter().map(|d| d.display().to_string()).collect(),
+            hint: format!(
+                "--dataset {name} reads your own files: pass --data-dir DIR ({})",
+                if name == DatasetName::Idx {
+                    "holding train and test/t10k IDX image and label files"
+                } else {
+                    "holding one sub-folder of images per class"
+                }
+            ),
+        }),
     }
 }
 
@@ -359,6 +392,14 @@ fn manifest_entry(name: DatasetName) -> Result<&'static manifest::ManifestDatase
 pub fn available(name: DatasetName, data_dir: Option<&Path>) -> Result<(), DataError> {
     match name {
         DatasetName::Synthetic | DatasetName::FashionMnistSample => Ok(()),
+        DatasetName::Idx | DatasetName::ImageFolder => match data_dir {
+            Some(d) if d.is_dir() => Ok(()),
+            _ => Err(DataError::NotFound {
+                dataset: name.to_string(),
+                looked: data_dir.iter().map(|d| d.display().to_string()).collect(),
+                hint: format!("--dataset {name} needs --data-dir DIR with your files"),
+            }),
+        },
         DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
             locate::locate(manifest_entry(name)?, data_dir).map(|_| ())
         }

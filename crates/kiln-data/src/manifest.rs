@@ -76,6 +76,8 @@ pub enum Verdict {
     Verified,
     /// No digest is known for this form of the file: only its size was checked.
     SizeOnly,
+    /// The user's own file: checked structurally, its digest recorded.
+    Custom,
 }
 
 /// Check a file's stored bytes (`stored`, as on disk) and decompressed bytes (`content`).

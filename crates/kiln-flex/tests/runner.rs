@@ -259,3 +259,74 @@ fn every_precision_trains_with_and_without_gradient_accumulation() {
         }
     }
 }
+
+#[test]
+fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pixels: Vec<u8> = (0..48 * 784).map(|i| (i % 253) as u8).collect();
+    let labels: Vec<u8> = (0..48).map(|i| (i % 10) as u8).collect();
+    write(
+        dir,
+        "train-images-idx3-ubyte",
+        &kiln_data::idx::encode(&[48, 28, 28], &pixels),
+    );
+    write(
+        dir,
+        "train-labels-idx1-ubyte",
+        &kiln_data::idx::encode(&[48], &labels),
+    );
+    write(
+        dir,
+        "test-images-idx3-ubyte",
+        &kiln_data::idx::encode(&[16, 28, 28], &pixels[..16 * 784]),
+    );
+    write(
+        dir,
+        "test-labels-idx1-ubyte",
+        &kiln_data::idx::encode(&[16], &labels[..16]),
+    );
+    let out = runner()
+        .args([
+            "--model",
+            "mnist-cnn",
+            "--dataset",
+            "idx",
+            "--epochs",
+            "1",
+            "--batch",
+            "16",
+        ])
+        .args(["--no-calibrate", "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let r = final_record(&out.stdout);
+    assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+    assert_eq!(r.data, DataKind::Custom);
+    assert_eq!(r.dataset, "idx");
+    assert_eq!((r.train_samples, r.test_samples), (48, 16));
+    let said = r.reason.clone().unwrap_or_default();
+    assert!(
+        said.contains("custom IDX data") && said.contains("sha256"),
+        "{said}"
+    );
+    // A malformed pair fails the cell with the file and the problem named.
+    write(
+        dir,
+        "test-labels-idx1-ubyte",
+        &kiln_data::idx::encode(&[15], &labels[..15]),
+    );
+    let out = runner()
+        .args(["--model", "mnist-cnn", "--dataset", "idx", "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let r = final_record(&out.stdout);
+    assert_eq!(r.status, Status::Failed);
+    let reason = r.reason.unwrap_or_default();
+    assert!(
+        reason.contains("test-labels-idx1-ubyte") && reason.contains("15 labels for 16 images"),
+        "{reason}"
+    );
+}

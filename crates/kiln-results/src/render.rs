@@ -147,6 +147,7 @@ pub fn obtained_text(r: &Record) -> String {
     let data = match r.data {
         DataKind::Real => format!("real data ({})", r.dataset),
         DataKind::Synthetic => format!("SYNTHETIC data ({})", r.dataset),
+        DataKind::Custom => format!("custom data ({})", r.dataset),
     };
     let scaled = if o.epoch_samples != o.standard_epoch_samples && o.epoch_samples > 0 {
         format!(

@@ -97,6 +97,8 @@ pub const MIN_CHUNKS: usize = 3;
 #[serde(rename_all = "snake_case")]
 pub enum DataKind {
     Real,
+    /// The user's own files (`--dataset idx|image-folder`).
+    Custom,
     Synthetic,
 }
 

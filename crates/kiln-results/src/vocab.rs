@@ -259,6 +259,11 @@ vocabulary!(
         Cifar10 = "cifar-10",
         /// Generated images of the model's shape (labelled synthetic in every record).
         Synthetic = "synthetic",
+        /// The user's IDX image/label pairs in --data-dir (labelled custom).
+        Idx = "idx",
+        /// The user's folder of images, one sub-folder per class, in --data-dir (labelled
+        /// custom).
+        ImageFolder = "image-folder",
     }
 );
 
@@ -270,7 +275,9 @@ impl DatasetName {
                 Some(Geometry::MNIST)
             }
             DatasetName::Cifar10 => Some(Geometry::CIFAR),
-            DatasetName::Synthetic => None,
+            // Generated or converted to the model's input; a custom IDX file is checked
+            // against it when read.
+            DatasetName::Synthetic | DatasetName::Idx | DatasetName::ImageFolder => None,
         }
     }
 
