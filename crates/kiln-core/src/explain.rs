@@ -281,9 +281,9 @@ fn time_site(
     let batch = site.input.first().copied().unwrap_or(1);
     let labels: Vec<i64> = (0..batch).map(|i| (i % classes) as i64).collect();
     let targets = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), device);
-    // Fresh inputs for every run, as a step's are: where a tensor lands in memory can change
-    // a kernel's speed (libtorch's 64→512 convolution here runs at two distinct speeds), and
-    // one input reused for every run would fix that draw for the whole op.
+    // Fresh inputs for every run, as a step's are: a kernel's speed can depend on the tensors
+    // it is given (libtorch's 64→512 convolution ran at one of two speeds here, the same one
+    // for every run of a reused input), so one input for all runs would fix that draw.
     let fresh = |tracked: bool| -> Result<(Act, Act), CoreError> {
         let x = Act::random(&site.input, device)?;
         let x = if tracked { x.require_grad() } else { x };
