@@ -1004,9 +1004,10 @@ pub fn report(records: &[ExplainRecord]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "\nMachine: {machine}. Each op timed alone with a device sync around it, after {} \
-             warm-up run(s), median of up to {} runs; see docs/explain.md for what isolated \
-             timings leave out.",
+            "\nMachine: {machine}. Each op timed alone in Burn's profiling window (wall clock \
+             between device syncs on CPU backends; PyTorch between syncs), after {} warm-up \
+             run(s), median of up to {} runs; see docs/explain.md for what isolated timings \
+             leave out.",
             r.warmup, r.repeats
         );
     }
