@@ -20,11 +20,59 @@ use crate::backends::Runner;
 use crate::export::export_data;
 use crate::{time, workspace_root};
 
-/// The last `lines` non-empty lines of a log, joined with ` | `.
+/// Lines drivers print on every start that say nothing about a failure (Mesa without a
+/// desktop session); they never stand as a cell's reason.
+const HARMLESS: &[&str] = &["XDG_RUNTIME_DIR is invalid or not set"];
+
+/// The last `lines` non-empty lines of a log that are not known-harmless driver warnings,
+/// joined with ` | `.
 pub fn tail_of(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !HARMLESS.iter().any(|h| l.contains(h)))
+        .collect();
     all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// Where a running cell is, as its events tell: xtask names the phase a cell was killed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Until the runner's start event: loading data, opening the device.
+    Starting,
+    /// Until the first progress: the first step, which carries kernel compilation and autotune
+    /// on GPU backends.
+    FirstStep,
+    Training,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Starting => "start-up (loading data, opening the device)",
+            Phase::FirstStep => "the first step (kernel compilation and autotune on GPU backends)",
+            Phase::Training => "training",
+        }
+    }
+}
+
+/// Why a cell that hit its wall-clock limit failed: the phase it was in and how long each took.
+fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> String {
+    let mut parts: Vec<String> = done
+        .iter()
+        .map(|(p, s)| format!("{} took {}", p.name(), human_seconds(*s)))
+        .collect();
+    parts.push(format!(
+        "{} had run {}",
+        current.0.name(),
+        human_seconds(current.1)
+    ));
+    format!(
+        "timed out after {} during {} ({})",
+        human_seconds(limit),
+        current.0.name(),
+        parts.join(", ")
+    )
 }
 
 /// A file name for the cell `id` (its log, its request).
@@ -147,6 +195,14 @@ pub(super) fn run_cell(
     let mut final_record = None;
     let mut unparsed = Vec::new();
     let mut timed_out = false;
+    let (mut phase, mut phase_started) = (Phase::Starting, Instant::now());
+    let mut phases: Vec<(Phase, f64)> = Vec::new();
+    let mut enter = |next: Phase, phase: &mut Phase, since: &mut Instant| {
+        if *phase != next {
+            phases.push((*phase, since.elapsed().as_secs_f64()));
+            (*phase, *since) = (next, Instant::now());
+        }
+    };
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
@@ -160,6 +216,7 @@ pub(super) fn run_cell(
                     final_record = Some(observed_record(*observed, &request, &commit, dirty));
                 }
                 Ok(Event::Start(s)) => {
+                    enter(Phase::FirstStep, &mut phase, &mut phase_started);
                     trained_from = noise::sample(Some(pid));
                     display.line(&format!(
                         "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, \
@@ -175,6 +232,7 @@ pub(super) fn run_cell(
                     display.start_cell((s.steps_per_epoch * s.epochs) as u64);
                 }
                 Ok(Event::Epoch(e)) => {
+                    enter(Phase::Training, &mut phase, &mut phase_started);
                     if e.epoch == 1 {
                         warm_until = noise::sample(Some(pid));
                     } else {
@@ -197,6 +255,7 @@ pub(super) fn run_cell(
                     ))
                 }
                 Ok(Event::Progress(p)) => {
+                    enter(Phase::Training, &mut phase, &mut phase_started);
                     let eta = p.eta_seconds.unwrap_or(0.0);
                     let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
                     display.status(
@@ -226,6 +285,17 @@ pub(super) fn run_cell(
                     timed_out = true;
                     break;
                 }
+                if phase == Phase::FirstStep {
+                    display.status(
+                        0,
+                        &label,
+                        &format!(
+                            "first step: compiling and autotuning kernels (GPU backends) · {}",
+                            time::short(phase_started.elapsed().as_secs_f64())
+                        ),
+                        "",
+                    );
+                }
             }
         }
     }
@@ -239,7 +309,11 @@ pub(super) fn run_cell(
         Some(r) => r,
         None => {
             let why = if timed_out {
-                format!("timed out after {}", human_seconds(limit.as_secs_f64()))
+                timeout_reason(
+                    limit.as_secs_f64(),
+                    &phases,
+                    (phase, phase_started.elapsed().as_secs_f64()),
+                )
             } else {
                 format!("the runner exited ({status}) without a final record")
             };
@@ -354,4 +428,37 @@ pub fn observed_record(
     fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
     fingerprint.kiln_dirty = dirty;
     observed.into_record(request, fingerprint)
+}
+
+#[cfg(test)]
+mod phase_tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_names_the_phase_and_how_long_each_took() {
+        let why = timeout_reason(690.0, &[(Phase::Starting, 12.0)], (Phase::FirstStep, 678.0));
+        assert_eq!(
+            why,
+            "timed out after 11.5 min during the first step (kernel compilation and autotune on \
+             GPU backends) (start-up (loading data, opening the device) took 12.0 s, the first \
+             step (kernel compilation and autotune on GPU backends) had run 11.3 min)"
+        );
+    }
+
+    #[test]
+    fn harmless_driver_warnings_never_stand_as_the_reason() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("cell.stderr");
+        std::fs::write(
+            &log,
+            "kiln: opening vulkan:cpu\nthread 'main' panicked: out of memory\n\
+             error: XDG_RUNTIME_DIR is invalid or not set in the environment.\n\
+             error: XDG_RUNTIME_DIR is invalid or not set in the environment.\n",
+        )
+        .expect("written");
+        assert_eq!(
+            tail_of(&log, 3),
+            "kiln: opening vulkan:cpu | thread 'main' panicked: out of memory"
+        );
+    }
 }
