@@ -385,7 +385,7 @@ fn draw_explain(
             v
         })
         .collect();
-    let totals: Vec<f64> = segments.iter().map(|v| v.iter().sum::<f64>()).collect();
+    let totals: Vec<f64> = table.totals.iter().map(|t| 1000.0 * t).collect();
     let top = totals
         .iter()
         .copied()
@@ -408,7 +408,7 @@ fn draw_explain(
         let (left, rest) = root.split_horizontally(panel);
         let (right, legend) = rest.split_horizontally(panel);
         // The legend: one key per segment, heaviest first, beside the shares.
-        for k in 0..=shown.min(rows.len()) {
+        for k in 0..=shown {
             let (color, label) = if k < shown {
                 (PALETTE[k], rows[k].label.clone())
             } else if rows.len() > shown {
@@ -505,10 +505,9 @@ fn draw_explain(
                         BLACK.stroke_width(3),
                     )))?;
                 }
-                let explained = match step {
-                    Some(s) if *s > 0.0 => format!(" ({:.0}%)", 100.0 * totals[c] / (1000.0 * s)),
-                    _ => String::new(),
-                };
+                let explained = table
+                    .explained(c)
+                    .map_or(String::new(), |e| format!(" ({:.0}%)", 100.0 * e));
                 chart.draw_series(std::iter::once(Text::new(
                     format!("{:.0} ms{explained}", totals[c]),
                     (

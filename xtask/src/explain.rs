@@ -13,7 +13,7 @@ use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
 use crate::backends::{self, Backend, Runner};
-use crate::bench::build_and_probe;
+use crate::bench::{append_line, build_and_probe, fingerprint_here};
 pub use crate::flags::ExplainArgs;
 use crate::{chart, time, workspace_root};
 
@@ -24,23 +24,18 @@ pub const EXPLAIN_FILE: &str = "explain.jsonl";
 const LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub fn explain(args: ExplainArgs) -> Result<bool> {
-    if args.precision.is_amp() {
-        bail!(
-            "--precision {}: explain times pure precisions (f32, f16, bf16); a mixed-precision \
-             step mixes two types per op, which ops timed alone cannot reproduce",
-            args.precision
-        );
-    }
-    if args.batch == 0 || args.repeats == 0 {
-        bail!("--batch and --repeats must be at least 1");
-    }
-    let wanted: Vec<&'static Backend> = match &args.backends {
-        Some(names) => names
-            .iter()
-            .map(|n| backends::find(n))
-            .collect::<Result<_>>()?,
-        None => backends::all().iter().filter(|b| b.default).collect(),
+    let request_for = |model, backend: &str, device: &str| {
+        let mut r = ExplainRequest::new(model, backend, device, args.precision, args.batch);
+        r.repeats = args.repeats;
+        r
     };
+    // The requests' own rules, checked before anything is built.
+    for &model in &args.models {
+        request_for(model, "", "default")
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
+    }
+    let wanted = crate::bench::wanted_backends(args.backends.as_deref())?;
     let out = match &args.out {
         Some(d) => d.clone(),
         None => workspace_root()
@@ -77,14 +72,11 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
                 .iter()
                 .find(|d| d.default && d.available)
                 .or_else(|| probe.devices.iter().find(|d| d.available));
-            let mut request = ExplainRequest::new(
+            let request = request_for(
                 model,
                 &backend.name,
                 device.map_or("default", |d| d.spec.as_str()),
-                args.precision,
-                args.batch,
             );
-            request.repeats = args.repeats;
             let mut record = match device {
                 None => {
                     let mut r = ExplainRecord::start(&request, &probe.backend_version, 0);
@@ -102,18 +94,12 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             };
             // The reference script: neither Burn nor a Rust compiler made it.
             let burn = if runner.needs_data_file {
-                String::new()
+                ""
             } else {
-                record.backend_version.clone()
+                record.backend_version.as_str()
             };
-            let mut fp = kiln_results::fingerprint::collect(record.threads, &burn);
-            if burn.is_empty() {
-                fp.rustc_version = None;
-            }
-            fp.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
-            fp.kiln_dirty = dirty;
-            record.fingerprint = Some(fp);
-            append(&out.join(EXPLAIN_FILE), &record)?;
+            record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
+            append_line(&out.join(EXPLAIN_FILE), &record)?;
             summary(&record);
             records.push(record);
         }
@@ -144,18 +130,6 @@ fn summary(r: &ExplainRecord) {
             r.reason.as_deref().unwrap_or("")
         ),
     }
-}
-
-fn append(path: &Path, record: &ExplainRecord) -> Result<()> {
-    let line = serde_json::to_string(record).context("encoding an explain record")?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    writeln!(f, "{line}").with_context(|| format!("cannot write {}", path.display()))?;
-    f.sync_all().ok();
-    Ok(())
 }
 
 /// Run one request in the backend's runner: stderr to the log (its progress lines echoed),
@@ -354,7 +328,7 @@ mod tests {
         let mut record = ExplainRecord::start(&request, "0.22.1", 2);
         record.status = Status::Skipped;
         record.reason = Some("no device".into());
-        append(&tmp.path().join(EXPLAIN_FILE), &record).expect("written");
+        append_line(&tmp.path().join(EXPLAIN_FILE), &record).expect("written");
         let loaded = load(&[tmp.path().to_path_buf()]).expect("read");
         assert_eq!(loaded, vec![record]);
         let md = write_report(tmp.path(), &loaded).expect("rendered");

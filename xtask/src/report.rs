@@ -57,14 +57,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
         if let Some(target) = outputs.svg {
             let charts = crate::explain::charts(&explained)?;
             for (model, svg) in &charts {
-                let file = target.with_file_name(format!(
-                    "{}-explain-{model}.svg",
-                    target
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| "chart".into())
-                ));
-                write(&file, svg)?;
+                write(&svg_path(target, &format!("explain-{model}"), true), svg)?;
             }
         }
         if timed.is_empty() {

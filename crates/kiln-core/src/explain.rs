@@ -19,7 +19,7 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 use burn::tensor::{Distribution, ProfileOptions};
@@ -30,8 +30,8 @@ use kiln_results::explain::{
 use kiln_results::{FloatKind, Status};
 
 use crate::models::{BuildModel, ChannelDropout, Classifier, WithModel};
-use crate::protocol::{DeviceData, Trainer};
-use crate::runner::{Binding, dtype, supported_precisions};
+use crate::protocol::{self, DeviceData, Protocol, Trainer};
+use crate::runner::{Binding, dtype, panic_text, supported_precisions};
 use crate::{BURN_VERSION, CoreError};
 
 /// An activation of any rank a layer takes or makes.
@@ -383,7 +383,8 @@ impl WithModel for ModelTimings<'_> {
 
     fn run<M: Classifier>(self, model: M) -> Self::Output {
         let inner = self.device.clone().without_autodiff();
-        let mut optim = AdamConfig::new().with_epsilon(1e-8).init();
+        let learning_rate = Protocol::default().learning_rate;
+        let mut optim = protocol::adam();
         let mut slot = Some(model.clone());
         let update = self.timer.measure(
             || {
@@ -399,7 +400,7 @@ impl WithModel for ModelTimings<'_> {
                 let m = slot
                     .take()
                     .ok_or_else(|| CoreError::Device("the model was lost in a step".into()))?;
-                slot = Some(optim.step(1e-3, m, grads));
+                slot = Some(optim.step(learning_rate, m, grads));
                 Ok(())
             },
         )?;
@@ -407,7 +408,7 @@ impl WithModel for ModelTimings<'_> {
         let geometry = self.kind.geometry();
         let data = kiln_data::synthetic(geometry, self.batch * STEP_BATCHES, 0, self.seed);
         let data = DeviceData::upload(&data, self.device, Some(0));
-        let mut trainer = Trainer::new(model, self.device, 1e-3);
+        let mut trainer = Trainer::new(model, self.device, learning_rate);
         let batch = self.batch as i64;
         let mut next = 0i64;
         let step = self.timer.measure(
@@ -458,14 +459,6 @@ pub fn explain(binding: &dyn Binding, request: &ExplainRequest) -> ExplainRecord
     }
     record.wall_seconds = started.elapsed().as_secs_f64();
     record
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn explain_on_device(

@@ -133,6 +133,12 @@ impl DeviceData {
     }
 }
 
+/// The protocol's optimizer: Adam with PyTorch's defaults (betas 0.9/0.999, eps 1e-8; Burn's
+/// default eps is 1e-5).
+pub fn adam() -> ModuleOptimizer {
+    AdamConfig::new().with_epsilon(1e-8).init()
+}
+
 /// The model, its optimizer and its loss: one training step at a time.
 pub struct Trainer<M: Classifier> {
     model: Option<M>,
@@ -144,11 +150,11 @@ pub struct Trainer<M: Classifier> {
 }
 
 impl<M: Classifier> Trainer<M> {
-    /// Adam with PyTorch's defaults (betas 0.9/0.999, eps 1e-8; Burn's default eps is 1e-5).
+    /// A trainer with [`adam`].
     pub fn new(model: M, device: &Device, learning_rate: f64) -> Self {
         Trainer {
             model: Some(model),
-            optim: AdamConfig::new().with_epsilon(1e-8).init(),
+            optim: adam(),
             loss: CrossEntropyLossConfig::new().init(device),
             learning_rate,
             accum_steps: 1,

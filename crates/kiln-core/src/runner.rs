@@ -586,19 +586,24 @@ fn bench_with_args(
             eprintln!("kiln: {e}");
             cell.record(Status::Failed, Some(e.to_string()), None)
         }
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            cell.record(
-                Status::Failed,
-                Some(format!("the backend panicked: {what}")),
-                None,
-            )
-        }
+        Err(panic) => cell.record(
+            Status::Failed,
+            Some(format!(
+                "the backend panicked: {}",
+                panic_text(panic.as_ref())
+            )),
+            None,
+        ),
     }
+}
+
+/// What a caught panic said (its message, when it carried one).
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// The runner's `main`: parse arguments, probe or train, print JSON lines.

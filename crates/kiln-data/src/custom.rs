@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::{DataError, Dataset, Geometry, Origin, Split, Verdict, idx};
+use crate::{DataError, Dataset, Geometry, Origin, Split, Verdict, idx, read_file};
 
 /// Largest IDX file accepted (decompressed).
 const MAX_IDX_BYTES: u64 = 1 << 31;
@@ -17,13 +17,6 @@ fn corrupt(file: &Path, why: impl Into<String>) -> DataError {
         file: file.display().to_string(),
         why: why.into(),
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, DataError> {
-    std::fs::read(path).map_err(|source| DataError::Io {
-        file: path.display().to_string(),
-        source,
-    })
 }
 
 fn list(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
@@ -159,33 +152,20 @@ pub fn load_idx_dir(dir: &Path, g: Geometry) -> Result<Dataset, DataError> {
         let labels_path = pick(dir, &files, names, "labels")?;
         let mut parse = |path: &Path, rank: usize| -> Result<idx::Idx, DataError> {
             let shown = path.display().to_string();
-            let bytes = idx::decompress_if_gzip(read(path)?, MAX_IDX_BYTES, &shown)?;
+            let bytes = idx::decompress_if_gzip(read_file(path)?, MAX_IDX_BYTES, &shown)?;
             hasher.update(&bytes);
             read_files.push((path.to_path_buf(), Verdict::Custom));
             idx::parse(bytes, rank, &shown)
         };
         let images = parse(&images_path, 3)?;
         let labels = parse(&labels_path, 1)?;
-        let pair = idx::images_and_labels(
+        idx::split(
             images,
             labels,
             &images_path.display().to_string(),
             &labels_path.display().to_string(),
-            g.classes,
-        )?;
-        if (pair.rows, pair.cols) != (g.height, g.width) {
-            return Err(corrupt(
-                &images_path,
-                format!(
-                    "images are {}×{}, the model takes {}×{}",
-                    pair.rows, pair.cols, g.height, g.width
-                ),
-            ));
-        }
-        Ok(Split {
-            pixels: pair.pixels,
-            labels: pair.labels,
-        })
+            g,
+        )
     };
     let train = split(&["train"])?;
     let test = split(&["test", "t10k"])?;
@@ -202,7 +182,7 @@ pub fn load_idx_dir(dir: &Path, g: Geometry) -> Result<Dataset, DataError> {
 /// One image decoded and converted to the model's input: grey or RGB, resized to
 /// `height`×`width` (bilinear), planar.
 fn image_pixels(path: &Path, g: Geometry) -> Result<Vec<u8>, DataError> {
-    let bytes = read(path)?;
+    let bytes = read_file(path)?;
     let img = image::load_from_memory(&bytes)
         .map_err(|e| corrupt(path, format!("not an image Kiln can read ({e})")))?;
     let (w, h) = (g.width as u32, g.height as u32);

@@ -157,6 +157,31 @@ pub fn images_and_labels(
     })
 }
 
+/// One split of images and labels for a model of geometry `g`: the pair checked against each
+/// other, labels below its classes, images of its side.
+pub fn split(
+    images: Idx,
+    labels: Idx,
+    images_file: &str,
+    labels_file: &str,
+    g: crate::Geometry,
+) -> Result<crate::Split, DataError> {
+    let pair = images_and_labels(images, labels, images_file, labels_file, g.classes)?;
+    if (pair.rows, pair.cols) != (g.height, g.width) {
+        return Err(DataError::Corrupt {
+            file: images_file.into(),
+            why: format!(
+                "images are {}×{}, the model takes {}×{}",
+                pair.rows, pair.cols, g.height, g.width
+            ),
+        });
+    }
+    Ok(crate::Split {
+        pixels: pair.pixels,
+        labels: pair.labels,
+    })
+}
+
 /// Encode `data` with `dims` as an IDX file of unsigned bytes (for tests and fixtures).
 pub fn encode(dims: &[usize], data: &[u8]) -> Vec<u8> {
     let mut out = vec![0, 0, 0x08, dims.len() as u8];

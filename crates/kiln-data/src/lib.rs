@@ -132,7 +132,7 @@ static SAMPLE_IMAGES: &[u8] =
 static SAMPLE_LABELS: &[u8] =
     include_bytes!("../../../datasets/fashion-mnist-sample/t10k-labels-idx1-ubyte.gz");
 
-fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
     std::fs::read(path).map_err(|source| DataError::Io {
         file: path.display().to_string(),
         source,
@@ -193,17 +193,7 @@ fn load_idx_split(
     };
     let (images, images_file) = read(images_role, 3)?;
     let (labels, labels_file) = read(labels_role, 1)?;
-    let pair = idx::images_and_labels(images, labels, &images_file, &labels_file, 10)?;
-    if (pair.rows, pair.cols) != (28, 28) {
-        return Err(DataError::Corrupt {
-            file: images_file,
-            why: format!("images are {}x{}, expected 28x28", pair.rows, pair.cols),
-        });
-    }
-    Ok(Split {
-        pixels: pair.pixels,
-        labels: pair.labels,
-    })
+    idx::split(images, labels, &images_file, &labels_file, Geometry::MNIST)
 }
 
 fn load_cifar(
@@ -314,10 +304,14 @@ pub fn load(request: &Request) -> Result<Dataset, DataError> {
             Ok(synthetic(request.geometry, train, test, request.seed))
         }
         DatasetName::FashionMnistSample => load_sample(),
-        DatasetName::Idx => custom::load_idx_dir(custom_dir(name, request)?, request.geometry),
-        DatasetName::ImageFolder => {
-            custom::load_image_folder(custom_dir(name, request)?, request.geometry)
-        }
+        DatasetName::Idx => custom::load_idx_dir(
+            custom_dir(name, request.data_dir.as_deref())?,
+            request.geometry,
+        ),
+        DatasetName::ImageFolder => custom::load_image_folder(
+            custom_dir(name, request.data_dir.as_deref())?,
+            request.geometry,
+        ),
         DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
             let entry = manifest_entry(name)?;
             let found = locate::locate(entry, request.data_dir.as_deref())?;
@@ -359,8 +353,8 @@ pub fn load(request: &Request) -> Result<Dataset, DataError> {
 }
 
 /// The directory a custom dataset is read from (`--data-dir`, required).
-fn custom_dir(name: DatasetName, request: &Request) -> Result<&Path, DataError> {
-    match request.data_dir.as_deref() {
+fn custom_dir(name: DatasetName, data_dir: Option<&Path>) -> Result<&Path, DataError> {
+    match data_dir {
         Some(dir) if dir.is_dir() => Ok(dir),
         other => Err(DataError::NotFound {
             dataset: name.to_string(),
@@ -392,14 +386,7 @@ fn manifest_entry(name: DatasetName) -> Result<&'static manifest::ManifestDatase
 pub fn available(name: DatasetName, data_dir: Option<&Path>) -> Result<(), DataError> {
     match name {
         DatasetName::Synthetic | DatasetName::FashionMnistSample => Ok(()),
-        DatasetName::Idx | DatasetName::ImageFolder => match data_dir {
-            Some(d) if d.is_dir() => Ok(()),
-            _ => Err(DataError::NotFound {
-                dataset: name.to_string(),
-                looked: data_dir.iter().map(|d| d.display().to_string()).collect(),
-                hint: format!("--dataset {name} needs --data-dir DIR with your files"),
-            }),
-        },
+        DatasetName::Idx | DatasetName::ImageFolder => custom_dir(name, data_dir).map(|_| ()),
         DatasetName::Mnist | DatasetName::FashionMnist | DatasetName::Cifar10 => {
             locate::locate(manifest_entry(name)?, data_dir).map(|_| ())
         }

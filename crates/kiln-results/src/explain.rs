@@ -146,13 +146,8 @@ impl LayerOp {
                     kernel,
                     ..
                 },
-                &[b, ..],
-            ) => {
-                let per_output = (in_channels * kernel * kernel) as u64;
-                let outputs: usize = out.iter().product();
-                debug_assert_eq!(out[0], b);
-                per_output * outputs as u64
-            }
+                &[_, ..],
+            ) => (in_channels * kernel * kernel) as u64 * out.iter().product::<usize>() as u64,
             (
                 LayerOp::Linear {
                     in_features,
@@ -567,13 +562,13 @@ pub struct Timing {
 impl Timing {
     /// The timing of `samples` (seconds); `None` when there are none.
     pub fn of(samples: &[f64]) -> Option<Timing> {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
-        sorted.sort_by(f64::total_cmp);
+        let finite: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
+        let stats = crate::Stats::from_samples(&finite)?;
         Some(Timing {
-            median_seconds: crate::stats::median_of_sorted(&sorted)?,
-            min_seconds: *sorted.first()?,
-            max_seconds: *sorted.last()?,
-            runs: sorted.len(),
+            median_seconds: stats.median,
+            min_seconds: stats.min,
+            max_seconds: stats.max,
+            runs: stats.n,
         })
     }
 }
@@ -774,6 +769,12 @@ impl ExplainTable {
         })
     }
 
+    /// Column `column`'s sum of ops against its measured step (1.0 = all of it explained).
+    pub fn explained(&self, column: usize) -> Option<f64> {
+        let step = self.steps.get(column).copied().flatten()?;
+        (step > 0.0).then(|| self.totals[column] / step)
+    }
+
     /// The rows ordered by their largest time in any column, largest first.
     pub fn rows_by_weight(&self) -> Vec<&FamilyRow> {
         let mut rows: Vec<&FamilyRow> = self.rows.iter().collect();
@@ -876,11 +877,10 @@ pub fn markdown(table: &ExplainTable) -> String {
         let _ = write!(out, " {} |", s.map_or("not measured".into(), ms));
     }
     let _ = write!(out, "\n| explained |");
-    for (t, s) in table.totals.iter().zip(&table.steps) {
-        let text = match s {
-            Some(s) if *s > 0.0 => format!("{:.0}%", 100.0 * t / s),
-            _ => "—".into(),
-        };
+    for column in 0..table.columns.len() {
+        let text = table
+            .explained(column)
+            .map_or("—".into(), |e| format!("{:.0}%", 100.0 * e));
         let _ = write!(out, " {text} |");
     }
     out.push_str("\n\n");

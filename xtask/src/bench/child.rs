@@ -56,6 +56,36 @@ impl Phase {
     }
 }
 
+/// The phases a cell went through, with how long each took, and the one it is in.
+struct PhaseClock {
+    done: Vec<(Phase, f64)>,
+    phase: Phase,
+    since: Instant,
+}
+
+impl PhaseClock {
+    fn new() -> Self {
+        PhaseClock {
+            done: Vec::new(),
+            phase: Phase::Starting,
+            since: Instant::now(),
+        }
+    }
+
+    /// Move to `next` (nothing when the cell is in it already).
+    fn enter(&mut self, next: Phase) {
+        if self.phase != next {
+            self.done.push((self.phase, self.elapsed()));
+            (self.phase, self.since) = (next, Instant::now());
+        }
+    }
+
+    /// Seconds in the current phase.
+    fn elapsed(&self) -> f64 {
+        self.since.elapsed().as_secs_f64()
+    }
+}
+
 /// Why a cell that hit its wall-clock limit failed: the phase it was in and how long each took.
 fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> String {
     let mut parts: Vec<String> = done
@@ -195,14 +225,7 @@ pub(super) fn run_cell(
     let mut final_record = None;
     let mut unparsed = Vec::new();
     let mut timed_out = false;
-    let (mut phase, mut phase_started) = (Phase::Starting, Instant::now());
-    let mut phases: Vec<(Phase, f64)> = Vec::new();
-    let mut enter = |next: Phase, phase: &mut Phase, since: &mut Instant| {
-        if *phase != next {
-            phases.push((*phase, since.elapsed().as_secs_f64()));
-            (*phase, *since) = (next, Instant::now());
-        }
-    };
+    let mut clock = PhaseClock::new();
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
@@ -216,7 +239,7 @@ pub(super) fn run_cell(
                     final_record = Some(observed_record(*observed, &request, &commit, dirty));
                 }
                 Ok(Event::Start(s)) => {
-                    enter(Phase::FirstStep, &mut phase, &mut phase_started);
+                    clock.enter(Phase::FirstStep);
                     trained_from = noise::sample(Some(pid));
                     display.line(&format!(
                         "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, \
@@ -232,7 +255,7 @@ pub(super) fn run_cell(
                     display.start_cell((s.steps_per_epoch * s.epochs) as u64);
                 }
                 Ok(Event::Epoch(e)) => {
-                    enter(Phase::Training, &mut phase, &mut phase_started);
+                    clock.enter(Phase::Training);
                     if e.epoch == 1 {
                         warm_until = noise::sample(Some(pid));
                     } else {
@@ -255,7 +278,7 @@ pub(super) fn run_cell(
                     ))
                 }
                 Ok(Event::Progress(p)) => {
-                    enter(Phase::Training, &mut phase, &mut phase_started);
+                    clock.enter(Phase::Training);
                     let eta = p.eta_seconds.unwrap_or(0.0);
                     let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
                     display.status(
@@ -285,13 +308,13 @@ pub(super) fn run_cell(
                     timed_out = true;
                     break;
                 }
-                if phase == Phase::FirstStep {
+                if clock.phase == Phase::FirstStep {
                     display.status(
                         0,
                         &label,
                         &format!(
                             "first step: compiling and autotuning kernels (GPU backends) · {}",
-                            time::short(phase_started.elapsed().as_secs_f64())
+                            time::short(clock.elapsed())
                         ),
                         "",
                     );
@@ -311,8 +334,8 @@ pub(super) fn run_cell(
             let why = if timed_out {
                 timeout_reason(
                     limit.as_secs_f64(),
-                    &phases,
-                    (phase, phase_started.elapsed().as_secs_f64()),
+                    &clock.done,
+                    (clock.phase, clock.elapsed()),
                 )
             } else {
                 format!("the runner exited ({status}) without a final record")
@@ -422,12 +445,26 @@ pub fn observed_record(
     commit: &Option<String>,
     dirty: Option<bool>,
 ) -> Record {
-    let mut fingerprint = kiln_results::fingerprint::collect(observed.threads, "");
-    // Neither Burn nor a Rust compiler built this runner.
-    fingerprint.rustc_version = None;
+    let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
+    observed.into_record(request, fingerprint)
+}
+
+/// The fingerprint xtask takes for a runner's result that carries none: this machine and
+/// Kiln's revision. `burn_version` is empty for the PyTorch reference, which neither Burn nor a
+/// Rust compiler built.
+pub fn fingerprint_here(
+    threads: usize,
+    burn_version: &str,
+    commit: &Option<String>,
+    dirty: Option<bool>,
+) -> kiln_results::Fingerprint {
+    let mut fingerprint = kiln_results::fingerprint::collect(threads, burn_version);
+    if burn_version.is_empty() {
+        fingerprint.rustc_version = None;
+    }
     fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
     fingerprint.kiln_dirty = dirty;
-    observed.into_record(request, fingerprint)
+    fingerprint
 }
 
 #[cfg(test)]

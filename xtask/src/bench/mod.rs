@@ -25,13 +25,14 @@ use crate::flags::CommonArgs;
 #[cfg(test)]
 pub use child::observed_record;
 use child::{CellRun, run_cell, wall_clock_limit};
-pub use child::{cell_stem, tail_of};
+pub use child::{cell_stem, fingerprint_here, tail_of};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
 pub use interrupt::{install_interrupt_handler, interrupted};
 use progress::{Display, Position};
 pub use resume::resume;
+pub use rundir::append_line;
 use rundir::{append_record, check_out, prepare_out, write_run_file};
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
@@ -398,6 +399,14 @@ pub fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
     Ok(out)
 }
 
+/// The backends `names` lists, else every default backend.
+pub fn wanted_backends(names: Option<&[String]>) -> Result<Vec<&'static Backend>> {
+    match names {
+        Some(names) => names.iter().map(|n| backends::find(n)).collect(),
+        None => Ok(backends::all().iter().filter(|b| b.default).collect()),
+    }
+}
+
 /// The backends to probe besides `wanted`: with `--fallback`, every default backend, so that
 /// a CPU device to fall back to is known.
 fn with_fallback_backends(
@@ -428,13 +437,7 @@ pub fn bench_all(
     let (profile, cfg) = config(common, false)?;
     let models = models.unwrap_or_else(|| profile.models().to_vec());
     let backends_named = backend_names.is_some();
-    let wanted: Vec<&'static Backend> = match backend_names {
-        Some(names) => names
-            .iter()
-            .map(|n| backends::find(n))
-            .collect::<Result<_>>()?,
-        None => backends::all().iter().filter(|b| b.default).collect(),
-    };
+    let wanted = wanted_backends(backend_names.as_deref())?;
     let matrix = plan::Matrix {
         models: models
             .iter()

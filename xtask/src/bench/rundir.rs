@@ -55,7 +55,12 @@ pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
 
 /// Append one record as one line, flushed and synced, so a killed run loses nothing finished.
 pub fn append_record(path: &Path, record: &Record) -> Result<()> {
-    let mut line = serde_json::to_string(record)?;
+    append_line(path, record)
+}
+
+/// Append `value` as one JSON line, written whole and synced.
+pub fn append_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut line = serde_json::to_string(value)?;
     line.push('\n');
     let mut file = OpenOptions::new()
         .create(true)
