@@ -13,6 +13,7 @@ whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 """
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -619,18 +620,9 @@ def explain(path):
                         "with a ready seed, only the phase's leaves asked for"],
               "wall_seconds": 0.0, "fingerprint": None}
     try:
-        devices = {d["spec"]: d for d in probe()}
-        d = devices.get(spec)
-        if d is None or not d["available"]:
-            record["status"] = "skipped"
-            record["reason"] = "device %s unavailable: %s" % (spec, d["reason"] if d else "PyTorch has no device " + spec)
+        device = open_device(record, spec, req["precision"], amp=False)
+        if device is None:
             return record
-        record["device_name"] = d["name"]
-        if req["precision"] not in d["precisions"] or req["precision"].startswith("amp"):
-            record["status"] = "skipped"
-            record["reason"] = "pytorch does not support %s on %s here" % (req["precision"], spec)
-            return record
-        device = torch.device(spec)
         dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"], torch.float32)
         torch.manual_seed(req["seed"])
         timer = Timer(req, device)
@@ -662,6 +654,133 @@ def explain(path):
         order = iter(range(10 ** 9))
         record["step"] = timing(timer.measure(lambda: batches[next(order) % STEP_BATCHES],
                                               lambda idx: cell.step(idx)))
+        record["status"] = "ok"
+    except Exception as e:  # one failed record instead of a traceback-only crash
+        record["status"] = "failed"
+        record["reason"] = "%s: %s" % (type(e).__name__, e)
+        note(record["reason"])
+    record["wall_seconds"] = time.perf_counter() - wall0
+    return record
+
+
+def open_device(record, spec, precision, amp):
+    """The torch device `spec` names, its name in the record; None (the record skipped, with
+    the reason) when it is missing or lacks the precision (or any amp precision, unless `amp`)."""
+    d = {d["spec"]: d for d in probe()}.get(spec)
+    if d is None or not d["available"]:
+        record["status"] = "skipped"
+        record["reason"] = "device %s unavailable: %s" % (spec, d["reason"] if d else "PyTorch has no device " + spec)
+        return None
+    record["device_name"] = d["name"]
+    if precision not in d["precisions"] or (precision.startswith("amp") and not amp):
+        record["status"] = "skipped"
+        record["reason"] = "pytorch does not support %s on %s here" % (precision, spec)
+        return None
+    return torch.device(spec)
+
+
+# ---------------------------------------------------------------- verify
+VERIFY_VERSION = 1
+
+
+def read_weights(path):
+    """A safetensors file of f32 tensors, in the order of their zero-padded name prefixes."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    body = blob[8 + n:]
+    out = []
+    for key in sorted(k for k in header if k != "__metadata__"):
+        e = header[key]
+        if e["dtype"] != "F32":
+            raise SystemExit("%s: tensor %s is %s, only F32 is read" % (path, key, e["dtype"]))
+        a, b = e["data_offsets"]
+        out.append((key.split(".", 1)[-1], torch.frombuffer(bytearray(body[a:b]), dtype=torch.float32).view(e["shape"])))
+    return out
+
+
+def write_weights(path, tensors):
+    """The safetensors layout kiln-results reads: names prefixed with their position."""
+    header, chunks, offset = {}, [], 0
+    for i, (name, t) in enumerate(tensors):
+        t = t.detach().to("cpu", torch.float32).contiguous()
+        raw = ctypes.string_at(t.data_ptr(), t.numel() * 4)  # no numpy needed
+        header["%03d.%s" % (i, name)] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(chunks))
+
+
+def burn_layout(model):
+    """(name, parameter, transposed) in Burn's visiting order: a linear layer's weight is
+    stored [in, out] there, PyTorch's transposed."""
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    return [(name, p, id(p) in linear) for name, p in model.named_parameters()]
+
+
+def burn_weights(model):
+    """The model's parameters as (name, tensor) in Burn's order and layout."""
+    return [(name, p.t() if transposed else p) for name, p, transposed in burn_layout(model)]
+
+
+def verify(path):
+    wall0 = time.perf_counter()
+    req = read_request(path, "verify request", "kiln_verify", VERIFY_VERSION)
+    spec = "cpu" if req["device"] == "default" else req["device"]
+    record = {"kiln_verify": VERIFY_VERSION, "model": req["model"], "backend": "pytorch",
+              "backend_version": "torch " + torch.__version__, "device": spec, "device_name": spec,
+              "precision": req["precision"], "steps": req["steps"], "batch": req["batch"],
+              "threads": torch.get_num_threads(), "status": "failed", "reason": None, "losses": [], "final_weights": None,
+              "fault": req.get("fault"), "notes": [], "wall_seconds": 0.0, "fingerprint": None}
+    try:
+        if req.get("fault"):
+            raise ValueError("the reference runner injects no faults")
+        device = open_device(record, spec, req["precision"], amp=True)
+        if device is None:
+            return record
+        if not req.get("data_file"):
+            raise ValueError("%s: no data_file; cargo xtask verify exports the data" % path)
+        header, x, y, _, _ = load_data(req["data_file"], None, 1)
+        steps, batch = req["steps"], req["batch"]
+        if x.shape[0] < steps * batch:
+            raise ValueError("%d steps of batch %d need %d training samples; %s has %d: lower --steps or --batch"
+                             % (steps, batch, steps * batch, header["name"], x.shape[0]))
+        factory, _ = MODELS[req["model"]]
+        torch.manual_seed(req["seed"])
+        model = factory()
+        for m in model.modules():
+            if isinstance(m, (nn.Dropout, nn.Dropout2d)):
+                m.p = 0.0
+                record["notes"].append("dropout off (probability 0)")
+        layout = burn_layout(model)
+        if not req.get("weights_in"):  # this run is the reference: its initial weights go out
+            write_weights(req["init_out"], burn_weights(model))
+        source = req.get("weights_in") or req["init_out"]
+        given = read_weights(source)
+        if len(given) != len(layout):
+            raise ValueError("%s has %d tensors; the model has %d" % (source, len(given), len(layout)))
+        with torch.no_grad():
+            for i, ((name, p, transposed), (theirs, t)) in enumerate(zip(layout, given)):
+                t = t.t() if transposed else t
+                if tuple(t.shape) != tuple(p.shape):
+                    raise ValueError("tensor %d (%s) has shape %s; the model's %s is %s"
+                                     % (i, theirs, list(t.shape), name, list(p.shape)))
+                p.copy_(t)
+        pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"])
+        model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
+        x, y = x[:steps * batch].to(device), y[:steps * batch].to(device)
+        args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1)
+        cell = Cell(args, device, model, x, y, x, y)
+        for k in range(steps):
+            loss = float(cell.step(torch.arange(k * batch, (k + 1) * batch, device=device)))
+            record["losses"].append(loss if math.isfinite(loss) else None)
+        write_weights(req["final_out"], burn_weights(model))
+        record["final_weights"] = req["final_out"]
+        record["notes"].append("data %s (the first %d training samples, in order)" % (header["name"], steps * batch))
         record["status"] = "ok"
     except Exception as e:  # one failed record instead of a traceback-only crash
         record["status"] = "failed"
@@ -783,16 +902,18 @@ def main():
     p.add_argument("--probe", action="store_true", help="print the devices as JSON")
     p.add_argument("--cell", help="the cell request (JSON) that cargo xtask writes")
     p.add_argument("--explain", help="an explain request (JSON) that cargo xtask explain writes")
+    p.add_argument("--verify", help="a verify request (JSON) that cargo xtask verify writes")
     cli = p.parse_args()
     threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     if cli.probe:
         emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
         return 0
-    if cli.explain:
-        record = explain(cli.explain)
-        emit(finite_or_null(record))
-        return 1 if record["status"] == "failed" else 0
+    for flag, answer in ((cli.explain, explain), (cli.verify, verify)):
+        if flag:
+            record = answer(flag)
+            emit(finite_or_null(record))
+            return 1 if record["status"] == "failed" else 0
     if not cli.cell:
         p.error("--cell FILE is required (cargo xtask bench --backend pytorch writes it)")
     args = read_cell(cli.cell)

@@ -3,16 +3,14 @@
 //! backend; the records go to `explain.jsonl` and the op × backend table to `explain.md`, with
 //! a stacked-bar chart per model.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
-use crate::backends::{self, Backend, Runner};
+use crate::backends::Runner;
 use crate::bench::{append_line, build_and_probe, fingerprint_here};
 pub use crate::flags::ExplainArgs;
 use crate::{chart, time, workspace_root};
@@ -50,16 +48,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             out.display()
         );
     }
-    let wanted: Vec<&'static Backend> = wanted
-        .into_iter()
-        .filter(|b| match backends::unbuildable(b) {
-            Some(why) => {
-                eprintln!("kiln: skipping {}: {why}", b.name);
-                false
-            }
-            None => true,
-        })
-        .collect();
+    let wanted = crate::bench::buildable(wanted);
     let built = build_and_probe(&wanted)?;
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
@@ -135,80 +124,26 @@ fn summary(r: &ExplainRecord) {
 /// Run one request in the backend's runner: stderr to the log (its progress lines echoed),
 /// the record from stdout's last line; a failed record when there is none.
 fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> Result<ExplainRecord> {
-    use wait_timeout::ChildExt;
     let stem = format!(
         "{}-{}-{}",
         request.model, request.backend, request.precision
     );
-    let request_path = out.join(format!("{stem}.request.json"));
-    std::fs::write(&request_path, serde_json::to_string_pretty(request)?)
-        .with_context(|| format!("cannot write {}", request_path.display()))?;
-    let log_path = out.join("logs").join(format!("{stem}.stderr"));
     eprintln!(
         "kiln: explaining {} on {} {} {} (batch {})",
         request.model, request.backend, request.device, request.precision, request.batch
     );
-    let mut cmd = runner.command();
-    cmd.arg("--explain")
-        .arg(&request_path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
     let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {}", runner.display()))?;
-    let stdout = child.stdout.take().context("the runner's stdout")?;
-    let stderr = child.stderr.take().context("the runner's stderr")?;
-    let mut log = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let echo = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = writeln!(log, "{line}");
-            if line.starts_with("kiln") {
-                eprintln!("  {line}");
+    Ok(
+        match crate::answer::ask(runner, "--explain", request, &stem, out, LIMIT)? {
+            Ok(r) => r,
+            Err(why) => {
+                let mut r = ExplainRecord::start(request, "", 0);
+                r.reason = Some(why);
+                r.wall_seconds = started.elapsed().as_secs_f64();
+                r
             }
-        }
-    });
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut text);
-        text
-    });
-    let status = match child.wait_timeout(LIMIT)? {
-        Some(s) => Some(s),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    };
-    let stdout = reader.join().unwrap_or_default();
-    let _ = echo.join();
-    let parsed = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<ExplainRecord>(l).ok());
-    Ok(match parsed {
-        Some(r) => r,
-        None => {
-            let mut r = ExplainRecord::start(request, "", 0);
-            r.reason = Some(match status {
-                None => format!(
-                    "stopped after {} without a record (limit {})",
-                    time::short(started.elapsed().as_secs_f64()),
-                    time::short(LIMIT.as_secs_f64())
-                ),
-                Some(s) => format!(
-                    "the runner exited ({s}) without a record; its log: {} ({})",
-                    log_path.display(),
-                    crate::bench::tail_of(&log_path, 3)
-                ),
-            });
-            r.wall_seconds = started.elapsed().as_secs_f64();
-            r
-        }
-    })
+        },
+    )
 }
 
 /// Write `explain.md` (tables, charts linked) and one `explain-<model>.svg` per model into

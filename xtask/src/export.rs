@@ -48,6 +48,8 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
     if path.is_file() {
         return Ok(path);
     }
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let data = kiln_data::load(&Request {
         name: dataset,
         geometry: g,

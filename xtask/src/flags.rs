@@ -140,6 +140,11 @@ pub enum Cmd {
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;
     /// writes explain.jsonl, explain.md and a stacked-bar chart (docs/explain.md).
     Explain(ExplainArgs),
+    /// Check that every backend computes the same training: each trains the same model from
+    /// the same initial weights on the same batches for K steps; prints the loss curves' and
+    /// final weights' deviation from the reference with a pass/warn/fail verdict
+    /// (docs/verify.md). Exits 1 when a row fails.
+    Verify(VerifyArgs),
     /// Show every backend: built or not, its devices, available or not and why.
     Doctor {
         /// Print JSON instead of a table.
@@ -293,6 +298,50 @@ pub struct ExplainArgs {
     #[arg(long, default_value_t = 7)]
     pub repeats: usize,
     /// Output directory (default: results/explain-<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `cargo xtask verify`'s flags.
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Models, comma-separated.
+    #[arg(
+        long = "model",
+        alias = "models",
+        value_delimiter = ',',
+        default_value = "mnist-cnn"
+    )]
+    pub models: Vec<ModelKind>,
+    /// Backends, comma-separated (default: every buildable default backend; a CPU-emulated
+    /// adapter such as lavapipe takes part).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Option<Vec<String>>,
+    /// Precisions, comma-separated (default: every precision each device supports).
+    #[arg(long, value_delimiter = ',')]
+    pub precisions: Option<Vec<Precision>>,
+    /// The backend (and precision) every row is compared with: BACKEND or BACKEND:PRECISION.
+    #[arg(long, default_value = "flex:f32")]
+    pub reference: String,
+    /// Training steps (default 20, or 8 with --quick).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Batch size (default 32, or 16 with --quick).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Fewer, smaller steps: a check in a few minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed of the initial weights (and of synthetic data).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Directory holding dataset files (as for bench-all).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Keep every row's final weights (safetensors) in the output directory.
+    #[arg(long)]
+    pub keep_weights: bool,
+    /// Output directory (default: results/verify-<UTC timestamp>/).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask`: Kiln's orchestrator. It plans the matrix, builds the runners, runs one child
 //! process per cell, collects their records and renders reports. It never trains.
 
+mod answer;
 mod backends;
 mod bench;
 mod build;
@@ -14,6 +15,7 @@ mod report;
 mod test;
 mod time;
 mod torch;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
             "`bench` needs --backend and --model, or --cell FILE"
         )),
         Cmd::Explain(args) => explain::explain(args),
+        Cmd::Verify(args) => verify::verify(args),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

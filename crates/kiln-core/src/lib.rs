@@ -11,6 +11,7 @@ pub mod memory;
 pub mod models;
 pub mod protocol;
 pub mod runner;
+pub mod verify;
 
 pub use kiln_results::{CellRequest, Precision, Record};
 pub use models::{BuildModel, Classifier, MnistCnn, ModelKind, ResNet};

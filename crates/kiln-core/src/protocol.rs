@@ -258,11 +258,23 @@ impl<M: Classifier> Trainer<M> {
     /// Forward, loss, backward and Adam update on the samples `indices` of the training set.
     /// Returns the batch's mean loss (still on the device).
     pub fn step(&mut self, data: &DeviceData, indices: Tensor<1, Int>) -> Tensor<1> {
+        self.step_with(data, indices, |_, _| {})
+    }
+
+    /// [`Trainer::step`] with `edit` applied to the gradients before the update (how `verify`'s
+    /// tests inject a wrong gradient).
+    pub fn step_with(
+        &mut self,
+        data: &DeviceData,
+        indices: Tensor<1, Int>,
+        edit: impl FnOnce(&M, &mut GradientsParams),
+    ) -> Tensor<1> {
         let model = self
             .model
             .take()
             .expect("the model is only taken out during a step");
         let (mut grads, loss) = self.gradients(&model, data, indices);
+        edit(&model, &mut grads);
         let apply = match &mut self.amp {
             None => true,
             Some((_, scaler)) => {
@@ -346,7 +358,7 @@ fn sync(device: &Device) -> Result<(), CoreError> {
         .map_err(|e| CoreError::Device(format!("device sync failed: {e}")))
 }
 
-fn read_scalar(t: Tensor<1>) -> Result<f64, CoreError> {
+pub(crate) fn read_scalar(t: Tensor<1>) -> Result<f64, CoreError> {
     let data = t
         .cast(FloatDType::F32)
         .try_into_data()

@@ -144,6 +144,10 @@ struct Args {
     /// an explain request) and print the record as one JSON line.
     #[arg(long, value_name = "FILE", conflicts_with_all = CELL_FLAGS, conflicts_with = "cell")]
     explain: Option<PathBuf>,
+    /// Train K steps from given weights on the first K batches and print the losses (what
+    /// `cargo xtask verify` writes as a verify request) as one JSON line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = CELL_FLAGS, conflicts_with_all = ["cell", "explain"])]
+    verify: Option<PathBuf>,
     /// Model: mnist-cnn, resnet18 or resnet18-gray.
     #[arg(long)]
     model: Option<ModelKind>,
@@ -632,7 +636,26 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(path) = &args.explain {
-        return explain_main(binding, path);
+        return answer(
+            path,
+            "explain",
+            kiln_results::explain::ExplainRequest::read,
+            |r| {
+                let record = crate::explain::explain(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        );
+    }
+    if let Some(path) = &args.verify {
+        return answer(
+            path,
+            "verify",
+            kiln_results::verify::VerifyRequest::read,
+            |r| {
+                let record = crate::verify::verify(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        );
     }
     let request = match &args.cell {
         Some(path) => CellRequest::read(path),
@@ -657,24 +680,30 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     }
 }
 
-/// `--explain FILE`: time the request's ops and print the record.
-fn explain_main(binding: &dyn Binding, path: &std::path::Path) -> ExitCode {
-    let request = match kiln_results::explain::ExplainRequest::read(path) {
+/// `--explain FILE` and `--verify FILE`: read the request with `read`, answer it with `run`
+/// and print the record (`what`) as one JSON line; exit 1 when it failed.
+fn answer<Q>(
+    path: &std::path::Path,
+    what: &str,
+    read: fn(&std::path::Path) -> Result<Q, String>,
+    run: impl FnOnce(&Q) -> (serde_json::Result<String>, Status),
+) -> ExitCode {
+    let request = match read(path) {
         Ok(r) => r,
         Err(msg) => {
             eprintln!("error: {msg}");
             return ExitCode::from(2);
         }
     };
-    let record = crate::explain::explain(binding, &request);
-    match serde_json::to_string(&record) {
+    let (line, status) = run(&request);
+    match line {
         Ok(line) => println!("{line}"),
         Err(e) => {
-            eprintln!("kiln: cannot encode the explain record: {e}");
+            eprintln!("kiln: cannot encode the {what} record: {e}");
             return ExitCode::from(1);
         }
     }
-    if record.status == Status::Failed {
+    if status == Status::Failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -16,6 +16,7 @@ pub mod repeats;
 pub mod schema;
 pub mod stats;
 pub mod table;
+pub mod verify;
 pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest};

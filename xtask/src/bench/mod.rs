@@ -407,6 +407,20 @@ pub fn wanted_backends(names: Option<&[String]>) -> Result<Vec<&'static Backend>
     }
 }
 
+/// The backends of `wanted` that can be built here; the others are named with the reason.
+pub fn buildable(wanted: Vec<&'static Backend>) -> Vec<&'static Backend> {
+    wanted
+        .into_iter()
+        .filter(|b| match backends::unbuildable(b) {
+            Some(why) => {
+                eprintln!("kiln: skipping {}: {why}", b.name);
+                false
+            }
+            None => true,
+        })
+        .collect()
+}
+
 /// The backends to probe besides `wanted`: with `--fallback`, every default backend, so that
 /// a CPU device to fall back to is known.
 fn with_fallback_backends(

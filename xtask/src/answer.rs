@@ -1,0 +1,91 @@
+//! A runner asked one question with a JSON request file (`--explain FILE`, `--verify FILE`)
+//! and answering with one JSON record on its last line of standard output; its standard error
+//! goes to a log, its progress lines echoed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::backends::Runner;
+use crate::time;
+
+/// Write `request` to `out/<stem>.request.json`, run `runner flag FILE` for at most `limit`
+/// with its standard error in `out/logs/<stem>.stderr`, and parse the record. `Ok(Err(why))`:
+/// the runner gave no record (it died, or ran past the limit).
+pub fn ask<Q: Serialize, R: DeserializeOwned>(
+    runner: &Runner,
+    flag: &str,
+    request: &Q,
+    stem: &str,
+    out: &Path,
+    limit: Duration,
+) -> Result<std::result::Result<R, String>> {
+    use wait_timeout::ChildExt;
+    let request_path = out.join(format!("{stem}.request.json"));
+    std::fs::write(&request_path, serde_json::to_string_pretty(request)?)
+        .with_context(|| format!("cannot write {}", request_path.display()))?;
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let log_path = logs.join(format!("{stem}.stderr"));
+    let mut cmd = runner.command();
+    cmd.arg(flag)
+        .arg(&request_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stdout = child.stdout.take().context("the runner's stdout")?;
+    let stderr = child.stderr.take().context("the runner's stderr")?;
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let echo = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
+            if line.starts_with("kiln") {
+                eprintln!("  {line}");
+            }
+        }
+    });
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut text);
+        text
+    });
+    let status = match child.wait_timeout(limit)? {
+        Some(s) => Some(s),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let _ = echo.join();
+    if let Some(r) = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<R>(l).ok())
+    {
+        return Ok(Ok(r));
+    }
+    Ok(Err(match status {
+        None => format!(
+            "stopped after {} without a record (limit {})",
+            time::short(started.elapsed().as_secs_f64()),
+            time::short(limit.as_secs_f64())
+        ),
+        Some(s) => format!(
+            "the runner exited ({s}) without a record; its log: {} ({})",
+            log_path.display(),
+            crate::bench::tail_of(&log_path, 3)
+        ),
+    }))
+}

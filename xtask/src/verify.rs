@@ -1,0 +1,477 @@
+//! `cargo xtask verify`: every backend, device and precision trains the same model from the
+//! same initial weights on the same batches for K steps (kiln-core's `verify`, the PyTorch
+//! reference's `--verify`); the reference backend's run writes the initial weights, every other
+//! run starts from them, and each loss curve and final weights are compared with the
+//! reference's (kiln-results' `verify`). Records go to `verify.jsonl`, the tables to
+//! `verify.md`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kiln_results::verify::{
+    self, Deviation, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights,
+};
+use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
+
+use crate::backends::{self, Backend, Runner};
+use crate::bench::{Built, append_line, build_and_probe, fingerprint_here};
+pub use crate::flags::VerifyArgs;
+use crate::{time, workspace_root};
+
+/// The file of verify records in a run directory.
+pub const VERIFY_FILE: &str = "verify.jsonl";
+
+/// A run that takes longer than this is stopped (its record says so).
+const LIMIT: Duration = Duration::from_secs(20 * 60);
+
+/// `BACKEND[:PRECISION]` of `--reference`.
+fn parse_reference(text: &str) -> Result<(String, Precision)> {
+    let (backend, precision) = match text.split_once(':') {
+        Some((b, p)) => (
+            b,
+            p.parse::<Precision>()
+                .map_err(|e| anyhow::anyhow!("--reference {text}: {e}"))?,
+        ),
+        None => (text, Precision::F32),
+    };
+    Ok((backend.to_string(), precision))
+}
+
+/// One row to run: a backend's runner on one device in one precision.
+struct Row<'a> {
+    backend: &'a Backend,
+    runner: &'a Runner,
+    device: String,
+    precision: Precision,
+    /// Why it cannot run, when the probe already says so.
+    skip: Option<String>,
+    version: String,
+}
+
+/// The rows of `built`: each backend's default device (else its first available one) in
+/// every precision it supports among `wanted` (all when `None`).
+fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
+    let mut out = Vec::new();
+    for (backend, runner, probe) in built {
+        let device = probe
+            .devices
+            .iter()
+            .find(|d| d.default && d.available)
+            .or_else(|| probe.devices.iter().find(|d| d.available));
+        let version = probe.backend_version.clone();
+        match device {
+            None => out.push(Row {
+                backend,
+                runner,
+                device: "default".into(),
+                precision: wanted
+                    .and_then(|w| w.first().copied())
+                    .unwrap_or(Precision::F32),
+                skip: Some(match probe.devices.first() {
+                    Some(d) => format!(
+                        "no available device: {}",
+                        d.reason.as_deref().unwrap_or("unavailable")
+                    ),
+                    None => "the backend reports no device".into(),
+                }),
+                version,
+            }),
+            Some(d) => {
+                for &p in Precision::ALL {
+                    let asked = wanted.is_none_or(|w| w.contains(&p));
+                    let supported = d.precisions.iter().any(|s| s == p.name());
+                    if asked && (supported || wanted.is_some()) {
+                        out.push(Row {
+                            backend,
+                            runner,
+                            device: d.spec.clone(),
+                            precision: p,
+                            skip: (!supported).then(|| {
+                                format!(
+                                    "{} {} does not support {p} (supported: {})",
+                                    backend.name,
+                                    d.spec,
+                                    d.precisions.join(", ")
+                                )
+                            }),
+                            version: version.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn verify(args: VerifyArgs) -> Result<bool> {
+    let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
+    let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
+    let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
+    let mut names = match &args.backends {
+        Some(b) => b.clone(),
+        None => backends::all()
+            .iter()
+            .filter(|b| b.default)
+            .map(|b| b.name.clone())
+            .collect(),
+    };
+    if !names.contains(&reference_backend) {
+        names.insert(0, reference_backend.clone());
+    }
+    let wanted = crate::bench::buildable(crate::bench::wanted_backends(Some(&names))?);
+    if !wanted.iter().any(|b| b.name == reference_backend) {
+        bail!("--reference {reference_backend}: that backend cannot be built here");
+    }
+    let out = match &args.out {
+        Some(d) => d.clone(),
+        None => workspace_root()
+            .join("results")
+            .join(format!("verify-{}", time::stamp(time::unix_now()))),
+    };
+    if out.join(VERIFY_FILE).exists() {
+        bail!(
+            "--out {}: already holds verify records; choose another directory",
+            out.display()
+        );
+    }
+    // The request's own rules, checked before anything is built.
+    for &model in &args.models {
+        let dataset = dataset_of(model, &args)?;
+        let probe = request(
+            &args,
+            model,
+            dataset,
+            ("", "default", Precision::F32),
+            steps,
+            batch,
+        );
+        probe
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--steps/--batch: {e}"))?;
+    }
+    let built = build_and_probe(&wanted)?;
+    let weights_dir = out.join("weights");
+    std::fs::create_dir_all(&weights_dir)
+        .with_context(|| format!("cannot create {}", weights_dir.display()))?;
+    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
+    let rows = rows(&built, args.precisions.as_deref());
+    let mut markdown = format!(
+        "# cargo xtask verify\n\nEvery row trained the same model from the same initial weights \
+         on the same batches (the first {} training samples, in order; dropout off). Columns: \
+         the largest relative deviation of the batch loss from the reference's in each range of \
+         steps, and the final weights' largest per-tensor relative deviation (L2). Thresholds \
+         (docs/verify.md):\n\n{}\n",
+        steps * batch,
+        verify::thresholds_table()
+    );
+    let mut all_pass = true;
+    for &model in &args.models {
+        let dataset = dataset_of(model, &args)?;
+        let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
+            true => Some(export(&args, model, dataset, &out)?),
+            false => None,
+        };
+        let init = weights_dir.join(format!("{model}-init.safetensors"));
+        let Some(reference_row) = rows
+            .iter()
+            .find(|r| r.backend.name == reference_backend && r.precision == reference_precision)
+        else {
+            bail!(
+                "--reference {}: {reference_backend} has no device that runs \
+                 {reference_precision} here (see `cargo xtask doctor`)",
+                args.reference
+            );
+        };
+        if let Some(why) = &reference_row.skip {
+            bail!("--reference {}: {why}", args.reference);
+        }
+        let run_row = |row: &Row, reference: bool| -> Result<VerifyRecord> {
+            let mut q = request(
+                &args,
+                model,
+                dataset,
+                (&row.backend.name, &row.device, row.precision),
+                steps,
+                batch,
+            );
+            q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
+            q.final_out = weights_dir.join(format!(
+                "{model}-{}-{}-{}.safetensors",
+                row.backend.name,
+                row.device.replace([':', '/'], "_"),
+                row.precision
+            ));
+            if reference {
+                q.init_out = Some(init.clone());
+            } else {
+                q.weights_in = Some(init.clone());
+            }
+            let mut record = match &row.skip {
+                Some(why) => {
+                    let mut r = VerifyRecord::start(&q, &row.version);
+                    r.status = Status::Skipped;
+                    r.reason = Some(why.clone());
+                    r
+                }
+                None => run_one(row.runner, &q, &out)?,
+            };
+            let burn = if row.runner.needs_data_file {
+                ""
+            } else {
+                record.backend_version.as_str()
+            };
+            record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
+            append_line(&out.join(VERIFY_FILE), &record)?;
+            Ok(record)
+        };
+        let reference = run_row(reference_row, true)?;
+        if reference.status != Status::Ok {
+            bail!(
+                "the reference run ({}) failed: {}",
+                reference.label(),
+                reference.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+        let reference_weights = read_final(&reference)?.context("the reference's final weights")?;
+        let mut deviations: Vec<Deviation> = vec![verify::compare(
+            &reference,
+            &reference_weights,
+            &reference,
+            Some(&reference_weights),
+        )];
+        deviations[0].why = "the reference".into();
+        let mut skipped = Vec::new();
+        for row in &rows {
+            if std::ptr::eq(row, reference_row) {
+                continue;
+            }
+            let record = run_row(row, false)?;
+            let d = if record.status == Status::Skipped {
+                None
+            } else {
+                let weights = read_final(&record)?;
+                Some(verify::compare(
+                    &reference,
+                    &reference_weights,
+                    &record,
+                    weights.as_ref(),
+                ))
+            };
+            match d {
+                Some(d) => {
+                    eprintln!("kiln: {}: {} — {}", d.label, d.verdict, d.why);
+                    all_pass &= d.verdict != Verdict::Fail;
+                    deviations.push(d);
+                }
+                None => {
+                    let line = format!(
+                        "{}: {}",
+                        record.label(),
+                        record.reason.as_deref().unwrap_or("")
+                    );
+                    eprintln!("kiln: skipped {line}");
+                    skipped.push(format!("- {line}"));
+                }
+            }
+        }
+        markdown += "\n";
+        markdown += &verify::table(&reference, &deviations);
+        if !skipped.is_empty() {
+            markdown += &format!("\nNot run:\n{}\n", skipped.join("\n"));
+        }
+    }
+    if !args.keep_weights {
+        let _ = std::fs::remove_dir_all(&weights_dir);
+    }
+    let path = out.join("verify.md");
+    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    println!("{markdown}");
+    eprintln!("kiln: verify records and tables in {}", out.display());
+    Ok(all_pass)
+}
+
+/// The dataset a model verifies on: the quick profile's default for it.
+fn dataset_of(model: ModelKind, args: &VerifyArgs) -> Result<kiln_results::DatasetName> {
+    Ok(kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0)
+}
+
+/// The request of one row (`who`: backend, device, precision); weights paths set by the caller.
+fn request(
+    args: &VerifyArgs,
+    model: ModelKind,
+    dataset: kiln_results::DatasetName,
+    who: (&str, &str, Precision),
+    steps: usize,
+    batch: usize,
+) -> VerifyRequest {
+    VerifyRequest {
+        kiln_verify: VERIFY_VERSION,
+        model,
+        backend: who.0.into(),
+        device: who.1.into(),
+        precision: who.2,
+        steps,
+        batch,
+        seed: args.seed,
+        dataset,
+        data_dir: args.data_dir.clone(),
+        data_file: None,
+        weights_in: None,
+        init_out: Some(PathBuf::new()),
+        final_out: PathBuf::new(),
+        fault: None,
+    }
+}
+
+/// The data file of the PyTorch reference: what the Rust runners load for this request.
+fn export(
+    args: &VerifyArgs,
+    model: ModelKind,
+    dataset: kiln_results::DatasetName,
+    out: &Path,
+) -> Result<PathBuf> {
+    let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
+    cell.dataset = Some(dataset);
+    cell.data_dir = args.data_dir.clone();
+    cell.seed = args.seed;
+    crate::export::export_data(&cell, out)
+}
+
+/// The final weights a record names, if it has any.
+fn read_final(record: &VerifyRecord) -> Result<Option<Weights>> {
+    match (&record.status, &record.final_weights) {
+        (Status::Ok, Some(path)) => Ok(Some(Weights::read(path).map_err(anyhow::Error::msg)?)),
+        _ => Ok(None),
+    }
+}
+
+/// Run one request in its runner; a failed record when it gives none.
+fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<VerifyRecord> {
+    let stem = format!(
+        "{}-{}-{}-{}",
+        request.model,
+        request.backend,
+        request.device.replace([':', '/'], "_"),
+        request.precision
+    );
+    eprintln!(
+        "kiln: verifying {} on {} {} {} ({} steps of batch {})",
+        request.model,
+        request.backend,
+        request.device,
+        request.precision,
+        request.steps,
+        request.batch
+    );
+    let started = Instant::now();
+    Ok(
+        match crate::answer::ask(runner, "--verify", request, &stem, out, LIMIT)? {
+            Ok(r) => r,
+            Err(why) => {
+                let mut r = VerifyRecord::start(request, "");
+                r.reason = Some(why);
+                r.wall_seconds = started.elapsed().as_secs_f64();
+                r
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::torch::{test_python, test_script};
+    use kiln_results::DatasetName;
+    use kiln_results::verify::Verdict;
+
+    fn args() -> VerifyArgs {
+        VerifyArgs {
+            models: vec![ModelKind::MnistCnn],
+            backends: None,
+            precisions: None,
+            reference: "flex".into(),
+            steps: None,
+            batch: None,
+            quick: true,
+            seed: 3,
+            data_dir: None,
+            keep_weights: false,
+            out: None,
+        }
+    }
+
+    #[test]
+    fn references_parse_with_or_without_a_precision() {
+        assert_eq!(
+            parse_reference("flex").unwrap(),
+            ("flex".into(), Precision::F32)
+        );
+        assert_eq!(
+            parse_reference("tch:bf16").unwrap(),
+            ("tch".into(), Precision::BF16)
+        );
+        let e = parse_reference("tch:f64").unwrap_err().to_string();
+        assert!(e.contains("--reference tch:f64"), "{e}");
+    }
+
+    /// The reference script as a reference: it writes the initial weights in Burn's layout,
+    /// a second run starts from them, and the two agree exactly.
+    #[test]
+    fn the_reference_runner_writes_and_reads_weights_in_burns_layout() {
+        let Some(py) = test_python() else { return };
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let runner = Runner {
+            program: py,
+            args: vec![test_script().into_os_string()],
+            env: Vec::new(),
+            needs_data_file: true,
+        };
+        let a = args();
+        let model = ModelKind::MnistCnn;
+        let data = export(&a, model, DatasetName::Synthetic, tmp.path()).expect("exported");
+        let init = tmp.path().join("init.safetensors");
+        let mut first = request(
+            &a,
+            model,
+            DatasetName::Synthetic,
+            ("pytorch", "cpu", Precision::F32),
+            3,
+            4,
+        );
+        first.data_file = Some(data.clone());
+        first.init_out = Some(init.clone());
+        first.final_out = tmp.path().join("a.safetensors");
+        let mut second = first.clone();
+        second.init_out = None;
+        second.weights_in = Some(init.clone());
+        second.final_out = tmp.path().join("b.safetensors");
+
+        let ra = run_one(&runner, &first, tmp.path()).expect("ran");
+        assert_eq!(ra.status, Status::Ok, "{:?}", ra.reason);
+        let rb = run_one(&runner, &second, tmp.path()).expect("ran");
+        assert_eq!(rb.status, Status::Ok, "{:?}", rb.reason);
+        assert_eq!(rb.losses.len(), 3);
+
+        let w0 = Weights::read(&init).expect("initial weights");
+        let shapes: Vec<(&str, Vec<usize>)> = w0
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.shape.clone()))
+            .collect();
+        // Burn's order and layout: a linear weight is [in, out].
+        assert_eq!(shapes[0], ("conv1.weight", vec![64, 1, 3, 3]));
+        assert_eq!(shapes[4], ("fc1.weight", vec![512, 1024]));
+        assert_eq!(shapes.len(), 8);
+
+        let (wa, wb) = (read_final(&ra).unwrap(), read_final(&rb).unwrap());
+        let d = verify::compare(&ra, &wa.unwrap(), &rb, wb.as_ref());
+        assert_eq!(d.verdict, Verdict::Pass, "{d:?}");
+        assert_ne!(
+            w0,
+            Weights::read(&second.final_out).unwrap(),
+            "training moved the weights"
+        );
+    }
+}
