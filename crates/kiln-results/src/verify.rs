@@ -319,23 +319,20 @@ pub struct Thresholds {
 /// The thresholds a row in `precision` is held to (docs/verify.md explains them).
 pub fn thresholds(precision: Precision) -> Thresholds {
     match precision {
-        // f32 against f32: the Burn backends agree to 1e-7 in the loss and 1e-5 in the weights
-        // after 8 steps, PyTorch (its own loss and Adam) to 1e-4 and 1e-3; one wrong gradient
-        // moves the weights by percents.
+        // f32 against f32: after 20 steps of batch 32 the Burn backends agree to 1e-6 in the
+        // loss and 1e-5 in the weights, PyTorch (its own loss and Adam) to 0.07% and 0.26%;
+        // one gradient of the wrong sign moved the weights by 3.3% in 8 steps (kiln-core's test).
         Precision::F32 => Thresholds {
             loss_pass: 1e-3,
             loss_warn: 5e-3,
             weights_pass: 5e-3,
             weights_warn: 2e-2,
         },
-        // 16-bit types carry 3 (bf16) or 4 (f16) significant digits.
-        Precision::F16 | Precision::AmpF16 => Thresholds {
-            loss_pass: 2e-2,
-            loss_warn: 1e-1,
-            weights_pass: 5e-2,
-            weights_warn: 2e-1,
-        },
-        Precision::BF16 | Precision::AmpBF16 => Thresholds {
+        // 16-bit types carry 3 (bf16) or 4 (f16) significant digits. After 20 steps of batch
+        // 32 PyTorch's own rows against flex f32 are off by 1.6% in the loss and 5.9–8.9%
+        // in the final weights (docs/verify.md): a row in a 16-bit type passes where PyTorch's
+        // does. These limits are wide: a wrong op is caught in f32.
+        Precision::F16 | Precision::AmpF16 | Precision::BF16 | Precision::AmpBF16 => Thresholds {
             loss_pass: 5e-2,
             loss_warn: 2e-1,
             weights_pass: 1e-1,
