@@ -24,14 +24,14 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use burn::tensor::{Distribution, ProfileOptions};
 
+use kiln_results::Status;
 use kiln_results::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
 };
-use kiln_results::{FloatKind, Status};
 
 use crate::models::{BuildModel, ChannelDropout, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Protocol, Trainer};
-use crate::runner::{Binding, dtype, panic_text, supported_precisions};
+use crate::runner::{Binding, one_shot, open_device, panic_text};
 use crate::{BURN_VERSION, CoreError};
 
 /// An activation of any rank a layer takes or makes.
@@ -428,33 +428,18 @@ impl WithModel for ModelTimings<'_> {
 pub fn explain(binding: &dyn Binding, request: &ExplainRequest) -> ExplainRecord {
     let started = Instant::now();
     let mut record = ExplainRecord::start(request, binding.version(), binding.threads());
-    if let Err(e) = request.validate() {
-        record.reason = Some(e);
-        return record;
-    }
-    if request.backend != binding.name() {
-        record.reason = Some(format!(
-            "the request is for backend {:?}, this is {}",
-            request.backend,
-            binding.name()
-        ));
-        return record;
-    }
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    let outcome = one_shot(binding, &request.backend, request.validate(), || {
         explain_on_device(binding, request, &mut record)
-    }));
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            record.status = Status::Failed;
-            record.reason = Some(e.to_string());
+    });
+    match outcome {
+        Ok(None) => record.status = Status::Ok,
+        Ok(Some(why)) => {
+            record.status = Status::Skipped;
+            record.reason = Some(why);
         }
-        Err(panic) => {
+        Err(why) => {
             record.status = Status::Failed;
-            record.reason = Some(format!(
-                "the backend panicked: {}",
-                panic_text(panic.as_ref())
-            ));
+            record.reason = Some(why);
         }
     }
     record.wall_seconds = started.elapsed().as_secs_f64();
@@ -465,35 +450,14 @@ fn explain_on_device(
     binding: &dyn Binding,
     request: &ExplainRequest,
     record: &mut ExplainRecord,
-) -> Result<(), CoreError> {
-    let selected = match binding.device(&request.device) {
-        Ok(s) => s,
-        Err(why) => {
-            record.status = Status::Skipped;
-            record.reason = Some(format!("device {} unavailable: {why}", request.device));
-            return Ok(());
-        }
-    };
-    let mut device = selected.device;
-    record.device = selected.spec;
-    record.device_name = selected.name;
-    let precision = request.precision;
-    if !device.supports_dtype(dtype(precision.compute())) {
-        record.status = Status::Skipped;
-        record.reason = Some(format!(
-            "{} does not support {precision} on this device (supported: {})",
-            binding.name(),
-            supported_precisions(&device).join(", ")
-        ));
-        return Ok(());
-    }
-    if precision.weights() != FloatKind::F32 {
-        device
-            .configure(dtype(precision.weights()))
-            .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
-    }
-    device.seed(request.seed);
-    let device = device.autodiff();
+) -> Result<Option<String>, CoreError> {
+    let (device, spec, name) =
+        match open_device(binding, &request.device, request.precision, request.seed)? {
+            Ok(d) => d,
+            Err(why) => return Ok(Some(why)),
+        };
+    record.device = spec;
+    record.device_name = name;
     let timer = Timer {
         device: &device,
         warmup: request.warmup,
@@ -547,6 +511,5 @@ fn explain_on_device(
          leaves of its phase tracked; the ones-fill that seeds backward() is timed apart and \
          taken off"
     ));
-    record.status = Status::Ok;
-    Ok(())
+    Ok(None)
 }

@@ -601,6 +601,63 @@ fn bench_with_args(
     }
 }
 
+/// Run a one-shot request (`explain`, `verify`) for `backend` on `binding`: its own check
+/// (`valid`) and the backend's name first, then `work`. `Ok(None)`: done; `Ok(Some(why))`:
+/// skipped (`work` found the device or precision unusable); `Err(why)`: failed, from an error
+/// or a panic inside the backend.
+pub(crate) fn one_shot(
+    binding: &dyn Binding,
+    backend: &str,
+    valid: Result<(), String>,
+    work: impl FnOnce() -> Result<Option<String>, CoreError>,
+) -> Result<Option<String>, String> {
+    valid?;
+    if backend != binding.name() {
+        return Err(format!(
+            "the request is for backend {backend:?}, this is {}",
+            binding.name()
+        ));
+    }
+    match std::panic::catch_unwind(AssertUnwindSafe(work)) {
+        Ok(Ok(skip)) => Ok(skip),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!(
+            "the backend panicked: {}",
+            panic_text(panic.as_ref())
+        )),
+    }
+}
+
+/// The device `spec` names as an autodiff device set up for `precision` (its weights type
+/// configured) and seeded with `seed`, with its resolved spec and name; `Ok(Err(why))` when
+/// it is unavailable or lacks the precision.
+pub(crate) fn open_device(
+    binding: &dyn Binding,
+    spec: &str,
+    precision: Precision,
+    seed: u64,
+) -> Result<Result<(Device, String, String), String>, CoreError> {
+    let selected = match binding.device(spec) {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(format!("device {spec} unavailable: {why}"))),
+    };
+    let mut device = selected.device;
+    if !device.supports_dtype(dtype(precision.compute())) {
+        return Ok(Err(format!(
+            "{} does not support {precision} on this device (supported: {})",
+            binding.name(),
+            supported_precisions(&device).join(", ")
+        )));
+    }
+    if precision.weights() != FloatKind::F32 {
+        device
+            .configure(dtype(precision.weights()))
+            .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
+    }
+    device.seed(seed);
+    Ok(Ok((device.autodiff(), selected.spec, selected.name)))
+}
+
 /// What a caught panic said (its message, when it carried one).
 pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic

@@ -2,7 +2,6 @@
 //! first K batches of the training set, in order, with dropout off, and report every step's loss
 //! and the final weights (what `cargo xtask verify` compares across backends).
 
-use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
@@ -11,12 +10,12 @@ use burn::prelude::*;
 
 use kiln_data::Request;
 use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
-use kiln_results::{FloatKind, ModelKind, Profile, Status};
+use kiln_results::{ModelKind, Profile, Status};
 
 use crate::amp::LossScaler;
 use crate::models::{Classifier, MnistCnn, ResNet};
 use crate::protocol::{DeviceData, Protocol, Trainer, read_scalar};
-use crate::runner::{Binding, amp_dtype, dtype, panic_text, supported_precisions};
+use crate::runner::{Binding, amp_dtype, one_shot, open_device};
 use crate::{BURN_VERSION, CoreError};
 
 /// The trainable parameters of `model`, named by their module path, in visiting order.
@@ -143,33 +142,18 @@ pub fn verify(binding: &dyn Binding, request: &VerifyRequest) -> VerifyRecord {
     let started = Instant::now();
     let mut record = VerifyRecord::start(request, binding.version());
     record.threads = binding.threads();
-    if let Err(e) = request.validate() {
-        record.reason = Some(e);
-        return record;
-    }
-    if request.backend != binding.name() {
-        record.reason = Some(format!(
-            "the request is for backend {:?}, this is {}",
-            request.backend,
-            binding.name()
-        ));
-        return record;
-    }
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    let outcome = one_shot(binding, &request.backend, request.validate(), || {
         verify_on_device(binding, request, &mut record)
-    }));
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            record.status = Status::Failed;
-            record.reason = Some(e.to_string());
+    });
+    match outcome {
+        Ok(None) => record.status = Status::Ok,
+        Ok(Some(why)) => {
+            record.status = Status::Skipped;
+            record.reason = Some(why);
         }
-        Err(panic) => {
+        Err(why) => {
             record.status = Status::Failed;
-            record.reason = Some(format!(
-                "the backend panicked: {}",
-                panic_text(panic.as_ref())
-            ));
+            record.reason = Some(why);
         }
     }
     record.wall_seconds = started.elapsed().as_secs_f64();
@@ -180,35 +164,14 @@ fn verify_on_device(
     binding: &dyn Binding,
     request: &VerifyRequest,
     record: &mut VerifyRecord,
-) -> Result<(), CoreError> {
-    let selected = match binding.device(&request.device) {
-        Ok(s) => s,
-        Err(why) => {
-            record.status = Status::Skipped;
-            record.reason = Some(format!("device {} unavailable: {why}", request.device));
-            return Ok(());
-        }
-    };
-    let mut device = selected.device;
-    record.device = selected.spec;
-    record.device_name = selected.name;
-    let precision = request.precision;
-    if !device.supports_dtype(dtype(precision.compute())) {
-        record.status = Status::Skipped;
-        record.reason = Some(format!(
-            "{} does not support {precision} on this device (supported: {})",
-            binding.name(),
-            supported_precisions(&device).join(", ")
-        ));
-        return Ok(());
-    }
-    if precision.weights() != FloatKind::F32 {
-        device
-            .configure(dtype(precision.weights()))
-            .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
-    }
-    device.seed(request.seed);
-    let device = device.autodiff();
+) -> Result<Option<String>, CoreError> {
+    let (device, spec, name) =
+        match open_device(binding, &request.device, request.precision, request.seed)? {
+            Ok(d) => d,
+            Err(why) => return Ok(Some(why)),
+        };
+    record.device = spec;
+    record.device_name = name;
 
     let kind = request.model;
     let geometry = kind.geometry();
@@ -271,7 +234,7 @@ fn steps<M: Classifier>(
     data: &DeviceData,
     request: &VerifyRequest,
     record: &mut VerifyRecord,
-) -> Result<(), CoreError> {
+) -> Result<Option<String>, CoreError> {
     let model = match &request.weights_in {
         Some(path) => {
             let weights = Weights::read(path).map_err(CoreError::Config)?;
@@ -311,6 +274,5 @@ fn steps<M: Classifier>(
         .write(&request.final_out)
         .map_err(CoreError::Config)?;
     record.final_weights = Some(request.final_out.clone());
-    record.status = Status::Ok;
-    Ok(())
+    Ok(None)
 }
