@@ -24,7 +24,6 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 use burn::tensor::{Distribution, ProfileOptions};
 
-use kiln_results::Status;
 use kiln_results::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
 };
@@ -428,20 +427,11 @@ impl WithModel for ModelTimings<'_> {
 pub fn explain(binding: &dyn Binding, request: &ExplainRequest) -> ExplainRecord {
     let started = Instant::now();
     let mut record = ExplainRecord::start(request, binding.version(), binding.threads());
-    let outcome = one_shot(binding, &request.backend, request.validate(), || {
+    let (status, reason) = one_shot(binding, &request.backend, request.validate(), || {
         explain_on_device(binding, request, &mut record)
     });
-    match outcome {
-        Ok(None) => record.status = Status::Ok,
-        Ok(Some(why)) => {
-            record.status = Status::Skipped;
-            record.reason = Some(why);
-        }
-        Err(why) => {
-            record.status = Status::Failed;
-            record.reason = Some(why);
-        }
-    }
+    record.status = status;
+    record.reason = reason;
     record.wall_seconds = started.elapsed().as_secs_f64();
     record
 }

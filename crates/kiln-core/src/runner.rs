@@ -602,29 +602,36 @@ fn bench_with_args(
 }
 
 /// Run a one-shot request (`explain`, `verify`) for `backend` on `binding`: its own check
-/// (`valid`) and the backend's name first, then `work`. `Ok(None)`: done; `Ok(Some(why))`:
-/// skipped (`work` found the device or precision unusable); `Err(why)`: failed, from an error
-/// or a panic inside the backend.
+/// (`valid`) and the backend's name first, then `work`, which returns `Some(why)` when it found
+/// the device or precision unusable. The record's status and reason: ok; skipped with why;
+/// failed with the error or the panic inside the backend.
 pub(crate) fn one_shot(
     binding: &dyn Binding,
     backend: &str,
     valid: Result<(), String>,
     work: impl FnOnce() -> Result<Option<String>, CoreError>,
-) -> Result<Option<String>, String> {
-    valid?;
+) -> (Status, Option<String>) {
+    if let Err(why) = valid {
+        return (Status::Failed, Some(why));
+    }
     if backend != binding.name() {
-        return Err(format!(
+        let why = format!(
             "the request is for backend {backend:?}, this is {}",
             binding.name()
-        ));
+        );
+        return (Status::Failed, Some(why));
     }
     match std::panic::catch_unwind(AssertUnwindSafe(work)) {
-        Ok(Ok(skip)) => Ok(skip),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(panic) => Err(format!(
-            "the backend panicked: {}",
-            panic_text(panic.as_ref())
-        )),
+        Ok(Ok(None)) => (Status::Ok, None),
+        Ok(Ok(Some(why))) => (Status::Skipped, Some(why)),
+        Ok(Err(e)) => (Status::Failed, Some(e.to_string())),
+        Err(panic) => (
+            Status::Failed,
+            Some(format!(
+                "the backend panicked: {}",
+                panic_text(panic.as_ref())
+            )),
+        ),
     }
 }
 

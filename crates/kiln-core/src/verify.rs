@@ -10,7 +10,7 @@ use burn::prelude::*;
 
 use kiln_data::Request;
 use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
-use kiln_results::{ModelKind, Profile, Status};
+use kiln_results::{ModelKind, Profile};
 
 use crate::amp::LossScaler;
 use crate::models::{Classifier, MnistCnn, ResNet};
@@ -142,20 +142,11 @@ pub fn verify(binding: &dyn Binding, request: &VerifyRequest) -> VerifyRecord {
     let started = Instant::now();
     let mut record = VerifyRecord::start(request, binding.version());
     record.threads = binding.threads();
-    let outcome = one_shot(binding, &request.backend, request.validate(), || {
+    let (status, reason) = one_shot(binding, &request.backend, request.validate(), || {
         verify_on_device(binding, request, &mut record)
     });
-    match outcome {
-        Ok(None) => record.status = Status::Ok,
-        Ok(Some(why)) => {
-            record.status = Status::Skipped;
-            record.reason = Some(why);
-        }
-        Err(why) => {
-            record.status = Status::Failed;
-            record.reason = Some(why);
-        }
-    }
+    record.status = status;
+    record.reason = reason;
     record.wall_seconds = started.elapsed().as_secs_f64();
     record
 }
