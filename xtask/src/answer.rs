@@ -1,6 +1,7 @@
 //! A runner asked one question with a JSON request file (`--explain FILE`, `--verify FILE`)
 //! and answering with one JSON record on its last line of standard output; its standard error
-//! goes to a log, its progress lines echoed.
+//! goes to a log, its progress lines echoed. What `explain` and `verify` share besides: their
+//! output directory and the one device each backend answers on.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -11,8 +12,51 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use kiln_results::{DeviceReport, ProbeReport};
+
 use crate::backends::Runner;
-use crate::time;
+use crate::{time, workspace_root};
+
+/// The output directory of a `command` run: `out`, else `results/<command>-<UTC timestamp>/`;
+/// refused when it already holds `records` (the file of such a run), the error ending with
+/// `hint`.
+pub fn out_dir(
+    out: Option<&Path>,
+    command: &str,
+    records: &str,
+    hint: &str,
+) -> Result<std::path::PathBuf> {
+    let dir = match out {
+        Some(d) => d.to_path_buf(),
+        None => workspace_root()
+            .join("results")
+            .join(format!("{command}-{}", time::stamp(time::unix_now()))),
+    };
+    if dir.join(records).exists() {
+        anyhow::bail!(
+            "--out {}: already holds {command} records; choose another directory{hint}",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The device a backend answers on: its default device when available, else its first
+/// available one; else why there is none.
+pub fn one_device(probe: &ProbeReport) -> std::result::Result<&DeviceReport, String> {
+    probe
+        .devices
+        .iter()
+        .find(|d| d.default && d.available)
+        .or_else(|| probe.devices.iter().find(|d| d.available))
+        .ok_or_else(|| match probe.devices.first() {
+            Some(d) => format!(
+                "no available device: {}",
+                d.reason.as_deref().unwrap_or("unavailable")
+            ),
+            None => "the backend reports no device".into(),
+        })
+}
 
 /// Write `request` to `out/<stem>.request.json`, run `runner flag FILE` for at most `limit`
 /// with its standard error in `out/logs/<stem>.stderr`, and parse the record. `Ok(Err(why))`:

@@ -269,6 +269,12 @@ impl Runner {
         cmd
     }
 
+    /// The Burn version a record of this runner names (`reported`), for its fingerprint; none
+    /// for the reference script, which neither Burn nor a Rust compiler made.
+    pub fn burn_version<'a>(&self, reported: &'a str) -> &'a str {
+        if self.needs_data_file { "" } else { reported }
+    }
+
     /// True when the runner's program exists.
     pub fn exists(&self) -> bool {
         self.program.is_file()

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
@@ -34,20 +34,12 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
     }
     let wanted = crate::bench::wanted_backends(args.backends.as_deref())?;
-    let out = match &args.out {
-        Some(d) => d.clone(),
-        None => workspace_root()
-            .join("results")
-            .join(format!("explain-{}", time::stamp(time::unix_now()))),
-    };
-    if out.join(EXPLAIN_FILE).exists() {
-        bail!(
-            "--out {}: already holds explain records; choose another directory (`cargo xtask \
-             report {}` re-renders them)",
-            out.display(),
-            out.display()
-        );
-    }
+    let out = crate::answer::out_dir(
+        args.out.as_deref(),
+        "explain",
+        EXPLAIN_FILE,
+        " (`cargo xtask report DIR` re-renders them)",
+    )?;
     let wanted = crate::bench::buildable(wanted);
     let built = build_and_probe(&wanted)?;
     std::fs::create_dir_all(out.join("logs"))
@@ -56,37 +48,22 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
     let mut records = Vec::new();
     for &model in &args.models {
         for (backend, runner, probe) in &built {
-            let device = probe
-                .devices
-                .iter()
-                .find(|d| d.default && d.available)
-                .or_else(|| probe.devices.iter().find(|d| d.available));
+            let device = crate::answer::one_device(probe);
             let request = request_for(
                 model,
                 &backend.name,
-                device.map_or("default", |d| d.spec.as_str()),
+                device.as_ref().map_or("default", |d| d.spec.as_str()),
             );
             let mut record = match device {
-                None => {
+                Err(why) => {
                     let mut r = ExplainRecord::start(&request, &probe.backend_version, 0);
                     r.status = Status::Skipped;
-                    r.reason = Some(match probe.devices.first() {
-                        Some(d) => format!(
-                            "no available device: {}",
-                            d.reason.as_deref().unwrap_or("unavailable")
-                        ),
-                        None => "the backend reports no device".into(),
-                    });
+                    r.reason = Some(why);
                     r
                 }
-                Some(_) => run_one(runner, &request, &out)?,
+                Ok(_) => run_one(runner, &request, &out)?,
             };
-            // The reference script: neither Burn nor a Rust compiler made it.
-            let burn = if runner.needs_data_file {
-                ""
-            } else {
-                record.backend_version.as_str()
-            };
+            let burn = runner.burn_version(&record.backend_version);
             record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
             append_line(&out.join(EXPLAIN_FILE), &record)?;
             summary(&record);

@@ -15,9 +15,9 @@ use kiln_results::verify::{
 use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
 
 use crate::backends::{self, Backend, Runner};
-use crate::bench::{Built, append_line, build_and_probe, fingerprint_here};
+use crate::bench::{Built, append_line, build_and_probe, cell_stem, fingerprint_here};
 pub use crate::flags::VerifyArgs;
-use crate::{time, workspace_root};
+use crate::workspace_root;
 
 /// The file of verify records in a run directory.
 pub const VERIFY_FILE: &str = "verify.jsonl";
@@ -54,30 +54,19 @@ struct Row<'a> {
 fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
     let mut out = Vec::new();
     for (backend, runner, probe) in built {
-        let device = probe
-            .devices
-            .iter()
-            .find(|d| d.default && d.available)
-            .or_else(|| probe.devices.iter().find(|d| d.available));
         let version = probe.backend_version.clone();
-        match device {
-            None => out.push(Row {
+        match crate::answer::one_device(probe) {
+            Err(why) => out.push(Row {
                 backend,
                 runner,
                 device: "default".into(),
                 precision: wanted
                     .and_then(|w| w.first().copied())
                     .unwrap_or(Precision::F32),
-                skip: Some(match probe.devices.first() {
-                    Some(d) => format!(
-                        "no available device: {}",
-                        d.reason.as_deref().unwrap_or("unavailable")
-                    ),
-                    None => "the backend reports no device".into(),
-                }),
+                skip: Some(why),
                 version,
             }),
-            Some(d) => {
+            Ok(d) => {
                 for &p in Precision::ALL {
                     let asked = wanted.is_none_or(|w| w.contains(&p));
                     let supported = d.precisions.iter().any(|s| s == p.name());
@@ -109,47 +98,30 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
     let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
     let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
-    let mut names = match &args.backends {
-        Some(b) => b.clone(),
-        None => backends::all()
-            .iter()
-            .filter(|b| b.default)
-            .map(|b| b.name.clone())
-            .collect(),
-    };
-    if !names.contains(&reference_backend) {
-        names.insert(0, reference_backend.clone());
+    let mut wanted = crate::bench::wanted_backends(args.backends.as_deref())?;
+    if !wanted.iter().any(|b| b.name == reference_backend) {
+        wanted.insert(0, backends::find(&reference_backend)?);
     }
-    let wanted = crate::bench::buildable(crate::bench::wanted_backends(Some(&names))?);
+    let wanted = crate::bench::buildable(wanted);
     if !wanted.iter().any(|b| b.name == reference_backend) {
         bail!("--reference {reference_backend}: that backend cannot be built here");
     }
-    let out = match &args.out {
-        Some(d) => d.clone(),
-        None => workspace_root()
-            .join("results")
-            .join(format!("verify-{}", time::stamp(time::unix_now()))),
-    };
-    if out.join(VERIFY_FILE).exists() {
-        bail!(
-            "--out {}: already holds verify records; choose another directory",
-            out.display()
-        );
-    }
-    // The request's own rules, checked before anything is built.
+    let out = crate::answer::out_dir(args.out.as_deref(), "verify", VERIFY_FILE, "")?;
+    // Each model's dataset, and the requests' own rules checked before anything is built.
+    let mut datasets = Vec::new();
     for &model in &args.models {
         let dataset = dataset_of(model, &args)?;
-        let probe = request(
+        request(
             &args,
             model,
             dataset,
             ("", "default", Precision::F32),
             steps,
             batch,
-        );
-        probe
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--steps/--batch: {e}"))?;
+        )
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--steps/--batch: {e}"))?;
+        datasets.push((model, dataset));
     }
     let built = build_and_probe(&wanted)?;
     let weights_dir = out.join("weights");
@@ -157,6 +129,19 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
     let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
     let rows = rows(&built, args.precisions.as_deref());
+    let Some(reference_row) = rows
+        .iter()
+        .find(|r| r.backend.name == reference_backend && r.precision == reference_precision)
+    else {
+        bail!(
+            "--reference {}: {reference_backend} has no device that runs {reference_precision} \
+             here (see `cargo xtask doctor`)",
+            args.reference
+        );
+    };
+    if let Some(why) = &reference_row.skip {
+        bail!("--reference {}: {why}", args.reference);
+    }
     let mut markdown = format!(
         "# cargo xtask verify\n\nEvery row trained the same model from the same initial weights \
          on the same batches (the first {} training samples, in order; dropout off). Columns: \
@@ -167,26 +152,12 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         verify::thresholds_table()
     );
     let mut all_pass = true;
-    for &model in &args.models {
-        let dataset = dataset_of(model, &args)?;
+    for &(model, dataset) in &datasets {
         let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
             true => Some(export(&args, model, dataset, &out)?),
             false => None,
         };
         let init = weights_dir.join(format!("{model}-init.safetensors"));
-        let Some(reference_row) = rows
-            .iter()
-            .find(|r| r.backend.name == reference_backend && r.precision == reference_precision)
-        else {
-            bail!(
-                "--reference {}: {reference_backend} has no device that runs \
-                 {reference_precision} here (see `cargo xtask doctor`)",
-                args.reference
-            );
-        };
-        if let Some(why) = &reference_row.skip {
-            bail!("--reference {}: {why}", args.reference);
-        }
         let run_row = |row: &Row, reference: bool| -> Result<VerifyRecord> {
             let mut q = request(
                 &args,
@@ -197,12 +168,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
                 batch,
             );
             q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
-            q.final_out = weights_dir.join(format!(
-                "{model}-{}-{}-{}.safetensors",
-                row.backend.name,
-                row.device.replace([':', '/'], "_"),
-                row.precision
-            ));
+            q.final_out = weights_dir.join(format!("{}.safetensors", cell_stem(&q.id())));
             if reference {
                 q.init_out = Some(init.clone());
             } else {
@@ -217,11 +183,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
                 }
                 None => run_one(row.runner, &q, &out)?,
             };
-            let burn = if row.runner.needs_data_file {
-                ""
-            } else {
-                record.backend_version.as_str()
-            };
+            let burn = row.runner.burn_version(&record.backend_version);
             record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
             append_line(&out.join(VERIFY_FILE), &record)?;
             Ok(record)
@@ -349,13 +311,7 @@ fn read_final(record: &VerifyRecord) -> Result<Option<Weights>> {
 
 /// Run one request in its runner; a failed record when it gives none.
 fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<VerifyRecord> {
-    let stem = format!(
-        "{}-{}-{}-{}",
-        request.model,
-        request.backend,
-        request.device.replace([':', '/'], "_"),
-        request.precision
-    );
+    let stem = cell_stem(&request.id());
     eprintln!(
         "kiln: verifying {} on {} {} {} ({} steps of batch {})",
         request.model,

@@ -2,12 +2,12 @@
 //! on tiny inputs, and agreement with a reference backend for the same initial weights and the
 //! same batch.
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
-use crate::models::{Classifier, MnistCnn, ModelKind, ResNet};
+use crate::models::{BuildModel, Classifier, ModelKind, WithModel};
 
 struct Collect<'a> {
     grads: &'a GradientsParams,
@@ -76,15 +76,22 @@ pub fn agree(kind: ModelKind, reference: &Device, other: &Device) -> Result<f32,
     reference.seed(11);
     let a = reference.clone().autodiff();
     let b = other.clone().autodiff();
-    match kind {
-        ModelKind::MnistCnn => {
-            let model = MnistCnn::with_dropout(&a, 0.0);
-            compare(kind, &model, &model.clone().fork(&b), &a, &b)
-        }
-        ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
-            let model = ResNet::resnet18(kind.geometry().channels, 10, &a);
-            compare(kind, &model, &model.clone().fork(&b), &a, &b)
-        }
+    kind.build_without_dropout(&a, Agree { kind, a: &a, b: &b })
+}
+
+/// The comparison of a model built on `a` with its copy on `b`.
+struct Agree<'a> {
+    kind: ModelKind,
+    a: &'a Device,
+    b: &'a Device,
+}
+
+impl WithModel for Agree<'_> {
+    type Output = Result<f32, String>;
+
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        let twin = model.clone().fork(self.b);
+        compare(self.kind, &model, &twin, self.a, self.b)
     }
 }
 

@@ -26,18 +26,29 @@ pub trait WithModel {
 
 /// Building a network from its [`ModelKind`].
 pub trait BuildModel {
-    /// Build this kind of model on `device` (the one place a kind becomes a network) and hand
-    /// it to `work`.
+    /// Build this kind of model on `device` and hand it to `work`.
     fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output;
+    /// The same network with every dropout off, so that a training step depends only on the
+    /// weights and the batch (`verify`, the agreement checks).
+    fn build_without_dropout<W: WithModel>(self, device: &Device, work: W) -> W::Output;
 }
 
 impl BuildModel for ModelKind {
     fn build<W: WithModel>(self, device: &Device, work: W) -> W::Output {
-        match self {
-            ModelKind::MnistCnn => work.run(MnistCnn::new(device)),
-            ModelKind::ResNet18 => work.run(ResNet::resnet18(3, 10, device)),
-            ModelKind::ResNet18Gray => work.run(ResNet::resnet18(1, 10, device)),
-        }
+        build_model(self, device, MnistCnn::DROPOUT, work)
+    }
+
+    fn build_without_dropout<W: WithModel>(self, device: &Device, work: W) -> W::Output {
+        build_model(self, device, 0.0, work)
+    }
+}
+
+/// The one place a kind becomes a network (`dropout`: the MNIST CNN's channel dropout).
+fn build_model<W: WithModel>(kind: ModelKind, device: &Device, dropout: f64, work: W) -> W::Output {
+    match kind {
+        ModelKind::MnistCnn => work.run(MnistCnn::with_dropout(device, dropout)),
+        ModelKind::ResNet18 => work.run(ResNet::resnet18(3, 10, device)),
+        ModelKind::ResNet18Gray => work.run(ResNet::resnet18(1, 10, device)),
     }
 }
 
@@ -87,9 +98,12 @@ pub struct MnistCnn {
 }
 
 impl MnistCnn {
+    /// The article's channel-dropout probability.
+    pub const DROPOUT: f64 = 0.1;
+
     /// A freshly initialised network (PyTorch's default init: uniform ±1/sqrt(fan_in)).
     pub fn new(device: &Device) -> Self {
-        Self::with_dropout(device, 0.1)
+        Self::with_dropout(device, Self::DROPOUT)
     }
 
     /// The same network with another channel-dropout probability (0 makes it deterministic).

@@ -9,11 +9,11 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 
 use kiln_data::Request;
+use kiln_results::Profile;
 use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
-use kiln_results::{ModelKind, Profile};
 
 use crate::amp::LossScaler;
-use crate::models::{Classifier, MnistCnn, ResNet};
+use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{DeviceData, Protocol, Trainer, read_scalar};
 use crate::runner::{Binding, amp_dtype, one_shot, open_device};
 use crate::{BURN_VERSION, CoreError};
@@ -171,7 +171,8 @@ fn verify_on_device(
         geometry,
         data_dir: request.data_dir.clone(),
         seed: request.seed,
-        synthetic_sizes: verify_synthetic_sizes(kind),
+        // The quick profile's sizes: what xtask exports for the PyTorch reference.
+        synthetic_sizes: Profile::Quick.synthetic_sizes(kind.standard_epoch()),
     })?;
     let samples = request.samples();
     if dataset.train.len() < samples {
@@ -191,79 +192,75 @@ fn verify_on_device(
         dataset.name
     ));
 
-    match kind {
-        ModelKind::MnistCnn => {
-            record
-                .notes
-                .push("channel dropout off (probability 0)".into());
-            steps(
-                MnistCnn::with_dropout(&device, 0.0),
-                &device,
-                &data,
-                request,
-                record,
-            )
-        }
-        ModelKind::ResNet18 | ModelKind::ResNet18Gray => steps(
-            ResNet::resnet18(geometry.channels, geometry.classes, &device),
-            &device,
-            &data,
+    record.notes.push("dropout off".into());
+    kind.build_without_dropout(
+        &device,
+        Steps {
+            device: &device,
+            data: &data,
             request,
             record,
-        ),
-    }
+        },
+    )
 }
 
-/// The synthetic set a verify run (and the data xtask exports for it) generates.
-pub fn verify_synthetic_sizes(kind: ModelKind) -> (usize, usize) {
-    Profile::Quick.synthetic_sizes(kind.standard_epoch())
+/// K training steps of the model `build_without_dropout` hands over.
+struct Steps<'a> {
+    device: &'a Device,
+    data: &'a DeviceData,
+    request: &'a VerifyRequest,
+    record: &'a mut VerifyRecord,
 }
 
-fn steps<M: Classifier>(
-    model: M,
-    device: &Device,
-    data: &DeviceData,
-    request: &VerifyRequest,
-    record: &mut VerifyRecord,
-) -> Result<Option<String>, CoreError> {
-    let model = match &request.weights_in {
-        Some(path) => {
-            let weights = Weights::read(path).map_err(CoreError::Config)?;
-            load_weights(model, &weights)?
-        }
-        None => {
-            let path = request
-                .init_out
-                .as_ref()
-                .ok_or_else(|| CoreError::Config("no init_out to write weights to".into()))?;
-            weights_of(&model).write(path).map_err(CoreError::Config)?;
-            model
-        }
-    };
-    let mut trainer = Trainer::new(model, device, Protocol::default().learning_rate);
-    if let Some(dtype) = amp_dtype(request.precision) {
-        trainer = trainer.with_amp(dtype, LossScaler::default());
-    }
-    let flip = request.fault == Some(Fault::WrongWeightGradient);
-    if flip {
-        record
-            .notes
-            .push("fault injected: the first gradient's sign is flipped".into());
-    }
-    for step in 0..request.steps {
-        let start = (step * request.batch) as i64;
-        let indices = Tensor::<1, Int>::arange(start..start + request.batch as i64, device);
-        let loss = trainer.step_with(data, indices, |model, grads| {
-            if flip {
-                flip_first_gradient(model, grads);
+impl WithModel for Steps<'_> {
+    type Output = Result<Option<String>, CoreError>;
+
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        let Steps {
+            device,
+            data,
+            request,
+            record,
+        } = self;
+        let model = match &request.weights_in {
+            Some(path) => {
+                let weights = Weights::read(path).map_err(CoreError::Config)?;
+                load_weights(model, &weights)?
             }
-        });
-        let loss = read_scalar(loss)?;
-        record.losses.push(loss.is_finite().then_some(loss));
+            None => {
+                let path = request
+                    .init_out
+                    .as_ref()
+                    .ok_or_else(|| CoreError::Config("no init_out to write weights to".into()))?;
+                weights_of(&model).write(path).map_err(CoreError::Config)?;
+                model
+            }
+        };
+        let mut trainer = Trainer::new(model, device, Protocol::default().learning_rate);
+        if let Some(dtype) = amp_dtype(request.precision) {
+            trainer = trainer.with_amp(dtype, LossScaler::default());
+        }
+        let flip = request.fault == Some(Fault::WrongWeightGradient);
+        if flip {
+            record
+                .notes
+                .push("fault injected: the first gradient's sign is flipped".into());
+        }
+        for step in 0..request.steps {
+            let start = (step * request.batch) as i64;
+            let indices = Tensor::<1, Int>::arange(start..start + request.batch as i64, device);
+            let loss = trainer.step_with(data, indices, |model, grads| {
+                if flip {
+                    flip_first_gradient(model, grads);
+                }
+            });
+            let loss = read_scalar(loss)?;
+            record.losses.push(loss.is_finite().then_some(loss));
+        }
+        weights_of(trainer.model())
+            .write(&request.final_out)
+            .map_err(CoreError::Config)?;
+        record.final_weights = Some(request.final_out.clone());
+        Ok(None)
     }
-    weights_of(trainer.model())
-        .write(&request.final_out)
-        .map_err(CoreError::Config)?;
-    record.final_weights = Some(request.final_out.clone());
-    Ok(None)
 }

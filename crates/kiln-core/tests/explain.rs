@@ -1,12 +1,14 @@
 //! `cargo xtask explain`'s op list against the models it describes, and the executor on tiny
 //! shapes: a model that gains a layer without an op entry fails here.
 
+mod common;
+
 use burn::prelude::*;
+use common::FLEX;
 use kiln_core::explain::explain;
 use kiln_core::models::{MnistCnn, ModelKind, ResNet, trainable_parameters};
-use kiln_core::runner::{Binding, Selected};
 use kiln_results::explain::{ExplainRequest, LayerOp, Phase, sites};
-use kiln_results::{DeviceReport, Precision, Status, Vocabulary};
+use kiln_results::{Precision, Status, Vocabulary};
 
 /// Module types that only hold other modules (their layers are what the op list names).
 const CONTAINERS: &[&str] = &["MnistCnn", "ResNet", "BasicBlock"];
@@ -103,30 +105,6 @@ fn a_module_type_the_map_does_not_know_is_found() {
     assert_eq!(family_of("LayerNorm"), None);
 }
 
-/// The flex backend, bound in the test the way kiln-flex binds it.
-struct Flex;
-
-impl Binding for Flex {
-    fn name(&self) -> &'static str {
-        "flex"
-    }
-    fn version(&self) -> &'static str {
-        kiln_core::BURN_VERSION
-    }
-    fn probe(&self) -> Vec<DeviceReport> {
-        Vec::new()
-    }
-    fn device(&self, spec: &str) -> Result<Selected, String> {
-        match spec {
-            "cpu" | "default" => Ok(Selected::cpu(Device::flex())),
-            other => Err(format!("no device {other}")),
-        }
-    }
-    fn threads(&self) -> usize {
-        1
-    }
-}
-
 fn tiny(model: ModelKind) -> ExplainRequest {
     let mut r = ExplainRequest::new(model, "flex", "cpu", Precision::F32, 2);
     r.warmup = 0;
@@ -138,7 +116,7 @@ fn tiny(model: ModelKind) -> ExplainRequest {
 fn every_op_of_both_models_is_timed_in_every_phase() {
     for model in [ModelKind::MnistCnn, ModelKind::ResNet18] {
         let request = tiny(model);
-        let record = explain(&Flex, &request);
+        let record = explain(&FLEX, &request);
         assert_eq!(record.status, Status::Ok, "{model}: {:?}", record.reason);
         for (index, site) in request.sites.iter().enumerate() {
             for phase in site.phases() {
@@ -169,7 +147,7 @@ fn a_wrong_shape_in_the_op_list_fails_with_the_op_named() {
     // conv2 given 32 channels where it takes 64.
     request.sites[2].input = vec![2, 32, 13, 13];
     request.sites.truncate(3);
-    let record = explain(&Flex, &request);
+    let record = explain(&FLEX, &request);
     assert_eq!(record.status, Status::Failed);
     let reason = record.reason.unwrap_or_default();
     assert!(
@@ -182,12 +160,12 @@ fn a_wrong_shape_in_the_op_list_fails_with_the_op_named() {
 fn another_backend_or_an_unknown_device_is_refused() {
     let mut request = tiny(ModelKind::MnistCnn);
     request.backend = "tch".into();
-    let record = explain(&Flex, &request);
+    let record = explain(&FLEX, &request);
     assert_eq!(record.status, Status::Failed);
     assert!(record.reason.unwrap_or_default().contains("\"tch\""));
     let mut request = tiny(ModelKind::MnistCnn);
     request.device = "cuda:3".into();
-    let record = explain(&Flex, &request);
+    let record = explain(&FLEX, &request);
     assert_eq!(record.status, Status::Skipped);
     assert!(record.reason.unwrap_or_default().contains("cuda:3"));
 }

@@ -1,40 +1,18 @@
 //! `--verify` on two CPU backends: the same weights and batches give the same losses and final
 //! weights within the f32 thresholds, and a backend with a wrong gradient op fails.
 
+mod common;
+
 use std::path::Path;
 
 use burn::prelude::*;
+use common::{Cpu, FLEX};
 use kiln_core::models::{MnistCnn, ModelKind, ResNet};
-use kiln_core::runner::{Binding, Selected};
 use kiln_core::verify::{load_weights, verify, weights_of};
 use kiln_results::verify::{
     Fault, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights, compare,
 };
-use kiln_results::{DatasetName, DeviceReport, Precision, Status};
-
-/// A CPU backend bound in the test the way its crate binds it.
-struct Cpu(&'static str, fn() -> Device);
-
-impl Binding for Cpu {
-    fn name(&self) -> &'static str {
-        self.0
-    }
-    fn version(&self) -> &'static str {
-        kiln_core::BURN_VERSION
-    }
-    fn probe(&self) -> Vec<DeviceReport> {
-        Vec::new()
-    }
-    fn device(&self, spec: &str) -> Result<Selected, String> {
-        match spec {
-            "cpu" | "default" => Ok(Selected::cpu((self.1)())),
-            other => Err(format!("no device {other}")),
-        }
-    }
-    fn threads(&self) -> usize {
-        1
-    }
-}
+use kiln_results::{DatasetName, Precision, Status};
 
 #[allow(deprecated)] // ndarray is deprecated upstream; it stays in Kiln's matrix.
 fn ndarray() -> Device {
@@ -72,9 +50,8 @@ fn run(binding: &Cpu, request: &VerifyRequest) -> (VerifyRecord, Weights) {
 #[test]
 fn two_backends_agree_and_a_wrong_gradient_op_fails() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let flex = Cpu("flex", Device::flex);
     let (reference, reference_weights) = run(
-        &flex,
+        &FLEX,
         &request(dir.path(), "flex", ModelKind::MnistCnn, true),
     );
     // Training moved the weights and the loss.
@@ -128,10 +105,9 @@ fn weights_round_trip_and_a_mismatch_names_the_tensor() {
 #[test]
 fn too_few_samples_and_a_missing_weights_file_are_clear_errors() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let flex = Cpu("flex", Device::flex);
     let mut big = request(dir.path(), "flex", ModelKind::MnistCnn, true);
     big.steps = 100_000;
-    let r = verify(&flex, &big);
+    let r = verify(&FLEX, &big);
     assert_eq!(r.status, Status::Failed);
     assert!(
         r.reason.as_deref().unwrap_or("").contains("lower --steps"),
@@ -139,7 +115,7 @@ fn too_few_samples_and_a_missing_weights_file_are_clear_errors() {
     );
 
     let missing = request(dir.path(), "flex", ModelKind::MnistCnn, false);
-    let r = verify(&flex, &missing);
+    let r = verify(&FLEX, &missing);
     assert_eq!(r.status, Status::Failed);
     assert!(
         r.reason

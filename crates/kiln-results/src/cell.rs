@@ -179,26 +179,18 @@ impl CellRequest {
 
     /// The cell's coordinates in the matrix.
     pub fn id(&self) -> CellId {
-        CellId {
-            model: self.model.to_string(),
-            backend: self.backend.clone(),
-            device: self.device.clone(),
-            precision: self.precision.to_string(),
-        }
+        CellId::new(self.model, &self.backend, &self.device, self.precision)
     }
 
     /// Read and validate a request file.
     pub fn read(path: &Path) -> Result<CellRequest, String> {
-        let request: CellRequest = read_json(
+        read_request(
             path,
             "a cell request",
             "requests are written by `cargo xtask bench-all --plan-only` and by every run (its \
              cells/ folder)",
-        )?;
-        request
-            .validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(request)
+            CellRequest::validate,
+        )
     }
 
     /// Write the request as pretty JSON.
@@ -208,21 +200,24 @@ impl CellRequest {
     }
 }
 
-/// A JSON file of `what` ("a cell request", "an explain request"), with errors that name the
-/// file and say who writes such files (`writers`).
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+/// A JSON request file of `what` ("a cell request", "an explain request") that passes
+/// `validate`, with errors that name the file and say who writes such files (`writers`).
+pub(crate) fn read_request<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &str,
     writers: &str,
+    validate: fn(&T) -> Result<(), String>,
 ) -> Result<T, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {what} from {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let request = serde_json::from_str(&text).map_err(|e| {
         format!(
             "{}: not {what} this Kiln can read ({e}); {writers}",
             path.display()
         )
-    })
+    })?;
+    validate(&request).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(request)
 }
 
 #[cfg(test)]

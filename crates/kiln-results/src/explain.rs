@@ -514,15 +514,12 @@ impl ExplainRequest {
 
     /// Read a request xtask wrote, with an error naming the file.
     pub fn read(path: &Path) -> Result<ExplainRequest, String> {
-        let request: ExplainRequest = crate::cell::read_json(
+        crate::cell::read_request(
             path,
             "an explain request",
             "`cargo xtask explain` writes them",
-        )?;
-        request
-            .validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(request)
+            ExplainRequest::validate,
+        )
     }
 
     /// Whether the request can be run.

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Stats;
+use crate::vocab::{ModelKind, Precision};
 
 /// Version of the record layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -581,6 +582,18 @@ pub struct CellId {
     pub backend: String,
     pub device: String,
     pub precision: String,
+}
+
+impl CellId {
+    /// The coordinates of `model` on `backend`'s `device` in `precision`.
+    pub fn new(model: ModelKind, backend: &str, device: &str, precision: Precision) -> CellId {
+        CellId {
+            model: model.to_string(),
+            backend: backend.to_string(),
+            device: device.to_string(),
+            precision: precision.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for CellId {

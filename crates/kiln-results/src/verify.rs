@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::Vocabulary;
-use crate::{DatasetName, Fingerprint, ModelKind, Precision, Status};
+use crate::{CellId, DatasetName, Fingerprint, ModelKind, Precision, Status};
 
 /// Version of the verify request and record; runners refuse another.
 pub const VERIFY_VERSION: u32 = 1;
@@ -61,12 +61,17 @@ pub struct VerifyRequest {
 impl VerifyRequest {
     /// Read and validate a request file.
     pub fn read(path: &Path) -> Result<VerifyRequest, String> {
-        let request: VerifyRequest =
-            crate::cell::read_json(path, "a verify request", "`cargo xtask verify` writes them")?;
-        request
-            .validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(request)
+        crate::cell::read_request(
+            path,
+            "a verify request",
+            "`cargo xtask verify` writes them",
+            VerifyRequest::validate,
+        )
+    }
+
+    /// The row's coordinates, as a cell's (model, backend, device, precision).
+    pub fn id(&self) -> CellId {
+        CellId::new(self.model, &self.backend, &self.device, self.precision)
     }
 
     /// Whether the request can be run.

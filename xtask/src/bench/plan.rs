@@ -47,12 +47,7 @@ pub fn plan(matrix: &Matrix, probes: &[(&str, &ProbeReport)]) -> Plan {
         {
             for device in chosen_devices(matrix, report) {
                 for &precision in &matrix.precisions {
-                    let id = CellId {
-                        model: model.to_string(),
-                        backend: backend.to_string(),
-                        device: device.spec.clone(),
-                        precision: precision.to_string(),
-                    };
+                    let id = CellId::new(*model, backend, &device.spec, precision);
                     match skip_reason(matrix, backend, device, precision) {
                         Some(why) => plan
                             .skipped
