@@ -222,6 +222,118 @@ fn draw_curves(
     Ok(svg)
 }
 
+/// Per model run at several batch sizes, images/s against batch size (both axes log scale),
+/// one line per backend/device/precision, a batch that ran out of memory as a red cross on the
+/// floor of the chart: `(model, svg)`.
+pub fn batch_charts(records: &[Record]) -> Result<Vec<(String, String)>> {
+    kiln_results::batch::batch_curves(records)
+        .into_iter()
+        .map(|(model, curves)| {
+            let svg = draw_batch(&model, &curves)
+                .map_err(|e| anyhow!("drawing the {model} batch-size chart: {e}"))?;
+            Ok((model, svg))
+        })
+        .collect()
+}
+
+/// Colour of the out-of-memory crosses.
+pub const OOM_COLOR: RGBColor = RGBColor(0xc0, 0x1c, 0x28);
+
+fn draw_batch(
+    model: &str,
+    curves: &[kiln_results::batch::BatchCurve],
+) -> Result<String, Box<dyn std::error::Error>> {
+    let sizes = kiln_results::batch::sizes(curves);
+    let images = || {
+        curves
+            .iter()
+            .flat_map(|c| c.points.iter().filter_map(|p| p.images_per_second))
+    };
+    let (b_min, b_max) = (
+        *sizes.first().unwrap_or(&1) as f64,
+        *sizes.last().unwrap_or(&2) as f64,
+    );
+    let i_min = images().fold(f64::INFINITY, f64::min);
+    let i_max = images().fold(0f64, f64::max);
+    // With nothing trained, an axis that still shows where the crosses are.
+    let (i_min, i_max) = if i_max > 0.0 {
+        (i_min, i_max)
+    } else {
+        (1.0, 10.0)
+    };
+    let floor = i_min / 1.6;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 440)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{model}: training images/s against batch size (log scales)"),
+                ("sans-serif", 18),
+            )
+            .margin(14)
+            .x_label_area_size(36)
+            .y_label_area_size(60)
+            .build_cartesian_2d(
+                ((b_min / 1.3)..(b_max * 1.3)).log_scale(),
+                (floor / 1.2..i_max * 1.6).log_scale(),
+            )?;
+        let ticks = sizes.clone();
+        chart
+            .configure_mesh()
+            .x_desc("batch size (samples per optimizer step)")
+            .y_desc("training images/s (median)")
+            .x_labels(sizes.len().max(2))
+            .x_label_formatter(&|v| {
+                ticks
+                    .iter()
+                    .find(|&&b| ((b as f64) / v - 1.0).abs() < 0.02)
+                    .map(|b| b.to_string())
+                    .unwrap_or_default()
+            })
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .draw()?;
+        for (i, curve) in curves.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let points: Vec<(f64, f64)> = curve
+                .points
+                .iter()
+                .filter_map(|p| p.images_per_second.map(|i| (p.batch as f64, i)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                .label(curve.label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+        let oom: Vec<(f64, f64)> = curves
+            .iter()
+            .flat_map(|c| c.points.iter())
+            .filter(|p| p.status == Status::OutOfMemory)
+            .map(|p| (p.batch as f64, floor))
+            .collect();
+        if !oom.is_empty() {
+            chart
+                .draw_series(
+                    oom.iter()
+                        .map(|&p| Cross::new(p, 7, OOM_COLOR.stroke_width(3))),
+                )?
+                .label("out of memory at this batch")
+                .legend(|(x, y)| Cross::new((x + 9, y), 5, OOM_COLOR.stroke_width(3)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 fn draw(
     model: &str,
     labels: &[String],
@@ -534,6 +646,7 @@ mod tests {
             backend: backend.into(),
             device: "cpu".into(),
             precision: "f32".into(),
+            batch_size: 128,
         };
         let mut r = Record::not_run(&cell, Status::Ok, "");
         r.epoch_seconds = Stats::from_samples(&[median]);

@@ -27,9 +27,10 @@ pub struct CommonArgs {
     /// Epochs per cell (default: 20, or 3 with --quick).
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Batch size (default: 128).
-    #[arg(long)]
-    pub batch: Option<usize>,
+    /// Batch size, or several comma-separated (`32,128,512`: each a cell of the matrix, with
+    /// images/s drawn against batch size; default: 128).
+    #[arg(long, value_delimiter = ',')]
+    pub batch: Option<Vec<usize>>,
     /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
     #[arg(long)]
     pub budget: Option<String>,

@@ -106,6 +106,9 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
         for (model, svg) in &charts {
             write(&svg_path(target, model, charts.len() > 1), svg)?;
         }
+        for (model, svg) in chart::batch_charts(&loaded.records)? {
+            write(&svg_path(target, &format!("batch-{model}"), true), &svg)?;
+        }
     }
     Ok(())
 }
@@ -122,6 +125,7 @@ fn page(
         charts: {
             let mut charts = chart::charts(records, baseline)?;
             charts.extend(chart::accuracy_curves(records)?);
+            charts.extend(chart::batch_charts(records)?);
             charts
         },
         logs,
@@ -135,11 +139,8 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
     records
         .iter()
         .filter_map(|r| {
-            let name = format!("{}.stderr", crate::bench::cell_stem(&r.cell()));
-            let file = run.join("logs").join(&name);
-            if !file.is_file() {
-                return None;
-            }
+            let file = crate::bench::cell_log(run, r)?;
+            let name = file.file_name()?.to_string_lossy().into_owned();
             let same_dir = std::fs::canonicalize(run).ok() == std::fs::canonicalize(page_dir).ok();
             let href = if same_dir {
                 format!("logs/{name}")
@@ -149,7 +150,7 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
                     .display()
                     .to_string()
             };
-            Some((format!("{}/{}", r.model, row_label(r)), href))
+            Some((kiln_results::table::cell_key(r), href))
         })
         .collect()
 }
@@ -171,6 +172,14 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
             .with_context(|| format!("cannot write {name} in {}", out.display()))?;
         markdown.push_str(&format!(
             "![{model}: test accuracy against training time]({name})\n\n"
+        ));
+    }
+    for (model, svg) in chart::batch_charts(records)? {
+        let name = format!("batch-{model}.svg");
+        std::fs::write(out.join(&name), svg)
+            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
+        markdown.push_str(&format!(
+            "![{model}: training images/s against batch size]({name})\n\n"
         ));
     }
     let report = out.join("report.md");
@@ -203,6 +212,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
     let wanted = [
         (Column::Device, "backend / device"),
         (Column::Precision, "prec."),
+        (Column::Batch, "batch"),
         (Column::EpochTime, "epoch time"),
         (Column::SpeedUp, "speed-up"),
         (Column::VsPytorch, "÷ PyTorch"),
@@ -321,17 +331,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         text.push_str("\nCells that did not run or did not finish:\n");
         for r in not_ok {
             let log = out
-                .map(|o| {
-                    let run = match &r.repeat {
-                        Some(p) if p.of > 1 => format!("-r{}", p.index),
-                        _ => String::new(),
-                    };
-                    o.join("logs").join(format!(
-                        "{}{run}.stderr",
-                        crate::bench::cell_stem(&r.cell())
-                    ))
-                })
-                .filter(|p| p.is_file())
+                .and_then(|o| crate::bench::cell_log(o, r))
                 .map(|p| format!(" (log: {})", p.display()))
                 .unwrap_or_default();
             text.push_str(&format!(

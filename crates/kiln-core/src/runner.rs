@@ -588,16 +588,27 @@ fn bench_with_args(
         Ok(Ok(record)) => record,
         Ok(Err(e)) => {
             eprintln!("kiln: {e}");
-            cell.record(Status::Failed, Some(e.to_string()), None)
+            let e = e.to_string();
+            cell.record(failure_status(&e), Some(e), None)
         }
-        Err(panic) => cell.record(
-            Status::Failed,
-            Some(format!(
-                "the backend panicked: {}",
-                panic_text(panic.as_ref())
-            )),
-            None,
-        ),
+        Err(panic) => {
+            let text = panic_text(panic.as_ref());
+            cell.record(
+                failure_status(&text),
+                Some(format!("the backend panicked: {text}")),
+                None,
+            )
+        }
+    }
+}
+
+/// A failure's status: out of memory when its text says so (a result at this batch size),
+/// else failed.
+fn failure_status(text: &str) -> Status {
+    if kiln_results::says_out_of_memory(text) {
+        Status::OutOfMemory
+    } else {
+        Status::Failed
     }
 }
 

@@ -330,3 +330,28 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         "{reason}"
     );
 }
+
+/// A batch too large for the memory the process may use: the runner dies with a line xtask
+/// recognises as out of memory (`cargo xtask bench-all --batch ...` records it as a result).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
+    // 1.5 GiB of address space: the runner starts, one 8192-sample batch of activations does
+    // not fit.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1500000; exec {} --model mnist-cnn --quick --epochs 1 --batch 8192 \
+             --budget none --eval-limit 128",
+            env!("CARGO_BIN_EXE_kiln-flex")
+        ))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().any(kiln_results::says_out_of_memory),
+        "no out-of-memory line in:\n{stderr}"
+    );
+}

@@ -179,7 +179,13 @@ impl CellRequest {
 
     /// The cell's coordinates in the matrix.
     pub fn id(&self) -> CellId {
-        CellId::new(self.model, &self.backend, &self.device, self.precision)
+        CellId::new(
+            self.model,
+            &self.backend,
+            &self.device,
+            self.precision,
+            self.batch_size,
+        )
     }
 
     /// Read and validate a request file.

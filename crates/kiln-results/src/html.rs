@@ -47,6 +47,7 @@ th { background: #f2f2f5; cursor: pointer; user-select: none; font-size: 12px; }
 th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.failed td, tr.diverged td { background: #fff0f0; } tr.skipped td { color: #777; background: #fafafa; }
+tr.out-of-memory td { background: #fff8e6; }
 .status { font-weight: 600; text-transform: uppercase; font-size: 11px; }
 .chart svg { max-width: 100%; height: auto; }
 ul.notes { color: #444; } code { background: #f2f2f5; padding: 0 .2rem; }
@@ -124,6 +125,7 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
         if machine_count == 1 { "" } else { "s" }
     );
     overhead_section(&mut out, all);
+    let curves = crate::batch::batch_curves(all);
     for t in model_tables(all, baseline) {
         let _ = writeln!(out, "<h2>{}</h2>", escape(&t.model));
         let _ = writeln!(
@@ -137,7 +139,11 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
         let epoch = t.index(Column::EpochTime);
         let wide = t.index(Column::Obtained);
         for row in &t.rows {
-            let _ = write!(out, "<tr class=\"{}\">", row.status.as_str());
+            let _ = write!(
+                out,
+                "<tr class=\"{}\">",
+                row.status.as_str().replace(' ', "-")
+            );
             for (i, c) in row.cells.iter().enumerate() {
                 match (&row.reason, Some(i) == epoch) {
                     (Some(reason), true) => {
@@ -181,6 +187,9 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
             }
             let _ = writeln!(out, "</ul>");
         }
+        if let Some((_, c)) = curves.iter().find(|(m, _)| *m == t.model) {
+            batch_section(&mut out, c);
+        }
         for (_, svg) in parts.charts.iter().filter(|(m, _)| *m == t.model) {
             // The chart is our own SVG (plotters), inlined so the page needs no other file.
             let svg = svg.trim_start_matches(|c| c != '<');
@@ -206,6 +215,46 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
     );
     let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
     out
+}
+
+/// One model's images/s by batch size, the fastest batch and the largest that fit.
+fn batch_section(out: &mut String, curves: &[crate::batch::BatchCurve]) {
+    let sizes = crate::batch::sizes(curves);
+    let _ = write!(
+        out,
+        "<h3>Images/s by batch size</h3>\n<div class=\"scroll\"><table class=\"sortable\">\n\
+         <thead><tr><th>Backend / device / precision</th>"
+    );
+    for b in &sizes {
+        let _ = write!(out, "<th>batch {b}</th>");
+    }
+    let _ = writeln!(
+        out,
+        "<th>Fastest batch</th><th>Largest batch that fit</th></tr></thead>\n<tbody>"
+    );
+    for c in curves {
+        let _ = write!(out, "<tr><td>{}</td>", escape(&c.label));
+        for b in &sizes {
+            match c.points.iter().find(|p| p.batch == *b) {
+                Some(p) => match p.images_per_second {
+                    Some(i) => {
+                        let _ = write!(out, "<td class=\"num\" data-sort=\"{i}\">{i:.0}</td>");
+                    }
+                    None => {
+                        let _ = write!(out, "<td>{}</td>", escape(p.status.as_str()));
+                    }
+                },
+                None => out.push_str("<td>–</td>"),
+            }
+        }
+        let _ = writeln!(
+            out,
+            "<td>{}</td><td>{}</td></tr>",
+            c.fastest_text(),
+            escape(&c.fit_text())
+        );
+    }
+    let _ = writeln!(out, "</tbody>\n</table></div>");
 }
 
 fn overhead_section(out: &mut String, all: &[Record]) {
@@ -352,6 +401,7 @@ mod tests {
             backend: backend.into(),
             device: "cpu".into(),
             precision: "f32".into(),
+            batch_size: 128,
         };
         let mut r = Record::not_run(&id, Status::Ok, "");
         r.reason = None;
@@ -379,8 +429,8 @@ mod tests {
                 "<?xml version=\"1.0\"?>\n<svg id=\"c\"></svg>".into(),
             )],
             logs: vec![(
-                "mnist-cnn/flex/cpu/f32".into(),
-                "logs/mnist-cnn-flex-cpu-f32.stderr".into(),
+                "mnist-cnn/flex/cpu/f32@128".into(),
+                "logs/mnist-cnn-flex-cpu-f32-b128.stderr".into(),
             )],
         };
         let page = html(&records, None, &parts);
@@ -404,7 +454,7 @@ mod tests {
         assert!(!page.contains("<script>alert"));
         assert!(page.contains("<div class=\"chart\"><svg id=\"c\"></svg></div>"));
         assert!(!page.contains("<?xml"));
-        assert!(page.contains("<a href=\"logs/mnist-cnn-flex-cpu-f32.stderr\">stderr</a>"));
+        assert!(page.contains("<a href=\"logs/mnist-cnn-flex-cpu-f32-b128.stderr\">stderr</a>"));
         assert!(page.contains("box&lt;1&gt;"));
         assert_eq!(page.matches("<script>").count(), 1);
     }

@@ -117,6 +117,7 @@ mod tests {
             backend: "flex".into(),
             device: "cpu".into(),
             precision: "f32".into(),
+            batch_size: 128,
         };
         serde_json::to_string(&Record::not_run(&cell, Status::Skipped, "test")).unwrap()
     }

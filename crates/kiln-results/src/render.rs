@@ -58,7 +58,8 @@ pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'
 }
 
 /// The PyTorch reference row for `r`: an ok `pytorch` record of the same model on the same
-/// machine, device and precision, and of the same run when both records say their run.
+/// machine, device, precision and batch size, and of the same run when both records say their
+/// run.
 pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Record> {
     rows.iter()
         .find(|p| {
@@ -67,6 +68,7 @@ pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Reco
                 && p.epoch_seconds.is_some()
                 && p.device == r.device
                 && p.precision == r.precision
+                && p.batch_size == r.batch_size
                 && machine_key(p) == machine_key(r)
                 && match (crate::table::run_of(p), crate::table::run_of(r)) {
                     (Some(a), Some(b)) => a == b,
@@ -355,6 +357,7 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
         out.push_str(&overhead_table(&overheads));
     }
     let cell = |text: &str| text.replace('|', "/");
+    let curves = crate::batch::batch_curves(all);
     for t in model_tables(all, baseline) {
         let _ = writeln!(out, "### {}\n", t.model);
         let titles: Vec<&str> = t.columns.iter().map(|(_, title)| title.as_str()).collect();
@@ -380,6 +383,9 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
             let _ = writeln!(out, "- {note}");
         }
         let _ = writeln!(out);
+        if let Some((_, c)) = curves.iter().find(|(m, _)| *m == t.model) {
+            out.push_str(&crate::batch::markdown(c));
+        }
     }
     for line in machine_lines(all) {
         let _ = writeln!(out, "{line}");
@@ -674,6 +680,7 @@ pub(crate) mod tests_support {
             backend: backend.into(),
             device: "cpu".into(),
             precision: "f32".into(),
+            batch_size: 128,
         };
         let mut r = Record::not_run(&cell, Status::Ok, "");
         r.reason = None;

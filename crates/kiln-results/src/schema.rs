@@ -64,6 +64,9 @@ pub enum Status {
     Failed,
     /// The cell was not run (device or precision unsupported); `reason` says why.
     Skipped,
+    /// The device ran out of memory (at this batch size): a result, not a failure; `reason`
+    /// says where it was seen.
+    OutOfMemory,
 }
 
 impl Status {
@@ -74,7 +77,14 @@ impl Status {
             Status::Diverged => "diverged",
             Status::Failed => "failed",
             Status::Skipped => "skipped",
+            Status::OutOfMemory => "out of memory",
         }
+    }
+
+    /// Whether the cell ended as the matrix expects of some cells: trained, skipped for a
+    /// stated reason, or out of memory at its batch size (a run with only these exits 0).
+    pub fn is_result(self) -> bool {
+        matches!(self, Status::Ok | Status::Skipped | Status::OutOfMemory)
     }
 }
 
@@ -511,7 +521,7 @@ impl Record {
             precision: cell.precision.clone(),
             status,
             reason: Some(reason.into()),
-            batch_size: 0,
+            batch_size: cell.batch_size,
             accum_steps: 1,
             micro_batch_size: 0,
             epochs_requested: 0,
@@ -571,27 +581,39 @@ impl Record {
             backend: self.backend.clone(),
             device: self.device.clone(),
             precision: self.precision.clone(),
+            batch_size: self.batch_size,
         }
     }
 }
 
-/// The coordinates of one cell of the matrix.
+/// The coordinates of one cell of the matrix: model × backend × device × precision × batch.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CellId {
     pub model: String,
     pub backend: String,
     pub device: String,
     pub precision: String,
+    /// Samples per optimizer step; 0 in a run file written before batch size was a dimension
+    /// (its run's one batch size applies).
+    #[serde(default)]
+    pub batch_size: usize,
 }
 
 impl CellId {
-    /// The coordinates of `model` on `backend`'s `device` in `precision`.
-    pub fn new(model: ModelKind, backend: &str, device: &str, precision: Precision) -> CellId {
+    /// The coordinates of `model` on `backend`'s `device` in `precision` at `batch_size`.
+    pub fn new(
+        model: ModelKind,
+        backend: &str,
+        device: &str,
+        precision: Precision,
+        batch_size: usize,
+    ) -> CellId {
         CellId {
             model: model.to_string(),
             backend: backend.to_string(),
             device: device.to_string(),
             precision: precision.to_string(),
+            batch_size,
         }
     }
 }
@@ -600,10 +622,29 @@ impl std::fmt::Display for CellId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} on {} {} ({})",
-            self.model, self.backend, self.device, self.precision
+            "{} on {} {} ({}, batch {})",
+            self.model, self.backend, self.device, self.precision, self.batch_size
         )
     }
+}
+
+/// Whether a failure's text says the device or the host ran out of memory: Rust's allocation
+/// failure, CubeCL's and wgpu's out-of-memory errors, CUDA's, libtorch's CPU and GPU
+/// allocators, PyTorch's `OutOfMemoryError` and Python's `MemoryError`.
+pub fn says_out_of_memory(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    (lower.contains("memory allocation of") && lower.contains("failed"))
+        || [
+            "out of memory",
+            "outofmemory",
+            "out_of_memory",
+            "can't allocate memory",
+            "cannot allocate memory",
+            "failed to allocate",
+            "memoryerror",
+        ]
+        .iter()
+        .any(|k| lower.contains(k))
 }
 
 #[cfg(test)]

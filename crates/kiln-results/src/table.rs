@@ -18,6 +18,8 @@ pub enum Column {
     Run,
     Device,
     Precision,
+    /// Samples per step, when the table holds several batch sizes (`--batch 32,128,512`).
+    Batch,
     EpochTime,
     SpeedUp,
     VsPytorch,
@@ -60,7 +62,7 @@ pub struct Row {
     pub status: Status,
     /// `backend/device/precision`, with the machine when the table holds several.
     pub label: String,
-    /// `model/backend/device/precision`: the cell, whatever the machine.
+    /// [`cell_key`]: the cell, whatever the machine.
     pub cell: String,
     /// For a row that is not ok, why (shown in the epoch-time column after its status).
     pub reason: Option<String>,
@@ -132,6 +134,12 @@ pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
         .collect()
 }
 
+/// A row's cell, whatever the machine: `model/backend/device/precision@batch` (what the HTML
+/// report links a row's log by).
+pub fn cell_key(r: &Record) -> String {
+    format!("{}/{}@{}", r.model, row_label(r), r.batch_size)
+}
+
 /// The run a record belongs to (its run directory's name), where it says.
 pub fn run_of(r: &Record) -> Option<&str> {
     r.repeat.as_ref().map(|p| p.run.as_str())
@@ -151,7 +159,16 @@ fn table(
         .find(|&n| n > 0)
         .unwrap_or(0);
     let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
-    let label = |r: &Record| row_name(r, several);
+    let several_batches = rows.iter().any(|r| r.batch_size != rows[0].batch_size);
+    // With several batch sizes a row is named with its batch (notes, the baseline).
+    let label = |r: &Record| {
+        let name = row_name(r, several);
+        if several_batches {
+            format!("{name} @ batch {}", r.batch_size)
+        } else {
+            name
+        }
+    };
     let mut columns = Vec::new();
     if several {
         columns.push((Column::Machine, "Machine".to_string()));
@@ -161,6 +178,9 @@ fn table(
     }
     columns.push((Column::Device, "Backend / device".into()));
     columns.push((Column::Precision, "Precision".into()));
+    if several_batches {
+        columns.push((Column::Batch, "Batch".into()));
+    }
     columns.push((
         Column::EpochTime,
         format!(
@@ -214,7 +234,7 @@ fn table(
             Row {
                 status: r.status,
                 label: label(r),
-                cell: format!("{}/{}", r.model, row_label(r)),
+                cell: cell_key(r),
                 reason: (!ok).then(|| r.reason.clone().unwrap_or_default()),
                 cells,
             }
@@ -243,6 +263,7 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::Run => Cell::text(run_of(r).unwrap_or("–")),
         Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
         Column::Precision => Cell::text(r.precision.clone()),
+        Column::Batch => Cell::number(r.batch_size.to_string(), Some(r.batch_size as f64)),
         Column::EpochTime => match (&r.epoch_seconds, ok) {
             (Some(e), true) => Cell::number(epoch_cell(r), Some(e.median)),
             _ => Cell::text(r.reason.clone().unwrap_or_default()),

@@ -71,7 +71,13 @@ impl VerifyRequest {
 
     /// The row's coordinates, as a cell's (model, backend, device, precision).
     pub fn id(&self) -> CellId {
-        CellId::new(self.model, &self.backend, &self.device, self.precision)
+        CellId::new(
+            self.model,
+            &self.backend,
+            &self.device,
+            self.precision,
+            self.batch,
+        )
     }
 
     /// Whether the request can be run.

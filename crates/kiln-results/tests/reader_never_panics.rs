@@ -14,6 +14,7 @@ fn valid_line() -> String {
         backend: "flex".into(),
         device: "cpu".into(),
         precision: "f32".into(),
+        batch_size: 128,
     };
     serde_json::to_string(&Record::not_run(&cell, Status::Skipped, "p")).unwrap()
 }

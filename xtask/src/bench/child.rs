@@ -108,12 +108,81 @@ fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> S
 /// A file name for the cell `id` (its log, its request).
 pub fn cell_stem(id: &CellId) -> String {
     format!(
-        "{}-{}-{}-{}",
+        "{}-{}-{}-{}-b{}",
         id.model,
         id.backend,
         id.device.replace([':', '/'], "_"),
-        id.precision
+        id.precision,
+        id.batch_size
     )
+}
+
+/// The log of the run of a cell that made `r` in the run directory `run`, if it is there (a run
+/// directory of an older Kiln names logs without the batch size).
+pub fn cell_log(run: &Path, r: &Record) -> Option<std::path::PathBuf> {
+    let suffix = match &r.repeat {
+        Some(p) if p.of > 1 => format!("-r{}", p.index),
+        _ => String::new(),
+    };
+    let stem = cell_stem(&r.cell());
+    let older = stem
+        .rsplit_once("-b")
+        .map_or(stem.as_str(), |(head, _)| head);
+    [&stem, older]
+        .iter()
+        .map(|s| run.join("logs").join(format!("{s}{suffix}.stderr")))
+        .find(|p| p.is_file())
+}
+
+/// How many processes the kernel's out-of-memory killer has killed since boot (`oom_kill` in
+/// /proc/vmstat, Linux 4.13 on); `None` where the system does not say.
+pub(super) fn oom_kills() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The first line of a log that says the runner ran out of memory (a backtrace may follow it,
+/// so it is looked for in the whole log, not its tail).
+pub(super) fn out_of_memory_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .find(|l| kiln_results::says_out_of_memory(l))
+        .map(|l| l.trim().to_string())
+}
+
+/// The record of a cell whose runner ended without one: out of memory when its log says so
+/// (`oom_line`) or when the kernel's out-of-memory killer killed it (`oom_killed`: the runner
+/// died by SIGKILL while the kernel's count of such kills went up), else failed.
+/// `killed_by_us`: xtask killed it (its wall-clock limit); `why` is what xtask saw, `detail`
+/// the log's last lines.
+pub(super) fn record_without_final(
+    id: &CellId,
+    killed_by_us: bool,
+    (oom_line, oom_killed): (Option<String>, bool),
+    why: String,
+    detail: String,
+) -> Record {
+    if let Some(line) = oom_line.filter(|_| !killed_by_us) {
+        return Record::not_run(
+            id,
+            Status::OutOfMemory,
+            format!("out of memory at batch {}: {line}", id.batch_size),
+        );
+    }
+    if !killed_by_us && oom_killed {
+        return Record::not_run(
+            id,
+            Status::OutOfMemory,
+            format!(
+                "out of memory at batch {}: the kernel's out-of-memory killer ended the runner \
+                 ({why}; /proc/vmstat's oom_kill went up); stderr: {detail}",
+                id.batch_size
+            ),
+        );
+    }
+    Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
 }
 
 /// A cell's wall-clock limit: its budget three times over plus ten minutes for loading data,
@@ -184,6 +253,7 @@ pub(super) fn run_cell(
     }
     cmd.env("KILN_WORKSPACE", workspace_root());
     let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let oom_kills_before = oom_kills();
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -347,10 +417,23 @@ pub(super) fn run_cell(
                     unparsed.last().cloned().unwrap_or_default()
                 );
             }
-            Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
+            let oom_killed = sigkill(status)
+                && matches!((oom_kills_before, oom_kills()), (Some(a), Some(b)) if b > a);
+            let oom = (out_of_memory_line(&log), oom_killed);
+            record_without_final(id, timed_out, oom, why, detail)
         }
     };
     let mut record = record;
+    // Whatever the runner (Rust, Python) called a failure that says "out of memory" is a
+    // result at this batch size.
+    if record.status == Status::Failed
+        && record
+            .reason
+            .as_deref()
+            .is_some_and(kiln_results::says_out_of_memory)
+    {
+        record.status = Status::OutOfMemory;
+    }
     // The window the record's time comes from: the timed epochs (after the warm-up epoch) when
     // there were any, else the training, else the whole cell.
     let (from, to, window) = match (warm_until, last_epoch) {
@@ -410,6 +493,20 @@ pub(super) fn run_cell(
         time::short(started.elapsed().as_secs_f64())
     ));
     Ok(Some(record))
+}
+
+/// Whether the runner died by SIGKILL.
+fn sigkill(status: ExitStatus) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal() == Some(9)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        false
+    }
 }
 
 /// Wait for the runner and return its exit status with its maximum resident set size as the
@@ -480,6 +577,52 @@ mod phase_tests {
              GPU backends) (start-up (loading data, opening the device) took 12.0 s, the first \
              step (kernel compilation and autotune on GPU backends) had run 11.3 min)"
         );
+    }
+
+    fn id() -> CellId {
+        CellId::new(
+            kiln_results::ModelKind::MnistCnn,
+            "flex",
+            "cpu",
+            kiln_results::Precision::F32,
+            8192,
+        )
+    }
+
+    #[test]
+    fn a_runner_that_ran_out_of_memory_is_a_labelled_result() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("cell.stderr");
+        // What a Rust runner prints when an allocation fails (a backtrace follows).
+        std::fs::write(
+            &log,
+            "kiln: embedded:datasets/fashion-mnist-sample (Verified)\n\
+             memory allocation of 1384448000 bytes failed\nstack backtrace:\n  0: f\n  1: g\n\
+               2: h\n  3: i\n  4: j\n",
+        )
+        .expect("written");
+        let line = out_of_memory_line(&log);
+        assert_eq!(
+            line.as_deref(),
+            Some("memory allocation of 1384448000 bytes failed")
+        );
+        let why = || "the runner exited (signal: 6) without a final record".to_string();
+        let r = record_without_final(&id(), false, (line.clone(), false), why(), "x".into());
+        assert_eq!(r.status, Status::OutOfMemory);
+        assert_eq!(r.batch_size, 8192);
+        assert_eq!(
+            r.reason.as_deref(),
+            Some("out of memory at batch 8192: memory allocation of 1384448000 bytes failed")
+        );
+        // The kernel's OOM killer: SIGKILL while /proc/vmstat's count went up.
+        let r = record_without_final(&id(), false, (None, true), why(), "x".into());
+        assert_eq!(r.status, Status::OutOfMemory);
+        assert!(r.reason.unwrap().contains("out-of-memory killer"));
+        // Killed by its wall-clock limit, or by anything else: a failure.
+        let r = record_without_final(&id(), true, (line, false), why(), "x".into());
+        assert_eq!(r.status, Status::Failed);
+        let r = record_without_final(&id(), false, (None, false), why(), "x".into());
+        assert_eq!(r.status, Status::Failed);
     }
 
     #[test]

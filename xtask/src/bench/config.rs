@@ -20,7 +20,10 @@ pub const RUN_FILE: &str = "run.json";
 pub struct RunConfig {
     pub profile: Profile,
     pub epochs: usize,
-    pub batch_size: usize,
+    /// The batch sizes of the matrix (`--batch 32,128,512`), each a cell of its own; a run
+    /// file written before batch size was a dimension holds one number here (`batch_size`).
+    #[serde(alias = "batch_size", deserialize_with = "one_or_many")]
+    pub batch_sizes: Vec<usize>,
     pub budget_seconds: Option<f64>,
     pub seed: u64,
     pub data_dir: Option<PathBuf>,
@@ -54,6 +57,20 @@ pub(super) fn one() -> usize {
     1
 }
 
+/// A list of numbers, or one number (a run file of an older Kiln).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(usize),
+        Many(Vec<usize>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(n) => vec![n],
+        OneOrMany::Many(v) => v,
+    })
+}
+
 /// One cell as planned, with the dataset chosen for it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct PlannedCell {
@@ -77,7 +94,11 @@ impl PlannedCell {
         r.device = self.id.device.clone();
         r.precision = self.id.precision.parse()?;
         r.epochs = cfg.epochs;
-        r.batch_size = cfg.batch_size;
+        // A run file of an older Kiln plans cells without a batch size: its run's one applies.
+        r.batch_size = match self.id.batch_size {
+            0 => cfg.batch_sizes.first().copied().unwrap_or(r.batch_size),
+            n => n,
+        };
         r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
         r.accum_steps = cfg.accum_steps;
         r.seed = cfg.seed;
@@ -102,7 +123,7 @@ impl RunConfig {
         RunConfig {
             profile: r.profile,
             epochs: r.epochs,
-            batch_size: r.batch_size,
+            batch_sizes: vec![r.batch_size],
             budget_seconds: r.budget_seconds,
             seed: r.seed,
             data_dir: r.data_dir.clone(),
@@ -166,7 +187,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
     let cfg = RunConfig {
         profile,
         epochs: common.epochs.unwrap_or(profile.epochs()),
-        batch_size: common.batch.unwrap_or(profile.batch_size()),
+        batch_sizes: batch_sizes(common.batch.as_deref(), profile)?,
         budget_seconds: budget.map(|b| b.as_secs_f64()),
         seed: common.seed.unwrap_or(42),
         data_dir: common.data_dir.clone(),
@@ -191,14 +212,33 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
             backend: "any".into(),
             device: "default".into(),
             precision: Precision::F32.to_string(),
+            batch_size: 0,
         },
         dataset: DatasetName::Synthetic,
         dataset_note: None,
         budget_seconds: None,
         autotune: None,
     };
-    probe.request(&cfg)?;
+    for &batch in &cfg.batch_sizes {
+        let mut one = probe.clone();
+        one.id.batch_size = batch;
+        one.request(&cfg)?;
+    }
     Ok((profile, cfg))
+}
+
+/// `--batch 32,128,512`: the batch sizes in the order given, each once (the profile's one
+/// when none is given).
+pub(super) fn batch_sizes(given: Option<&[usize]>, profile: Profile) -> Result<Vec<usize>> {
+    let Some(given) = given.filter(|g| !g.is_empty()) else {
+        return Ok(vec![profile.batch_size()]);
+    };
+    for (i, b) in given.iter().enumerate() {
+        if given[..i].contains(b) {
+            bail!("--batch lists {b} twice; give each batch size once (e.g. --batch 32,128,512)");
+        }
+    }
+    Ok(given.to_vec())
 }
 
 /// `--wait-quiet[=MAX]` in seconds (default two minutes).

@@ -25,7 +25,7 @@ use crate::flags::CommonArgs;
 #[cfg(test)]
 pub use child::observed_record;
 use child::{CellRun, run_cell, wall_clock_limit};
-pub use child::{cell_stem, fingerprint_here, tail_of};
+pub use child::{cell_log, cell_stem, fingerprint_here, tail_of};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
@@ -292,10 +292,10 @@ fn execute_rest(
                     Some(r) => format!("fell back from {from}; {r}"),
                     None => format!("fell back from {from}"),
                 });
-                all_ok &= matches!(fb.status, Status::Ok | Status::Skipped);
+                all_ok &= fb.status.is_result();
                 append_record(&results, &fb)?;
             }
-            None => all_ok &= matches!(record.status, Status::Ok | Status::Skipped),
+            None => all_ok &= record.status.is_result(),
         }
     }
     display.finish();
@@ -458,6 +458,7 @@ pub fn bench_all(
             .map(|&m| dataset_for(m, common).map(|d| (m, d)))
             .collect::<Result<_>>()?,
         precisions: precisions.unwrap_or_else(|| vec![Precision::F32]),
+        batch_sizes: cfg.batch_sizes.clone(),
         backends: wanted.iter().map(|b| b.name.clone()).collect(),
         backends_named,
         all_devices,
@@ -646,6 +647,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let matrix = plan::Matrix {
         models: vec![(model, (dataset, None))],
         precisions: vec![precision],
+        batch_sizes: cfg.batch_sizes.clone(),
         backends: vec![backend.to_string()],
         backends_named: true,
         all_devices: false,
@@ -654,20 +656,28 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         autotune_given: common.autotune.is_some(),
         profile: cfg.profile,
     };
-    let cell = plan::planned(
-        &matrix,
-        CellId {
-            model: model.to_string(),
-            backend: backend.into(),
-            device: spec,
-            precision: precision.to_string(),
-        },
-        &matrix.models[0].1,
-        kind,
-    );
+    // One cell per batch size (`--batch 32,128,512` sweeps the one backend/device).
+    let cells: Vec<PlannedCell> = cfg
+        .batch_sizes
+        .iter()
+        .map(|&batch_size| {
+            plan::planned(
+                &matrix,
+                CellId {
+                    model: model.to_string(),
+                    backend: backend.into(),
+                    device: spec.clone(),
+                    precision: precision.to_string(),
+                    batch_size,
+                },
+                &matrix.models[0].1,
+                kind,
+            )
+        })
+        .collect();
     let out = prepare_out(Some(&out))?;
-    write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
-    execute(vec![cell], &built, cfg, &out)
+    write_run_file(&out, &cfg, &cells)?;
+    execute(cells, &built, cfg, &out)
 }
 
 /// An error when `common` sets anything besides `--out`: with `bench --cell FILE` the file is

@@ -213,6 +213,7 @@ mod tests {
                 backend: "flex".into(),
                 device: "cpu".into(),
                 precision: "f32".into(),
+                batch_size: 128,
             },
             kiln_results::Status::Ok,
             "",

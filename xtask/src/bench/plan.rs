@@ -15,6 +15,8 @@ pub struct Matrix {
     /// Each model with the dataset it trains on (and why, when that is a fallback).
     pub models: Vec<(ModelKind, (DatasetName, Option<String>))>,
     pub precisions: Vec<Precision>,
+    /// Batch sizes, each a cell of its own (innermost: a device's sweep runs together).
+    pub batch_sizes: Vec<usize>,
     /// The backends whose cells are planned, by name.
     pub backends: Vec<String>,
     /// True when the user named the backends (`--backends`): a CPU-emulated adapter then runs.
@@ -47,12 +49,15 @@ pub fn plan(matrix: &Matrix, probes: &[(&str, &ProbeReport)]) -> Plan {
         {
             for device in chosen_devices(matrix, report) {
                 for &precision in &matrix.precisions {
-                    let id = CellId::new(*model, backend, &device.spec, precision);
-                    match skip_reason(matrix, backend, device, precision) {
-                        Some(why) => plan
-                            .skipped
-                            .push(Record::not_run(&id, Status::Skipped, why)),
-                        None => plan.cells.push(planned(matrix, id, dataset, device.kind)),
+                    for &batch in &matrix.batch_sizes {
+                        let id = CellId::new(*model, backend, &device.spec, precision, batch);
+                        match skip_reason(matrix, backend, device, precision) {
+                            Some(why) => {
+                                plan.skipped
+                                    .push(Record::not_run(&id, Status::Skipped, why))
+                            }
+                            None => plan.cells.push(planned(matrix, id, dataset, device.kind)),
+                        }
                     }
                 }
             }
@@ -198,6 +203,7 @@ mod tests {
         Matrix {
             models: vec![(ModelKind::MnistCnn, (DatasetName::FashionMnistSample, None))],
             precisions: vec![Precision::F32],
+            batch_sizes: vec![128],
             backends: backends.iter().map(|b| b.to_string()).collect(),
             backends_named: false,
             all_devices: false,
@@ -255,6 +261,61 @@ mod tests {
         // A probed backend that was not asked for plans nothing.
         let p = plan(&matrix(&["flex"]), &[("flex", &flex), ("wgpu", &wgpu)]);
         assert_eq!(ids(&p.cells), vec!["mnist-cnn/flex/cpu/f32"]);
+    }
+
+    #[test]
+    fn each_batch_size_is_a_cell_and_a_device_sweeps_its_batches_together() {
+        let (flex, tch) = (cpu_only("flex"), cpu_only("tch"));
+        let mut m = matrix(&["flex", "tch"]);
+        m.batch_sizes = vec![32, 128, 512];
+        let p = plan(&m, &[("flex", &flex), ("tch", &tch)]);
+        let got: Vec<(String, usize)> = p
+            .cells
+            .iter()
+            .map(|c| (c.id.backend.clone(), c.id.batch_size))
+            .collect();
+        let want: Vec<(String, usize)> = ["flex", "tch"]
+            .iter()
+            .flat_map(|b| [32, 128, 512].map(|n| (b.to_string(), n)))
+            .collect();
+        assert_eq!(got, want);
+        // Every request carries its own batch size.
+        let cfg = crate::bench::config::RunConfig::of_request(
+            &p.cells[0].request(&tests_cfg()).expect("a request"),
+        );
+        assert_eq!(cfg.batch_sizes, vec![32]);
+        assert_eq!(p.cells[2].request(&tests_cfg()).unwrap().batch_size, 512);
+    }
+
+    fn tests_cfg() -> crate::bench::config::RunConfig {
+        let common = <crate::flags::CommonArgs as clap::FromArgMatches>::from_arg_matches(
+            &<crate::flags::CommonArgs as clap::Args>::augment_args(clap::Command::new("t"))
+                .get_matches_from(["t", "--quick", "--batch", "32,128,512"]),
+        )
+        .expect("flags");
+        crate::bench::config::config(&common, false)
+            .expect("a config")
+            .1
+    }
+
+    #[test]
+    fn a_batch_list_is_parsed_in_order_and_refuses_repeats() {
+        assert_eq!(tests_cfg().batch_sizes, vec![32, 128, 512]);
+        let err = crate::bench::config::batch_sizes(Some(&[32, 64, 32]), Profile::Quick)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--batch lists 32 twice"), "{err}");
+        assert_eq!(
+            crate::bench::config::batch_sizes(None, Profile::Full).unwrap(),
+            vec![128]
+        );
+        // A run file of an older Kiln holds one batch size as a number.
+        let old: crate::bench::config::RunConfig = serde_json::from_value(serde_json::json!({
+            "profile": "quick", "epochs": 1, "batch_size": 64, "budget_seconds": null,
+            "seed": 1, "data_dir": null, "eval_limit": null, "train_limit": null, "bare": false
+        }))
+        .expect("an old run file's configuration");
+        assert_eq!(old.batch_sizes, vec![64]);
     }
 
     #[test]
@@ -357,6 +418,7 @@ mod tests {
                 backend: backend.into(),
                 device: device.into(),
                 precision: "f32".into(),
+                batch_size: 128,
             },
             dataset: DatasetName::Synthetic,
             dataset_note: None,

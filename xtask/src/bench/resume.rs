@@ -82,8 +82,8 @@ pub fn resume(
     if let Some(v) = common.epochs {
         wanted.epochs = v;
     }
-    if let Some(v) = common.batch {
-        wanted.batch_size = v;
+    if let Some(v) = &common.batch {
+        wanted.batch_sizes = v.clone();
     }
     if let Some(text) = &common.budget {
         wanted.budget_seconds = parse_duration(text)

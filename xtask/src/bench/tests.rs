@@ -28,7 +28,7 @@ fn cfg() -> RunConfig {
     RunConfig {
         profile: Profile::Quick,
         epochs: 1,
-        batch_size: 8,
+        batch_sizes: vec![8],
         budget_seconds: Some(5.0),
         seed: 1,
         data_dir: None,
@@ -52,6 +52,7 @@ fn cell(backend: &str) -> PlannedCell {
             backend: backend.into(),
             device: "cpu".into(),
             precision: "f32".into(),
+            batch_size: 8,
         },
         dataset: DatasetName::Synthetic,
         dataset_note: None,
@@ -356,6 +357,7 @@ fn records_are_appended_whole() {
         backend: "flex".into(),
         device: "cpu".into(),
         precision: "f32".into(),
+        batch_size: 128,
     };
     for _ in 0..3 {
         append_record(&path, &Record::not_run(&id, Status::Skipped, "x")).unwrap();
@@ -442,7 +444,10 @@ fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
             .all(|r| r.repeat.as_ref().unwrap().run == "run")
     );
     // Each run keeps its own log; every record says how busy the machine was.
-    assert!(out.join("logs/mnist-cnn-flex-cpu-f32-r2.stderr").is_file());
+    assert!(
+        out.join("logs/mnist-cnn-flex-cpu-f32-b8-r2.stderr")
+            .is_file()
+    );
     assert!(records.iter().all(|r| r.noise.is_some()));
 }
 
@@ -485,9 +490,9 @@ fn every_backend_on_a_device_is_divided_by_the_best_peak_measured_at_the_runs_st
         assert_eq!((shared.gflops, shared.backend.as_str()), (100.0, "flex"));
     }
     // Each backend's own peak reaches its cells in their requests, measured once per run.
-    let request = CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32.json")).unwrap();
+    let request = CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32-b8.json")).unwrap();
     assert_eq!(request.given_peak.map(|p| p.gflops), Some(50.0));
     let calibration =
-        CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32-gemm.json")).unwrap();
+        CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32-b8-gemm.json")).unwrap();
     assert!(calibration.calibrate_only && calibration.recalibrate);
 }
