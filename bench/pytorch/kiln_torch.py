@@ -656,11 +656,17 @@ def explain(path):
                                               lambda idx: cell.step(idx)))
         record["status"] = "ok"
     except Exception as e:  # one failed record instead of a traceback-only crash
-        record["status"] = "failed"
-        record["reason"] = "%s: %s" % (type(e).__name__, e)
-        note(record["reason"])
+        fail(record, e)
     record["wall_seconds"] = time.perf_counter() - wall0
     return record
+
+
+def fail(record, e):
+    """Mark `record` failed with the exception's type and message (xtask reads an out-of-memory
+    error in it as the result `out of memory`)."""
+    record["status"] = "failed"
+    record["reason"] = "%s: %s" % (type(e).__name__, e)
+    note(record["reason"])
 
 
 def open_device(record, spec, precision, amp):
@@ -783,9 +789,7 @@ def verify(path):
         record["notes"].append("data %s (the first %d training samples, in order)" % (header["name"], steps * batch))
         record["status"] = "ok"
     except Exception as e:  # one failed record instead of a traceback-only crash
-        record["status"] = "failed"
-        record["reason"] = "%s: %s" % (type(e).__name__, e)
-        note(record["reason"])
+        fail(record, e)
     record["wall_seconds"] = time.perf_counter() - wall0
     return record
 
@@ -922,9 +926,7 @@ def main():
         record = run(args, record)
         code = 0
     except Exception as e:  # one failed record instead of a traceback-only crash
-        record["status"] = "failed"
-        record["reason"] = "%s: %s" % (type(e).__name__, e)
-        note(record["reason"])
+        fail(record, e)
         code = 1
     emit(dict(event="observed", **record))
     return code

@@ -17,6 +17,7 @@ pub const TIME_COLOR: RGBColor = RGBColor(0x2b, 0x6c, 0xb0);
 pub const SPEEDUP_COLOR: RGBColor = RGBColor(0xd9, 0x6c, 0x1e);
 
 /// One bar: its value and the interval drawn around it.
+#[derive(Clone, Copy)]
 struct Bar {
     value: f64,
     low: f64,
@@ -108,7 +109,30 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
                 )
             })
             .collect();
-        let svg = draw(model, &labels, &times, &speedups, &base_label, &left_out)
+        // Time to the target accuracy, when the rows raced to one: a bar, or "not reached".
+        let target = rows
+            .iter()
+            .find_map(|r| r.time_to_accuracy.as_ref().map(|t| t.target));
+        let to_target: Option<Vec<Option<Bar>>> = target.map(|_| {
+            rows.iter()
+                .map(|r| {
+                    r.time_to_accuracy
+                        .as_ref()
+                        .and_then(|t| t.seconds)
+                        .map(|s| Bar {
+                            value: s,
+                            low: s,
+                            high: s,
+                        })
+                })
+                .collect()
+        });
+        let panels = Panels {
+            times: &times,
+            speedups: &speedups,
+            to_target: target.zip(to_target.as_deref()),
+        };
+        let svg = draw(model, &labels, &panels, &base_label, &left_out)
             .map_err(|e| anyhow!("drawing the {model} chart: {e}"))?;
         out.push((model.to_string(), svg));
     }
@@ -222,9 +246,9 @@ fn draw_curves(
     Ok(svg)
 }
 
-/// Per model run at several batch sizes, images/s against batch size (both axes log scale),
-/// one line per backend/device/precision, a batch that ran out of memory as a red cross on the
-/// floor of the chart: `(model, svg)`.
+/// Per model run at several batch sizes, images/s against batch size (batch on a log axis,
+/// images/s from zero), one line per backend/device/precision, a batch that ran out of memory
+/// as a red cross on the axis: `(model, svg)`.
 pub fn batch_charts(records: &[Record]) -> Result<Vec<(String, String)>> {
     kiln_results::batch::batch_curves(records)
         .into_iter()
@@ -244,61 +268,53 @@ fn draw_batch(
     curves: &[kiln_results::batch::BatchCurve],
 ) -> Result<String, Box<dyn std::error::Error>> {
     let sizes = kiln_results::batch::sizes(curves);
-    let images = || {
-        curves
-            .iter()
-            .flat_map(|c| c.points.iter().filter_map(|p| p.images_per_second))
-    };
-    let (b_min, b_max) = (
-        *sizes.first().unwrap_or(&1) as f64,
-        *sizes.last().unwrap_or(&2) as f64,
+    // Batch sizes sit at log2(batch): doublings are equally spaced.
+    let x = |batch: usize| (batch.max(1) as f64).log2();
+    let (x_lo, x_hi) = (
+        sizes.first().map_or(0.0, |&b| x(b)) - 0.4,
+        sizes.last().map_or(1.0, |&b| x(b)) + 0.4,
     );
-    let i_min = images().fold(f64::INFINITY, f64::min);
-    let i_max = images().fold(0f64, f64::max);
-    // With nothing trained, an axis that still shows where the crosses are.
-    let (i_min, i_max) = if i_max > 0.0 {
-        (i_min, i_max)
-    } else {
-        (1.0, 10.0)
-    };
-    let floor = i_min / 1.6;
+    let top = curves
+        .iter()
+        .flat_map(|c| c.points.iter().filter_map(|p| p.images_per_second))
+        .fold(0f64, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1100, 440)).into_drawing_area();
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                format!("{model}: training images/s against batch size (log scales)"),
+                format!("{model}: training images/s against batch size"),
                 ("sans-serif", 18),
             )
             .margin(14)
             .x_label_area_size(36)
             .y_label_area_size(60)
-            .build_cartesian_2d(
-                ((b_min / 1.3)..(b_max * 1.3)).log_scale(),
-                (floor / 1.2..i_max * 1.6).log_scale(),
-            )?;
-        let ticks = sizes.clone();
+            .build_cartesian_2d(x_lo..x_hi, 0f64..top)?;
         chart
             .configure_mesh()
-            .x_desc("batch size (samples per optimizer step)")
+            .disable_x_mesh()
+            .x_desc("batch size (samples per optimizer step; log scale)")
             .y_desc("training images/s (median)")
-            .x_labels(sizes.len().max(2))
-            .x_label_formatter(&|v| {
-                ticks
-                    .iter()
-                    .find(|&&b| ((b as f64) / v - 1.0).abs() < 0.02)
-                    .map(|b| b.to_string())
-                    .unwrap_or_default()
-            })
+            // The batch sizes are written under their points instead of ticks.
+            .x_labels(0)
+            .y_labels(8)
             .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()?;
+        chart.draw_series(sizes.iter().map(|&b| {
+            Text::new(
+                format!("batch {b}"),
+                (x(b) - 0.08, top * 0.035),
+                ("sans-serif", 12).into_font().color(&BLACK),
+            )
+        }))?;
         for (i, curve) in curves.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             let points: Vec<(f64, f64)> = curve
                 .points
                 .iter()
-                .filter_map(|p| p.images_per_second.map(|i| (p.batch as f64, i)))
+                .filter_map(|p| p.images_per_second.map(|i| (x(p.batch), i)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
@@ -307,12 +323,19 @@ fn draw_batch(
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                 });
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            chart.draw_series(points.iter().map(|&(px, py)| {
+                Text::new(
+                    format!("{py:.0}"),
+                    (px + 0.04, py + top * 0.02),
+                    ("sans-serif", 11).into_font().color(&color),
+                )
+            }))?;
         }
         let oom: Vec<(f64, f64)> = curves
             .iter()
             .flat_map(|c| c.points.iter())
             .filter(|p| p.status == Status::OutOfMemory)
-            .map(|p| (p.batch as f64, floor))
+            .map(|p| (x(p.batch), top * 0.09))
             .collect();
         if !oom.is_empty() {
             chart
@@ -325,7 +348,7 @@ fn draw_batch(
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()?;
@@ -337,17 +360,17 @@ fn draw_batch(
 fn draw(
     model: &str,
     labels: &[String],
-    times: &[Bar],
-    speedups: &[Bar],
+    data: &Panels,
     base_label: &str,
     left_out: &[String],
 ) -> Result<String, Box<dyn std::error::Error>> {
     let n = labels.len();
     let notes = left_out.len() as u32;
     let height = 110 + 34 * n as u32 + 18 * notes;
+    let width = if data.to_target.is_some() { 1460 } else { 1100 };
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1100, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(
             &format!("{model}: epoch time and speed-up per row (log scales, intervals as bars)"),
@@ -361,25 +384,53 @@ fn draw(
                 ("sans-serif", 12).into_font().color(&BLACK),
             ))?;
         }
-        let (left, right) = plots.split_horizontally(680);
-        let panels = [
+        let (left, rest) = plots.split_horizontally(680);
+        let (middle, last) = rest.split_horizontally(420);
+        let some = |bars: &[Bar]| -> Vec<Option<Bar>> { bars.iter().copied().map(Some).collect() };
+        let mut panels = vec![
             (
                 left,
-                times,
+                some(data.times),
                 TIME_COLOR,
                 "seconds per standard epoch (median, range)".to_string(),
                 true,
             ),
             (
-                right,
-                speedups,
+                if data.to_target.is_some() {
+                    middle
+                } else {
+                    rest
+                },
+                some(data.speedups),
                 SPEEDUP_COLOR,
                 format!("speed-up vs {base_label}"),
                 false,
             ),
         ];
+        if let Some((target, bars)) = data.to_target {
+            panels.push((
+                last,
+                bars,
+                TARGET_COLOR,
+                format!("seconds to {:.0}% test accuracy", target * 100.0),
+                false,
+            ));
+        }
         for (area, bars, color, caption, first) in panels {
-            let (lo, hi) = bounds(bars);
+            let drawn: Vec<Bar> = bars.iter().flatten().copied().collect();
+            // Rows with a bar, by position (a row that missed the target has none).
+            let present: Vec<(usize, Bar)> = bars
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.map(|b| (i, b)))
+                .collect();
+            let seconds = color != SPEEDUP_COLOR;
+            // A panel whose rows all missed still gets an axis (and its "not reached" words).
+            let (lo, hi) = if drawn.is_empty() {
+                (1.0, 10.0)
+            } else {
+                bounds(&drawn)
+            };
             let mut chart = ChartBuilder::on(&area)
                 .caption(caption, ("sans-serif", 14))
                 .margin(12)
@@ -413,12 +464,12 @@ fn draw(
                     }
                 })
                 .draw()?;
-            chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            chart.draw_series(present.iter().map(|&(i, b)| {
                 let y = (n - 1 - i) as f64;
                 Rectangle::new([(lo, y - 0.3), (b.value, y + 0.3)], color.filled())
             }))?;
             // The interval: a line from low to high with end caps.
-            for (i, b) in bars.iter().enumerate().filter(|(_, b)| b.high > b.low) {
+            for &(i, b) in present.iter().filter(|(_, b)| b.high > b.low) {
                 let y = (n - 1 - i) as f64;
                 chart.draw_series(std::iter::once(PathElement::new(
                     vec![(b.low, y), (b.high, y)],
@@ -431,9 +482,9 @@ fn draw(
                     )))?;
                 }
             }
-            chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            chart.draw_series(present.iter().map(|&(i, b)| {
                 let y = (n - 1 - i) as f64;
-                let text = if first {
+                let text = if seconds {
                     format!("{:.1} s", b.value)
                 } else if b.high > b.value {
                     format!("{:.2}× ± {:.2}", b.value, b.high - b.value)
@@ -446,6 +497,17 @@ fn draw(
                     ("sans-serif", 12).into_font().color(&BLACK),
                 )
             }))?;
+            // A row that never reached the target says so where its bar would be.
+            chart.draw_series(bars.iter().enumerate().filter(|(_, b)| b.is_none()).map(
+                |(i, _)| {
+                    let y = (n - 1 - i) as f64;
+                    Text::new(
+                        "not reached",
+                        (lo * 1.08, y + 0.12),
+                        ("sans-serif", 12).into_font().color(&BLACK),
+                    )
+                },
+            ))?;
         }
         root.present()?;
     }
@@ -728,6 +790,74 @@ mod tests {
             svg.contains("flex/cpu/f32") && svg.contains("test accuracy"),
             "{svg}"
         );
+    }
+
+    #[test]
+    fn a_target_accuracy_adds_a_panel_with_a_bar_per_row_that_reached_it() {
+        let reached = |backend: &str, seconds: Option<f64>| {
+            let mut r = timed(backend, 100.0);
+            r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
+                target: 0.8,
+                seconds,
+                epoch: seconds.map(|_| 2),
+                epochs_evaluated: 3,
+                best: Some(if seconds.is_some() { 0.82 } else { 0.6 }),
+                budget_exhausted: false,
+            });
+            r
+        };
+        let records = [
+            reached("flex", Some(40.0)),
+            reached("tch", Some(30.0)),
+            reached("ndarray", None),
+        ];
+        let svg = &charts(&records, None).unwrap()[0].1;
+        assert_eq!(
+            fill_count(svg, TARGET_COLOR),
+            2,
+            "one bar per row that reached it"
+        );
+        assert!(svg.contains("seconds to 80% test accuracy"), "{svg}");
+        assert_eq!(svg.matches("not reached").count(), 1);
+        // Without a target, no such panel.
+        let svg = &charts(&[timed("flex", 1.0)], None).unwrap()[0].1;
+        assert_eq!(fill_count(svg, TARGET_COLOR), 0);
+        assert!(!svg.contains("test accuracy"));
+    }
+
+    #[test]
+    fn batch_charts_draw_a_line_per_row_and_a_cross_per_out_of_memory() {
+        let at = |backend: &str, batch: usize, median: f64| {
+            let mut r = timed(backend, median);
+            r.batch_size = batch;
+            r.images_per_second = Some(60_000.0 / median);
+            r
+        };
+        let mut oom = at("tch", 512, 1.0);
+        oom.status = Status::OutOfMemory;
+        oom.epoch_seconds = None;
+        let records = [
+            at("flex", 32, 120.0),
+            at("flex", 512, 200.0),
+            at("tch", 32, 60.0),
+            oom,
+        ];
+        let charts = batch_charts(&records).unwrap();
+        assert_eq!(charts.len(), 1);
+        let svg = &charts[0].1;
+        roxmltree::Document::parse(svg).expect("well-formed SVG");
+        for text in [
+            "flex/cpu/f32",
+            "tch/cpu/f32",
+            "batch 32",
+            "batch 512",
+            "500",
+            "out of memory",
+        ] {
+            assert!(svg.contains(text), "{text:?} not in the chart");
+        }
+        // One batch size: no chart.
+        assert!(batch_charts(&[timed("flex", 1.0)]).unwrap().is_empty());
     }
 
     #[test]

@@ -759,6 +759,38 @@ mod tests {
     }
 
     #[test]
+    fn several_batch_sizes_add_a_batch_column_and_compare_each_with_pytorch_at_its_batch() {
+        let at = |backend: &str, batch: usize, median: f64| {
+            let mut r = timed(backend, median);
+            r.batch_size = batch;
+            r
+        };
+        let mut oom = at("tch", 512, 1.0);
+        oom.status = Status::OutOfMemory;
+        oom.epoch_seconds = None;
+        oom.reason = Some("out of memory at batch 512: CUDA out of memory".into());
+        let records = [
+            at("pytorch", 32, 100.0),
+            at("tch", 32, 150.0),
+            at("pytorch", 512, 50.0),
+            oom,
+        ];
+        let md = markdown(&records, None);
+        assert!(md.contains("| Precision | Batch |"), "{md}");
+        // tch at batch 32 against PyTorch at batch 32, not at 512.
+        assert!(md.contains("| 1.50× (single run) |"), "{md}");
+        assert!(
+            md.contains("**out of memory**: out of memory at batch 512"),
+            "{md}"
+        );
+        assert!(md.contains("Images/s by batch size"), "{md}");
+        assert!(md.contains("32 (512: out of memory)"), "{md}");
+        // One batch size: no such column.
+        let md = markdown(&[timed("flex", 1.0)], None);
+        assert!(!md.contains("| Batch |"), "{md}");
+    }
+
+    #[test]
     fn failed_rows_show_status_and_reason_without_time() {
         let mut r = timed("flex", 10.0);
         r.status = Status::Diverged;

@@ -594,7 +594,7 @@ pub struct CellId {
     pub device: String,
     pub precision: String,
     /// Samples per optimizer step; 0 in a run file written before batch size was a dimension
-    /// (its run's one batch size applies).
+    /// (`--resume` gives such cells their run's one batch size).
     #[serde(default)]
     pub batch_size: usize,
 }

@@ -470,8 +470,9 @@ pub fn compare(
     d.verdict = by_loss.max(by_weights);
     d.why = match d.verdict {
         Verdict::Pass => format!(
-            "within {} ({}) of the reference",
+            "loss within {} and weights within {} ({}) of the reference",
             percent(limits.loss_pass),
+            percent(limits.weights_pass),
             row.precision
         ),
         _ if d.weights_max.is_none() => "no final weights to compare".into(),

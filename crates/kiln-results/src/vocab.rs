@@ -281,6 +281,20 @@ impl DatasetName {
         }
     }
 
+    /// The test accuracy a cell races to by default in the full profile (the time to reach it
+    /// is a column of the report); `None` for data with no agreed target (synthetic, the
+    /// user's own). Every model on a dataset races to the same line (docs/methodology.md says
+    /// where each number comes from).
+    pub fn default_target(self) -> Option<f64> {
+        match self {
+            DatasetName::Mnist => Some(0.98),
+            DatasetName::FashionMnist => Some(0.88),
+            DatasetName::FashionMnistSample => Some(0.80),
+            DatasetName::Cifar10 => Some(0.70),
+            DatasetName::Synthetic | DatasetName::Idx | DatasetName::ImageFolder => None,
+        }
+    }
+
     /// True when `model` can train on it.
     pub fn fits(self, model: ModelKind) -> bool {
         self.geometry().is_none_or(|g| g == model.geometry())

@@ -278,13 +278,14 @@ pub(super) fn run_cell(
 
     let started = Instant::now();
     let label = format!(
-        "[{}/{}] {} {} {} ({}){}",
+        "[{}/{}] {} {} {} ({}, batch {}){}",
         position.index,
         position.total,
         id.backend,
         id.device,
         id.model,
         id.precision,
+        id.batch_size,
         match (&run.repeat, run.calibrate_only) {
             (_, true) => " GEMM calibration".to_string(),
             (Some(r), false) if r.of > 1 => format!(" run {}/{}", r.index, r.of),

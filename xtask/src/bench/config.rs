@@ -10,7 +10,7 @@ use kiln_results::{
     parse_duration,
 };
 
-use crate::flags::CommonArgs;
+use crate::flags::{CommonArgs, TargetAccuracy};
 
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
@@ -51,6 +51,10 @@ pub struct RunConfig {
     /// `--target-accuracy`: record the training time to this test accuracy.
     #[serde(default)]
     pub target_accuracy: Option<f64>,
+    /// Without `--target-accuracy`, each cell races to its dataset's default target (the
+    /// full profile; `DatasetName::default_target`).
+    #[serde(default)]
+    pub default_targets: bool,
 }
 
 pub(super) fn one() -> usize {
@@ -94,11 +98,7 @@ impl PlannedCell {
         r.device = self.id.device.clone();
         r.precision = self.id.precision.parse()?;
         r.epochs = cfg.epochs;
-        // A run file of an older Kiln plans cells without a batch size: its run's one applies.
-        r.batch_size = match self.id.batch_size {
-            0 => cfg.batch_sizes.first().copied().unwrap_or(r.batch_size),
-            n => n,
-        };
+        r.batch_size = self.id.batch_size;
         r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
         r.accum_steps = cfg.accum_steps;
         r.seed = cfg.seed;
@@ -111,7 +111,11 @@ impl PlannedCell {
         r.autotune_cache = !cfg.no_autotune_cache;
         r.fallback = cfg.fallback;
         r.bare = cfg.bare;
-        r.target_accuracy = cfg.target_accuracy;
+        r.target_accuracy = cfg.target_accuracy.or_else(|| {
+            cfg.default_targets
+                .then(|| self.dataset.default_target())
+                .flatten()
+        });
         r.validate().map_err(|e| anyhow::anyhow!(e))?;
         Ok(r)
     }
@@ -137,6 +141,7 @@ impl RunConfig {
             repeats: 1,
             wait_quiet_seconds: None,
             target_accuracy: r.target_accuracy,
+            default_targets: false,
         }
     }
 }
@@ -200,7 +205,11 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
         no_autotune_cache: common.no_autotune_cache,
         repeats: common.repeats.unwrap_or(profile.repeats()),
         wait_quiet_seconds: wait_quiet(common)?,
-        target_accuracy: common.target_accuracy,
+        target_accuracy: match common.target_accuracy {
+            Some(TargetAccuracy::Share(a)) => Some(a),
+            _ => None,
+        },
+        default_targets: common.target_accuracy.is_none() && profile == Profile::Full,
     };
     if cfg.repeats == 0 {
         bail!("--repeats must be at least 1 (got 0)");

@@ -10,7 +10,7 @@ use kiln_results::{CellId, ModelKind, Precision, Profile, Record, parse_duration
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use super::{build_and_probe, with_fallback_backends};
 use crate::backends::{self, Backend};
-use crate::flags::CommonArgs;
+use crate::flags::{CommonArgs, TargetAccuracy};
 
 /// Describe how `stored` and `wanted` differ, field by field.
 pub(super) fn config_differences(stored: &RunConfig, wanted: &RunConfig) -> Vec<String> {
@@ -72,8 +72,13 @@ pub fn resume(
             dir.display()
         )
     })?;
-    let run: RunFile = serde_json::from_str(&text)
+    let mut run: RunFile = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a run file this Kiln can read", run_path.display()))?;
+    // A run file of an older Kiln plans cells without a batch size: its run's one applies.
+    let batch = run.config.batch_sizes.first().copied().unwrap_or(128);
+    for c in run.cells.iter_mut().filter(|c| c.id.batch_size == 0) {
+        c.id.batch_size = batch;
+    }
     // The run's configuration with every flag given now applied: any change is a difference.
     let mut wanted = run.config.clone();
     if common.quick {
@@ -117,8 +122,11 @@ pub fn resume(
     if let Some(n) = common.repeats {
         wanted.repeats = n;
     }
-    if common.target_accuracy.is_some() {
-        wanted.target_accuracy = common.target_accuracy;
+    if let Some(t) = common.target_accuracy {
+        (wanted.target_accuracy, wanted.default_targets) = match t {
+            TargetAccuracy::Share(a) => (Some(a), false),
+            TargetAccuracy::Off => (None, false),
+        };
     }
     if common.wait_quiet.is_some() {
         wanted.wait_quiet_seconds = super::config::wait_quiet(common)?;

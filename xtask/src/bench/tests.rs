@@ -42,6 +42,7 @@ fn cfg() -> RunConfig {
         repeats: 1,
         wait_quiet_seconds: None,
         target_accuracy: None,
+        default_targets: false,
     }
 }
 
