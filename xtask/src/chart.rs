@@ -357,6 +357,17 @@ fn draw_batch(
     Ok(svg)
 }
 
+/// The bar chart's panels: epoch time, speed-up, and time to the target accuracy (with the
+/// target) when the rows raced to one (`None` in it: not reached).
+struct Panels<'a> {
+    times: &'a [Bar],
+    speedups: &'a [Bar],
+    to_target: Option<(f64, &'a [Option<Bar>])>,
+}
+
+/// Fill of the time-to-accuracy bars.
+pub const TARGET_COLOR: RGBColor = RGBColor(0x3a, 0x8a, 0x4a);
+
 fn draw(
     model: &str,
     labels: &[String],
@@ -410,7 +421,7 @@ fn draw(
         if let Some((target, bars)) = data.to_target {
             panels.push((
                 last,
-                bars,
+                bars.to_vec(),
                 TARGET_COLOR,
                 format!("seconds to {:.0}% test accuracy", target * 100.0),
                 false,
