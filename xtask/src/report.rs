@@ -335,9 +335,10 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                 .map(|p| format!(" (log: {})", p.display()))
                 .unwrap_or_default();
             text.push_str(&format!(
-                "- {}/{}: {}: {}{log}\n",
+                "- {}/{} (batch {}): {}: {}{log}\n",
                 r.model,
                 row_label(r),
+                r.batch_size,
                 r.status.as_str(),
                 r.reason.clone().unwrap_or_default()
             ));

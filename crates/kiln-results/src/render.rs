@@ -40,7 +40,8 @@ pub fn row_name(r: &Record, several_machines: bool) -> String {
 
 /// The baseline of one model's table: the row matching `wanted` (a prefix of
 /// `backend/device/precision`, or of `machine:backend/device/precision`), else the first ok
-/// `flex` f32 row (the CPU row, as in the article), else the first ok row.
+/// `flex` f32 row (the CPU row, as in the article; at the protocol's batch 128 when there are
+/// several batch sizes), else the first ok row.
 pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'a Record> {
     let ok = |r: &&&'a Record| r.status == Status::Ok && r.epoch_seconds.is_some();
     if let Some(wanted) = wanted {
@@ -50,9 +51,14 @@ pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'
             .find(|r| row_label(r).starts_with(wanted) || machine_label(r).starts_with(wanted))
             .copied();
     }
+    // At several batch sizes, the protocol's batch is the baseline's.
+    let flex = |r: &&&'a Record| r.backend == "flex" && r.precision == "f32";
+    let protocol = crate::Profile::Full.batch_size();
     rows.iter()
         .filter(ok)
-        .find(|r| r.backend == "flex" && r.precision == "f32")
+        .filter(flex)
+        .find(|r| r.batch_size == protocol)
+        .or_else(|| rows.iter().filter(ok).find(flex))
         .or_else(|| rows.iter().find(ok))
         .copied()
 }
@@ -768,7 +774,7 @@ mod tests {
         let mut oom = at("tch", 512, 1.0);
         oom.status = Status::OutOfMemory;
         oom.epoch_seconds = None;
-        oom.reason = Some("out of memory at batch 512: CUDA out of memory".into());
+        oom.reason = Some("batch 512 did not fit: CUDA out of memory".into());
         let records = [
             at("pytorch", 32, 100.0),
             at("tch", 32, 150.0),
@@ -780,11 +786,14 @@ mod tests {
         // tch at batch 32 against PyTorch at batch 32, not at 512.
         assert!(md.contains("| 1.50× (single run) |"), "{md}");
         assert!(
-            md.contains("**out of memory**: out of memory at batch 512"),
+            md.contains("**out of memory**: batch 512 did not fit"),
             "{md}"
         );
         assert!(md.contains("Images/s by batch size"), "{md}");
         assert!(md.contains("32 (512: out of memory)"), "{md}");
+        // The speed-up baseline is flex at the protocol's batch, wherever it is listed.
+        let md = markdown(&[at("flex", 32, 10.0), at("flex", 128, 20.0)], None);
+        assert!(md.contains("Speed-up vs flex/cpu/f32 @ batch 128"), "{md}");
         // One batch size: no such column.
         let md = markdown(&[timed("flex", 1.0)], None);
         assert!(!md.contains("| Batch |"), "{md}");

@@ -168,7 +168,7 @@ pub(super) fn record_without_final(
         return Record::not_run(
             id,
             Status::OutOfMemory,
-            format!("out of memory at batch {}: {line}", id.batch_size),
+            format!("batch {} did not fit: {line}", id.batch_size),
         );
     }
     if !killed_by_us && oom_killed {
@@ -176,7 +176,7 @@ pub(super) fn record_without_final(
             id,
             Status::OutOfMemory,
             format!(
-                "out of memory at batch {}: the kernel's out-of-memory killer ended the runner \
+                "batch {} did not fit: the kernel's out-of-memory killer ended the runner \
                  ({why}; /proc/vmstat's oom_kill went up); stderr: {detail}",
                 id.batch_size
             ),
@@ -613,7 +613,7 @@ mod phase_tests {
         assert_eq!(r.batch_size, 8192);
         assert_eq!(
             r.reason.as_deref(),
-            Some("out of memory at batch 8192: memory allocation of 1384448000 bytes failed")
+            Some("batch 8192 did not fit: memory allocation of 1384448000 bytes failed")
         );
         // The kernel's OOM killer: SIGKILL while /proc/vmstat's count went up.
         let r = record_without_final(&id(), false, (None, true), why(), "x".into());
