@@ -334,11 +334,14 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                 .and_then(|o| crate::bench::cell_log(o, r))
                 .map(|p| format!(" (log: {})", p.display()))
                 .unwrap_or_default();
+            let batch = match r.batch_size {
+                0 => String::new(),
+                b => format!(" (batch {b})"),
+            };
             text.push_str(&format!(
-                "- {}/{} (batch {}): {}: {}{log}\n",
+                "- {}/{}{batch}: {}: {}{log}\n",
                 r.model,
                 row_label(r),
-                r.batch_size,
                 r.status.as_str(),
                 r.reason.clone().unwrap_or_default()
             ));

@@ -159,7 +159,15 @@ fn table(
         .find(|&n| n > 0)
         .unwrap_or(0);
     let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
-    let several_batches = rows.iter().any(|r| r.batch_size != rows[0].batch_size);
+    // A record of a cell that never ran, written before batch size was a dimension, says 0.
+    let mut batches: Vec<usize> = rows
+        .iter()
+        .map(|r| r.batch_size)
+        .filter(|&b| b > 0)
+        .collect();
+    batches.sort_unstable();
+    batches.dedup();
+    let several_batches = batches.len() > 1;
     // With several batch sizes a row is named with its batch (notes, the baseline).
     let label = |r: &Record| {
         let name = row_name(r, several);
@@ -263,6 +271,7 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::Run => Cell::text(run_of(r).unwrap_or("–")),
         Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
         Column::Precision => Cell::text(r.precision.clone()),
+        Column::Batch if r.batch_size == 0 => none(),
         Column::Batch => Cell::number(r.batch_size.to_string(), Some(r.batch_size as f64)),
         Column::EpochTime => match (&r.epoch_seconds, ok) {
             (Some(e), true) => Cell::number(epoch_cell(r), Some(e.median)),
