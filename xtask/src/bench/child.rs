@@ -421,7 +421,11 @@ pub(super) fn run_cell(
             let oom_killed = sigkill(status)
                 && matches!((oom_kills_before, oom_kills()), (Some(a), Some(b)) if b > a);
             let oom = (out_of_memory_line(&log), oom_killed);
-            record_without_final(id, timed_out, oom, why, detail)
+            let mut r = record_without_final(id, timed_out, oom, why, detail);
+            // Which machine it failed (or ran out of memory) on matters as much as the reason.
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            r.fingerprint = fingerprint_here(threads, "", &commit, dirty);
+            r
         }
     };
     let mut record = record;

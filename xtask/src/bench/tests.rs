@@ -239,6 +239,9 @@ fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
     assert_eq!(loaded.records[0].status, Status::Ok);
     let killed = &loaded.records[1];
     assert_eq!(killed.status, Status::Failed);
+    // The record names the machine it failed on.
+    assert!(killed.fingerprint.logical_cores > 0);
+    assert!(!killed.fingerprint.cpu_model.is_empty());
     assert!(
         killed.reason.as_deref().unwrap_or("").contains("signal: 9"),
         "{:?}",
