@@ -7,8 +7,9 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_results::render::{low_confidence, pick_baseline, row_name};
+use kiln_results::render::{low_confidence, pick_baseline};
 use kiln_results::stats::ratio_with_uncertainty;
+use kiln_results::table::{row_title, several_batch_sizes};
 use kiln_results::{Record, Status};
 
 /// Fill of the epoch-time bars (tests count bars by it).
@@ -55,7 +56,8 @@ pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String,
             continue;
         }
         let base = pick_baseline(&rows, baseline);
-        let label = |r: &Record| row_name(r, several);
+        let batches = several_batch_sizes(&rows);
+        let label = |r: &Record| row_title(r, several, batches);
         let times: Vec<Bar> = rows
             .iter()
             .filter_map(|r| r.epoch_seconds.as_ref())
@@ -147,6 +149,7 @@ pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (model, group) in kiln_results::table::by_model(records) {
         let model = model.as_str();
+        let batches = several_batch_sizes(&group);
         let lines: Vec<(String, Vec<(f64, f64)>)> = group
             .into_iter()
             .filter(|r| r.status == Status::Ok && r.loop_overhead.is_none())
@@ -161,7 +164,7 @@ pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
                         e.test_accuracy.map(|a| (t, a * 100.0))
                     })
                     .collect();
-                (row_name(r, several), points)
+                (row_title(r, several, batches), points)
             })
             .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
             .collect();
@@ -869,6 +872,9 @@ mod tests {
         }
         // One batch size: no chart.
         assert!(batch_charts(&[timed("flex", 1.0)]).unwrap().is_empty());
+        // The bar chart names each row with its batch.
+        let bars = &super::charts(&records, None).unwrap()[0].1;
+        assert!(bars.contains("flex/cpu/f32 @ batch 512"), "{bars}");
     }
 
     #[test]

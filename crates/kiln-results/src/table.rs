@@ -134,6 +134,30 @@ pub fn model_tables(all: &[Record], baseline: Option<&str>) -> Vec<ModelTable> {
         .collect()
 }
 
+/// True when `rows` hold more than one batch size (a record of a cell that never ran, written
+/// before batch size was a dimension, says 0 and does not count).
+pub fn several_batch_sizes(rows: &[&Record]) -> bool {
+    let mut batches: Vec<usize> = rows
+        .iter()
+        .map(|r| r.batch_size)
+        .filter(|&b| b > 0)
+        .collect();
+    batches.sort_unstable();
+    batches.dedup();
+    batches.len() > 1
+}
+
+/// A row's name in tables, notes and charts: [`row_name`], and with several batch sizes its
+/// batch (`flex/cpu/f32 @ batch 512`).
+pub fn row_title(r: &Record, several_machines: bool, several_batches: bool) -> String {
+    let name = row_name(r, several_machines);
+    if several_batches {
+        format!("{name} @ batch {}", r.batch_size)
+    } else {
+        name
+    }
+}
+
 /// A row's cell, whatever the machine: `model/backend/device/precision@batch` (what the HTML
 /// report links a row's log by).
 pub fn cell_key(r: &Record) -> String {
@@ -159,24 +183,8 @@ fn table(
         .find(|&n| n > 0)
         .unwrap_or(0);
     let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
-    // A record of a cell that never ran, written before batch size was a dimension, says 0.
-    let mut batches: Vec<usize> = rows
-        .iter()
-        .map(|r| r.batch_size)
-        .filter(|&b| b > 0)
-        .collect();
-    batches.sort_unstable();
-    batches.dedup();
-    let several_batches = batches.len() > 1;
-    // With several batch sizes a row is named with its batch (notes, the baseline).
-    let label = |r: &Record| {
-        let name = row_name(r, several);
-        if several_batches {
-            format!("{name} @ batch {}", r.batch_size)
-        } else {
-            name
-        }
-    };
+    let several_batches = several_batch_sizes(rows);
+    let label = |r: &Record| row_title(r, several, several_batches);
     let mut columns = Vec::new();
     if several {
         columns.push((Column::Machine, "Machine".to_string()));
