@@ -160,27 +160,27 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
 /// the Markdown and the paths of the two reports.
 pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathBuf, PathBuf)> {
     let mut markdown = kiln_results::render::markdown(records, None);
-    for (model, svg) in chart::charts(records, None)? {
-        let name = format!("chart-{model}.svg");
-        std::fs::write(out.join(&name), svg)
-            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
-        markdown.push_str(&format!("![{model}]({name})\n\n"));
-    }
-    for (model, svg) in chart::accuracy_curves(records)? {
-        let name = format!("accuracy-{model}.svg");
-        std::fs::write(out.join(&name), svg)
-            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
-        markdown.push_str(&format!(
-            "![{model}: test accuracy against training time]({name})\n\n"
-        ));
-    }
-    for (model, svg) in chart::batch_charts(records)? {
-        let name = format!("batch-{model}.svg");
-        std::fs::write(out.join(&name), svg)
-            .with_context(|| format!("cannot write {name} in {}", out.display()))?;
-        markdown.push_str(&format!(
-            "![{model}: training images/s against batch size]({name})\n\n"
-        ));
+    // Each chart file, linked from report.md with what it shows.
+    let sets = [
+        ("chart", "", chart::charts(records, None)?),
+        (
+            "accuracy",
+            ": test accuracy against training time",
+            chart::accuracy_curves(records)?,
+        ),
+        (
+            "batch",
+            ": training images/s against batch size",
+            chart::batch_charts(records)?,
+        ),
+    ];
+    for (prefix, shows, charts) in sets {
+        for (model, svg) in charts {
+            let name = format!("{prefix}-{model}.svg");
+            std::fs::write(out.join(&name), svg)
+                .with_context(|| format!("cannot write {name} in {}", out.display()))?;
+            markdown.push_str(&format!("![{model}{shows}]({name})\n\n"));
+        }
     }
     let report = out.join("report.md");
     std::fs::write(&report, &markdown)
@@ -354,6 +354,31 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
 mod tests {
     use super::*;
     use std::process::Command;
+
+    #[test]
+    fn a_run_directory_gets_every_chart_linked_from_its_report() {
+        // The committed batch-size run: several batch sizes, a target accuracy.
+        let run = crate::workspace_root().join("docs/results/2026-12-01-epyc-f26-quick-batch");
+        let records = kiln_results::read::load(std::slice::from_ref(&run))
+            .expect("the committed run loads")
+            .records;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (markdown, report, html) = write_run_report(dir.path(), &records).expect("written");
+        for name in [
+            "chart-mnist-cnn.svg",
+            "accuracy-mnist-cnn.svg",
+            "batch-mnist-cnn.svg",
+        ] {
+            assert!(dir.path().join(name).is_file(), "{name} missing");
+            assert!(
+                markdown.contains(&format!("]({name})")),
+                "{name} not linked"
+            );
+        }
+        assert!(markdown.contains("Images/s by batch size"));
+        assert!(report.is_file() && html.is_file());
+        assert!(dir.path().join("results.csv").is_file());
+    }
 
     /// Headless Chromium, if installed (CI installs it: `KILN_CI=1` makes its absence a failure).
     fn chromium() -> Option<&'static str> {
