@@ -19,6 +19,52 @@ pub enum Requirement {
     /// libtorch 2.9.0 (`cargo xtask setup-libtorch`): built with the crate's `libtorch`
     /// feature, in a target directory of its own.
     Libtorch,
+    /// An NVIDIA driver (`libcuda.so.1`; `KILN_BUILD_CUDA=1` builds without one): built with
+    /// the crate's `cuda` feature, in a target directory of its own, so no other runner's Burn
+    /// carries CUDA.
+    CudaDriver,
+}
+
+impl Requirement {
+    /// The crate feature that turns the requirement's backend on.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Requirement::Libtorch => "libtorch",
+            Requirement::CudaDriver => "cuda",
+        }
+    }
+
+    /// The target directory its runner is built in (beside the workspace's).
+    pub fn target_dir(self) -> PathBuf {
+        target_dir().join(self.feature())
+    }
+}
+
+/// The CUDA driver library a CUDA runner loads.
+pub const CUDA_DRIVER: &str = "libcuda.so.1";
+
+/// `Ok` when a CUDA runner can be built here: the NVIDIA driver library loads, or
+/// `KILN_BUILD_CUDA=1` asks for the build anyway (a kit for another machine; the runner then
+/// reports the driver missing when it runs).
+pub fn cuda_driver() -> Result<(), String> {
+    if std::env::var("KILN_BUILD_CUDA").as_deref() == Ok("1") {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        let name = std::ffi::CString::new(CUDA_DRIVER).map_err(|e| e.to_string())?;
+        // SAFETY: dlopen with a valid C string; the handle is closed right away.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if !handle.is_null() {
+            // SAFETY: the handle came from dlopen above and is closed once.
+            unsafe { libc::dlclose(handle) };
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "no CUDA driver ({CUDA_DRIVER} not found: install the NVIDIA driver; \
+         KILN_BUILD_CUDA=1 builds the runner anyway)"
+    ))
 }
 
 /// How a backend's runner comes to exist.
@@ -122,7 +168,8 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
         let declared: Declared = serde_json::from_value(kiln.clone()).with_context(|| {
             format!(
                 "{manifest}: [package.metadata.kiln] must have backend = \"NAME\", summary = \"...\", \
-                 and may have default = true|false, order = N, requires = \"libtorch\""
+                 and may have default = true|false, order = N, requires = \"libtorch\" or \
+                 \"cuda-driver\""
             )
         })?;
         let has_runner = package
@@ -227,7 +274,13 @@ pub fn unbuildable(b: &Backend) -> Option<String> {
     if b.needs_torch() {
         return torch::find().err();
     }
-    None
+    match &b.source {
+        Source::Cargo {
+            requires: Some(Requirement::CudaDriver),
+            ..
+        } => cuda_driver().err(),
+        _ => None,
+    }
 }
 
 /// Cargo's target directory for this workspace (honours `CARGO_TARGET_DIR`).
@@ -297,12 +350,14 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
     };
     match &b.source {
         Source::Cargo { package, requires } => {
-            let links_torch = *requires == Some(Requirement::Libtorch);
+            if *requires == Some(Requirement::CudaDriver) && prebuilt_dir().is_none() {
+                cuda_driver()?;
+            }
             let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
-            let program = match (prebuilt_dir(), links_torch) {
+            let program = match (prebuilt_dir(), requires) {
                 (Some(dir), _) => dir.join(exe),
-                (None, false) => target_dir().join("release").join(exe),
-                (None, true) => crate::build::torch_target_dir().join("release").join(exe),
+                (None, None) => target_dir().join("release").join(exe),
+                (None, Some(r)) => r.target_dir().join("release").join(exe),
             };
             Ok(Runner {
                 program,

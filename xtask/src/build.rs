@@ -86,6 +86,40 @@ pub fn build_all() -> Result<()> {
         }
         Err(why) => eprintln!("kiln: not building tch: {why}"),
     }
+    for b in all() {
+        if let Source::Cargo {
+            package,
+            requires: Some(r @ Requirement::CudaDriver),
+        } = &b.source
+        {
+            if let Err(why) = crate::backends::cuda_driver() {
+                eprintln!("kiln: not building {package}: {why}");
+                continue;
+            }
+            let dir = r.target_dir();
+            eprintln!(
+                "kiln: building {package} with its `{}` feature (its own target dir, {}; a \
+                 first build compiles Burn again with CubeCL CUDA)",
+                r.feature(),
+                dir.display()
+            );
+            let mut cmd = cargo();
+            cmd.current_dir(workspace_root()).args([
+                "build",
+                "--release",
+                "-p",
+                package,
+                "--features",
+                r.feature(),
+                "--bins",
+                "--message-format=json-render-diagnostics",
+                "--target-dir",
+            ]);
+            cmd.arg(&dir);
+            let built = run_build(cmd, package, None)?;
+            check_built(&built, &[package.as_str()], &dir)?;
+        }
+    }
     Ok(())
 }
 
@@ -293,7 +327,7 @@ pub fn check_built(
 /// feature set (with `tch`) differs from the other runners'; sharing one directory would make
 /// cargo rebuild Burn each time it switches between the two.
 pub fn torch_target_dir() -> PathBuf {
-    target_dir().join("libtorch")
+    Requirement::Libtorch.target_dir()
 }
 
 /// The cargo arguments that build (`build`) or test (`test`) a libtorch runner; the two share
