@@ -511,7 +511,38 @@ mod tests {
         assert!(!newname.default && !newname.needs_torch());
         let tch = found.iter().find(|b| b.name == "tch").unwrap();
         assert!(tch.needs_torch());
+        let cuda = found.iter().find(|b| b.name == "cuda").unwrap();
+        assert_eq!(
+            cuda.source,
+            Source::Cargo {
+                package: "kiln-cuda".into(),
+                requires: Some(Requirement::CudaDriver)
+            }
+        );
         assert_eq!(names.last(), Some(&"pytorch"), "the reference comes last");
+    }
+
+    #[test]
+    fn the_cuda_runner_is_built_where_a_driver_loads_and_elsewhere_says_why() {
+        let cuda = find("cuda").expect("kiln-cuda declares the cuda backend");
+        assert_eq!(
+            Requirement::CudaDriver.target_dir(),
+            target_dir().join("cuda")
+        );
+        match (cuda_driver(), unbuildable(cuda), runner(cuda)) {
+            // A machine with the NVIDIA driver (or KILN_BUILD_CUDA=1): built in target/cuda.
+            (Ok(()), None, Ok(r)) if prebuilt_dir().is_none() => {
+                assert!(r.program.starts_with(target_dir().join("cuda")), "{r:?}");
+            }
+            (Ok(()), None, Ok(_)) => {}
+            // Without one (this project's CI): doctor and bench-all name the missing driver.
+            (Err(why), Some(skip), Err(no_runner)) => {
+                assert!(why.contains(CUDA_DRIVER) && why.contains("KILN_BUILD_CUDA=1"));
+                assert_eq!(skip, why);
+                assert_eq!(no_runner, why);
+            }
+            other => panic!("inconsistent: {other:?}"),
+        }
     }
 
     #[test]

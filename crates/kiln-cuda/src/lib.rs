@@ -15,9 +15,9 @@ use kiln_results::{DeviceKind, DeviceReport};
 pub const DRIVER: &str = "libcuda.so.1";
 
 /// How to get a runner with CUDA in it; printed where this build has none.
-pub const BUILD_HINT: &str = "xtask builds kiln-cuda with Burn's CUDA backend where an NVIDIA \
-     driver is installed (set KILN_BUILD_CUDA=1 to build it anyway), or `cargo xtask gpu-kit` \
-     for a machine without Rust";
+pub const BUILD_HINT: &str = "xtask builds kiln-cuda with Burn's CUDA backend (its `cuda` \
+     feature, in target/cuda) where an NVIDIA driver is installed; KILN_BUILD_CUDA=1 builds it \
+     anyway";
 
 /// The CUDA backend: every GPU the NVIDIA driver lists.
 pub struct CudaBinding;
