@@ -40,11 +40,20 @@ pub fn statuses() -> Vec<BackendStatus> {
                 }
             };
             if !runner.exists() {
-                status.build_note = Some(match b.package() {
-                    Some(p) => format!(
-                        "not built: `cargo xtask doctor --build` (or `cargo build --release -p {p}`)"
+                status.build_note = Some(match &b.source {
+                    backends::Source::Cargo {
+                        package,
+                        requires: Some(r),
+                    } => format!(
+                        "not built: `cargo xtask doctor --build` builds {package} with its `{}` \
+                         feature in {}",
+                        r.feature(),
+                        r.target_dir().display()
                     ),
-                    None => format!("{} not found", runner.display()),
+                    backends::Source::Cargo { package, .. } => format!(
+                        "not built: `cargo xtask doctor --build` (or `cargo build --release -p {package}`)"
+                    ),
+                    backends::Source::Python { .. } => format!("{} not found", runner.display()),
                 });
                 return status;
             }

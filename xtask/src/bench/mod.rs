@@ -377,6 +377,14 @@ pub fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
                 continue;
             }
         };
+        if !runner.exists() {
+            eprintln!(
+                "kiln: skipping {}: its runner {} was not built (the build output above says why)",
+                b.name,
+                runner.display()
+            );
+            continue;
+        }
         eprintln!("kiln: probing {} ({})", b.name, runner.display());
         let started = std::time::Instant::now();
         let report = backends::probe(&runner)?;
