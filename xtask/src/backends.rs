@@ -34,6 +34,14 @@ impl Requirement {
         }
     }
 
+    /// `Ok` when it is met here, else what is missing and how to get it.
+    pub fn met(self) -> Result<(), String> {
+        match self {
+            Requirement::Libtorch => torch::find().map(|_| ()),
+            Requirement::CudaDriver => cuda_driver(),
+        }
+    }
+
     /// The target directory its runner is built in (beside the workspace's).
     pub fn target_dir(self) -> PathBuf {
         target_dir().join(self.feature())
@@ -50,16 +58,8 @@ pub fn cuda_driver() -> Result<(), String> {
     if std::env::var("KILN_BUILD_CUDA").as_deref() == Ok("1") {
         return Ok(());
     }
-    #[cfg(unix)]
-    {
-        let name = std::ffi::CString::new(CUDA_DRIVER).map_err(|e| e.to_string())?;
-        // SAFETY: dlopen with a valid C string; the handle is closed right away.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-        if !handle.is_null() {
-            // SAFETY: the handle came from dlopen above and is closed once.
-            unsafe { libc::dlclose(handle) };
-            return Ok(());
-        }
+    if kiln_results::fingerprint::library_loads(CUDA_DRIVER) {
+        return Ok(());
     }
     Err(format!(
         "no CUDA driver ({CUDA_DRIVER} not found: install the NVIDIA driver; \
@@ -94,14 +94,6 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// The workspace package holding the runner, if it is a Rust one.
-    pub fn package(&self) -> Option<&str> {
-        match &self.source {
-            Source::Cargo { package, .. } => Some(package),
-            Source::Python { .. } => None,
-        }
-    }
-
     /// True when it needs libtorch or PyTorch.
     pub fn needs_torch(&self) -> bool {
         matches!(
@@ -271,15 +263,12 @@ pub fn find(name: &str) -> Result<&'static Backend> {
 
 /// Why a known backend cannot be built or run on this machine, if it cannot.
 pub fn unbuildable(b: &Backend) -> Option<String> {
-    if b.needs_torch() {
-        return torch::find().err();
-    }
     match &b.source {
         Source::Cargo {
-            requires: Some(Requirement::CudaDriver),
-            ..
-        } => cuda_driver().err(),
-        _ => None,
+            requires: Some(r), ..
+        } => r.met().err(),
+        Source::Cargo { requires: None, .. } => None,
+        Source::Python { .. } => torch::find().err(),
     }
 }
 
@@ -350,8 +339,10 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
     };
     match &b.source {
         Source::Cargo { package, requires } => {
-            if *requires == Some(Requirement::CudaDriver) && prebuilt_dir().is_none() {
-                cuda_driver()?;
+            if let Some(r) = requires
+                && prebuilt_dir().is_none()
+            {
+                r.met()?;
             }
             let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
             let program = match (prebuilt_dir(), requires) {
@@ -507,7 +498,13 @@ mod tests {
             );
         }
         let newname = found.iter().find(|b| b.name == "newname").unwrap();
-        assert_eq!(newname.package(), Some("kiln-newname"));
+        assert_eq!(
+            newname.source,
+            Source::Cargo {
+                package: "kiln-newname".into(),
+                requires: None
+            }
+        );
         assert!(!newname.default && !newname.needs_torch());
         let tch = found.iter().find(|b| b.name == "tch").unwrap();
         assert!(tch.needs_torch());

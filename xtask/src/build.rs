@@ -92,7 +92,7 @@ pub fn build_all() -> Result<()> {
             requires: Some(r @ Requirement::CudaDriver),
         } = &b.source
         {
-            if let Err(why) = crate::backends::cuda_driver() {
+            if let Err(why) = r.met() {
                 eprintln!("kiln: not building {package}: {why}");
                 continue;
             }

@@ -99,7 +99,8 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
             [one] => one.display().to_string(),
             _ => format!("{} runs", paths.len()),
         };
-        write(target, &page(&loaded.records, baseline, title, logs)?)?;
+        let sets = chart_sets(&loaded.records, baseline)?;
+        write(target, &page(&loaded.records, baseline, title, logs, &sets))?;
     }
     if let Some(target) = outputs.svg {
         let charts = chart::charts(&loaded.records, baseline)?;
@@ -113,24 +114,43 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
     Ok(())
 }
 
-/// The HTML page of `records`, charts inline.
+/// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
+/// link says it shows, and `(model, svg)` per model.
+type ChartSet = (&'static str, &'static str, Vec<(String, String)>);
+
+fn chart_sets(records: &[Record], baseline: Option<&str>) -> Result<[ChartSet; 3]> {
+    Ok([
+        ("chart", "", chart::charts(records, baseline)?),
+        (
+            "accuracy",
+            ": test accuracy against training time",
+            chart::accuracy_curves(records)?,
+        ),
+        (
+            "batch",
+            ": training images/s against batch size",
+            chart::batch_charts(records)?,
+        ),
+    ])
+}
+
+/// The HTML page of `records`, with `sets` (from [`chart_sets`]) inline.
 fn page(
     records: &[Record],
     baseline: Option<&str>,
     title: String,
     logs: Vec<(String, String)>,
-) -> Result<String> {
+    sets: &[ChartSet],
+) -> String {
     let parts = HtmlParts {
         title,
-        charts: {
-            let mut charts = chart::charts(records, baseline)?;
-            charts.extend(chart::accuracy_curves(records)?);
-            charts.extend(chart::batch_charts(records)?);
-            charts
-        },
+        charts: sets
+            .iter()
+            .flat_map(|(_, _, charts)| charts.iter().cloned())
+            .collect(),
         logs,
     };
-    Ok(kiln_results::html::html(records, baseline, &parts))
+    kiln_results::html::html(records, baseline, &parts)
 }
 
 /// Links from the page in `page_dir` to the logs of `run`'s cells that have one: relative when
@@ -160,21 +180,9 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
 /// the Markdown and the paths of the two reports.
 pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathBuf, PathBuf)> {
     let mut markdown = kiln_results::render::markdown(records, None);
-    // Each chart file, linked from report.md with what it shows.
-    let sets = [
-        ("chart", "", chart::charts(records, None)?),
-        (
-            "accuracy",
-            ": test accuracy against training time",
-            chart::accuracy_curves(records)?,
-        ),
-        (
-            "batch",
-            ": training images/s against batch size",
-            chart::batch_charts(records)?,
-        ),
-    ];
-    for (prefix, shows, charts) in sets {
+    // Each chart file, linked from report.md with what it shows (and inline in report.html).
+    let sets = chart_sets(records, None)?;
+    for (prefix, shows, charts) in &sets {
         for (model, svg) in charts {
             let name = format!("{prefix}-{model}.svg");
             std::fs::write(out.join(&name), svg)
@@ -192,7 +200,7 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
     let html = out.join("report.html");
     std::fs::write(
         &html,
-        page(records, None, title, log_links(out, records, out))?,
+        page(records, None, title, log_links(out, records, out), &sets),
     )
     .with_context(|| format!("cannot write {}", html.display()))?;
     std::fs::write(out.join("results.csv"), kiln_results::render::csv(records))
@@ -434,7 +442,8 @@ mod tests {
             .records;
         let tmp = tempfile::tempdir().unwrap();
         let page_path = tmp.path().join("report.html");
-        let text = page(&records, None, "test".into(), Vec::new()).unwrap();
+        let sets = chart_sets(&records, None).unwrap();
+        let text = page(&records, None, "test".into(), Vec::new(), &sets);
         std::fs::write(&page_path, &text).unwrap();
         // Open it sorted by the epoch-time column, fastest first.
         let table = &kiln_results::table::model_tables(&records, None)[0];

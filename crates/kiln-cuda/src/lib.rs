@@ -24,24 +24,11 @@ pub struct CudaBinding;
 
 /// Why no CUDA device can open here, when the driver library cannot be loaded.
 pub fn driver_missing() -> Option<String> {
-    #[cfg(unix)]
-    {
-        let name = std::ffi::CString::new(DRIVER).ok()?;
-        // SAFETY: dlopen with a valid C string; the handle is closed right away.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Some(format!(
-                "no CUDA driver ({DRIVER} not found: install the NVIDIA driver)"
-            ));
-        }
-        // SAFETY: the handle came from dlopen above and is closed once.
-        unsafe { libc::dlclose(handle) };
-        None
+    if cfg!(not(unix)) {
+        return Some("Kiln looks for the CUDA driver on Linux only".into());
     }
-    #[cfg(not(unix))]
-    {
-        Some("Kiln looks for the CUDA driver on Linux only".into())
-    }
+    (!kiln_results::fingerprint::library_loads(DRIVER))
+        .then(|| format!("no CUDA driver ({DRIVER} not found: install the NVIDIA driver)"))
 }
 
 /// The device index a spec names: `default` is `cuda:0`.

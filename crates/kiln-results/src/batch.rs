@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::render::row_name;
 use crate::schema::{Record, Status};
-use crate::table::{by_model, machines};
+use crate::table::{by_model, machines, several_batch_sizes};
 
 /// One batch size of a curve: its status, and its throughput when it trained.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,14 +86,7 @@ pub fn batch_curves(records: &[Record]) -> Vec<(String, Vec<BatchCurve>)> {
     let several = machines(records).len() > 1;
     let mut out = Vec::new();
     for (model, rows) in by_model(&combined) {
-        let mut sizes: Vec<usize> = rows
-            .iter()
-            .map(|r| r.batch_size)
-            .filter(|&b| b > 0)
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        if sizes.len() < 2 {
+        if !several_batch_sizes(&rows) {
             continue;
         }
         let mut curves: Vec<BatchCurve> = Vec::new();

@@ -43,6 +43,30 @@ fn brand(sys: &sysinfo::System) -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
+/// Whether the shared library `name` (e.g. `libcuda.so.1`) loads here: how Kiln tells that a
+/// driver is installed without asking the runtime that needs it (which may panic without one).
+pub fn library_loads(name: &str) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(name) = std::ffi::CString::new(name) else {
+            return false;
+        };
+        // SAFETY: dlopen with a valid C string; the handle is closed right away.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return false;
+        }
+        // SAFETY: the handle came from dlopen above and is closed once.
+        unsafe { libc::dlclose(handle) };
+        true
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = name;
+        false
+    }
+}
+
 /// The CPU's marketing name.
 pub fn cpu_model() -> String {
     brand(&system())
