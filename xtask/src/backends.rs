@@ -206,6 +206,23 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
 
 /// The backends of the workspace at `root`, discovered from its packages' manifests.
 pub fn discover(root: &Path) -> Result<Vec<Backend>> {
+    from_metadata(&metadata(root)?)
+}
+
+/// `cargo metadata` of the workspace at `root` (its own packages), or, where `KILN_BACKENDS_FILE`
+/// names one, that file: a GPU kit carries its backends' metadata, having no cargo to ask.
+pub fn metadata(root: &Path) -> Result<serde_json::Value> {
+    if let Some(file) = std::env::var_os("KILN_BACKENDS_FILE") {
+        let file = PathBuf::from(file);
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("KILN_BACKENDS_FILE={}: cannot read it", file.display()))?;
+        return serde_json::from_str(&text).with_context(|| {
+            format!(
+                "KILN_BACKENDS_FILE={}: not the JSON `cargo xtask gpu-kit` writes",
+                file.display()
+            )
+        });
+    }
     let out = cargo()
         .current_dir(root)
         .args([
@@ -225,9 +242,8 @@ pub fn discover(root: &Path) -> Result<Vec<Backend>> {
             out.status
         );
     }
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .context("`cargo metadata` printed something that is not JSON")?;
-    from_metadata(&metadata)
+    serde_json::from_slice(&out.stdout)
+        .context("`cargo metadata` printed something that is not JSON")
 }
 
 /// Every backend Kiln knows, in the order tables list them: discovered once per process.
@@ -268,7 +284,7 @@ pub fn unbuildable(b: &Backend) -> Option<String> {
             requires: Some(r), ..
         } => r.met().err(),
         Source::Cargo { requires: None, .. } => None,
-        Source::Python { .. } => torch::find().err(),
+        Source::Python { .. } => torch::reference_python_problem(),
     }
 }
 
@@ -332,10 +348,10 @@ impl Runner {
 
 /// The runner of `b` (built or prebuilt binary, or the reference script), or why there is none.
 pub fn runner(b: &Backend) -> Result<Runner, String> {
-    let torch = if b.needs_torch() {
-        Some(torch::find()?)
-    } else {
-        None
+    let torch = match &b.source {
+        Source::Python { .. } if torch::reference_python().is_some() => None,
+        _ if b.needs_torch() => Some(torch::find()?),
+        _ => None,
     };
     match &b.source {
         Source::Cargo { package, requires } => {
@@ -346,7 +362,21 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
             }
             let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
             let program = match (prebuilt_dir(), requires) {
-                (Some(dir), _) => dir.join(exe),
+                (Some(dir), _) => {
+                    // A kit that could not build a runner says why beside where it would be.
+                    let why = dir.join(format!("{package}.missing"));
+                    if !dir.join(&exe).exists()
+                        && let Ok(text) = std::fs::read_to_string(&why)
+                    {
+                        return Err(format!(
+                            "{package} is not in {} ({}): {}",
+                            dir.display(),
+                            why.display(),
+                            text.trim()
+                        ));
+                    }
+                    dir.join(exe)
+                }
                 (None, None) => target_dir().join("release").join(exe),
                 (None, Some(r)) => r.target_dir().join("release").join(exe),
             };
@@ -358,12 +388,21 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
             })
         }
         Source::Python { script } => {
-            let python = torch.and_then(|t| t.python).ok_or_else(|| {
-                format!(
-                    "no Python with torch {} for the reference runner: {}",
-                    torch::TORCH_VERSION,
-                    torch::HINT
-                )
+            if let Some(why) = torch::reference_python()
+                .is_some()
+                .then(torch::reference_python_problem)
+                .flatten()
+            {
+                return Err(why);
+            }
+            let python = torch::reference_python().map(Ok).unwrap_or_else(|| {
+                torch.and_then(|t| t.python).ok_or_else(|| {
+                    format!(
+                        "no Python with torch {} for the reference runner: {}",
+                        torch::TORCH_VERSION,
+                        torch::HINT
+                    )
+                })
             })?;
             Ok(Runner {
                 program: python,

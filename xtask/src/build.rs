@@ -33,25 +33,7 @@ pub fn build_all() -> Result<()> {
         );
         return Ok(());
     }
-    let plain: Vec<&str> = all()
-        .iter()
-        .filter_map(|b| match &b.source {
-            Source::Cargo {
-                package,
-                requires: None,
-            } => Some(package.as_str()),
-            _ => None,
-        })
-        .collect();
-    eprintln!(
-        "kiln: building the runners ({}) in release mode; a first build compiles Burn (about \
-         20 minutes on 2 cores; cargo's progress follows)",
-        plain.join(", ")
-    );
-    let mut cmd = cargo();
-    cmd.current_dir(workspace_root()).args(build_args());
-    let built = run_build(cmd, "the runners", estimate_units())?;
-    check_built(&built, &plain, &target_dir())?;
+    build_plain()?;
     match torch::find() {
         Ok(t) => {
             for b in all() {
@@ -96,41 +78,75 @@ pub fn build_all() -> Result<()> {
                 eprintln!("kiln: not building {package}: {why}");
                 continue;
             }
-            let dir = r.target_dir();
-            eprintln!(
-                "kiln: building {package} with its `{}` feature (its own target dir, {}; a \
-                 first build compiles Burn again with CubeCL CUDA)",
-                r.feature(),
-                dir.display()
-            );
-            let mut cmd = cargo();
-            cmd.current_dir(workspace_root()).args([
-                "build",
-                "--release",
-                "-p",
-                package,
-                "--features",
-                r.feature(),
-                "--bins",
-                "--message-format=json-render-diagnostics",
-                "--target-dir",
-            ]);
-            cmd.arg(&dir);
             // A GPU runner that cannot be built is skipped, not the run: the CPU rows go on.
-            match run_build(cmd, package, None)
-                .and_then(|built| check_built(&built, &[package.as_str()], &dir))
-            {
-                Ok(()) => {}
-                Err(e) => eprintln!(
-                    "kiln: {package} was not built, so {} is skipped: {e:#} (its first build \
-                     downloads LLVM 23 for CubeCL CUDA from github.com: a machine that cannot \
-                     reach it cannot build it)",
+            if let Err(e) = build_featured(package, *r) {
+                eprintln!(
+                    "kiln: {package} was not built, so {} is skipped: {e:#}",
                     b.name
-                ),
+                );
             }
         }
     }
     Ok(())
+}
+
+/// Build the plain runners (no requirement: flex, ndarray, wgpu, ...) in one cargo invocation,
+/// the way `build_all` explains.
+pub fn build_plain() -> Result<()> {
+    let plain: Vec<&str> = all()
+        .iter()
+        .filter_map(|b| match &b.source {
+            Source::Cargo {
+                package,
+                requires: None,
+            } => Some(package.as_str()),
+            _ => None,
+        })
+        .collect();
+    eprintln!(
+        "kiln: building the runners ({}) in release mode; a first build compiles Burn (about \
+         20 minutes on 2 cores; cargo's progress follows)",
+        plain.join(", ")
+    );
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root()).args(build_args());
+    let built = run_build(cmd, "the runners", estimate_units())?;
+    check_built(&built, &plain, &target_dir())?;
+    Ok(())
+}
+
+/// Build the runner `package` with the crate feature of its requirement `r`, in the target
+/// directory of its own (whether or not `r` is met here: the GPU kit builds for another
+/// machine); returns the binary, or why it was not built.
+pub fn build_featured(package: &str, r: Requirement) -> Result<PathBuf> {
+    let dir = r.target_dir();
+    eprintln!(
+        "kiln: building {package} with its `{}` feature (its own target dir, {}; a first build \
+         compiles Burn again with it)",
+        r.feature(),
+        dir.display()
+    );
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root()).args([
+        "build",
+        "--release",
+        "-p",
+        package,
+        "--features",
+        r.feature(),
+        "--bins",
+        "--message-format=json-render-diagnostics",
+        "--target-dir",
+    ]);
+    cmd.arg(&dir);
+    let built = run_build(cmd, package, None).context(
+        "its first build downloads LLVM 23 for CubeCL from github.com (a machine that cannot \
+         reach it cannot build it; docs/gpu.md says what to do)",
+    )?;
+    check_built(&built, &[package], &dir)?;
+    Ok(dir
+        .join("release")
+        .join(format!("{package}{}", std::env::consts::EXE_SUFFIX)))
 }
 
 /// The cargo arguments that build the plain (non-libtorch) runners.

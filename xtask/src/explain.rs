@@ -13,7 +13,7 @@ use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table
 use crate::backends::Runner;
 use crate::bench::{append_line, build_and_probe, fingerprint_here};
 pub use crate::flags::ExplainArgs;
-use crate::{chart, time, workspace_root};
+use crate::{chart, time};
 
 /// The file of explain records in a run directory.
 pub const EXPLAIN_FILE: &str = "explain.jsonl";
@@ -44,7 +44,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
     let built = build_and_probe(&wanted)?;
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
-    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
+    let (commit, dirty) = crate::revision();
     let mut records = Vec::new();
     for &model in &args.models {
         for (backend, runner, probe) in &built {

@@ -201,6 +201,18 @@ pub enum Cmd {
         #[arg(long)]
         html: Option<PathBuf>,
     },
+    /// Build a GPU kit: what a Linux x86-64 machine with an NVIDIA driver but no Rust toolchain or
+    /// network needs to run Kiln's GPU rows (the GPU runners stripped and compressed, the
+    /// PyTorch script, a plan of the GPU cells and run.sh), under 64 MiB (docs/gpu.md).
+    GpuKit {
+        /// The kit's folder (default: target/gpu-kit; an earlier kit there is replaced).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The runners to build and carry (default: cuda,wgpu); a runner left out is skipped
+        /// there with that reason.
+        #[arg(long, value_delimiter = ',')]
+        backends: Option<Vec<String>>,
+    },
     /// Install torch==2.9.0 from PyPI into a virtual environment (libtorch for the tch backend,
     /// PyTorch for the reference runner).
     SetupLibtorch {

@@ -11,6 +11,7 @@ mod explain;
 mod export;
 mod fetch;
 mod flags;
+mod kit;
 mod report;
 mod test;
 mod time;
@@ -26,11 +27,32 @@ pub use flags::CommonArgs;
 use flags::{Cli, Cmd};
 
 /// The workspace root (xtask lives one level below it).
+/// The Kiln tree xtask works in: `KILN_ROOT` when set (a GPU kit, which carries the files a run
+/// reads without the source tree), else the workspace xtask was built from.
 pub fn workspace_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("KILN_ROOT") {
+        return PathBuf::from(root);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The Kiln revision that makes a run's records: `KILN_COMMIT` (and `KILN_DIRTY`, 1 or 0) when
+/// set (a GPU kit says which commit it was built from), else what git says of the workspace.
+pub fn revision() -> (Option<String>, Option<bool>) {
+    match std::env::var("KILN_COMMIT") {
+        Ok(commit) if !commit.is_empty() => {
+            let dirty = match std::env::var("KILN_DIRTY").as_deref() {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
+            };
+            (Some(commit), dirty)
+        }
+        _ => kiln_results::fingerprint::git_state(&workspace_root()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -92,6 +114,7 @@ fn main() -> ExitCode {
         )),
         Cmd::Explain(args) => explain::explain(args),
         Cmd::Verify(args) => verify::verify(args),
+        Cmd::GpuKit { out, backends } => kit::gpu_kit(out, backends),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

@@ -199,6 +199,29 @@ fn prepend_path(dir: &Path) -> OsString {
     std::env::join_paths(paths).unwrap_or_default()
 }
 
+/// `KILN_PYTORCH_PYTHON`: a Python with torch of any version for the PyTorch reference runner
+/// (a GPU machine's own PyTorch, as the GPU kit uses it). The tch backend still needs libtorch
+/// 2.9.0 exactly; the reference runner records the torch version it ran.
+pub fn reference_python() -> Option<PathBuf> {
+    std::env::var_os("KILN_PYTORCH_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Why the PyTorch reference cannot run here, if it cannot: the `KILN_PYTORCH_PYTHON` given
+/// does not import torch, or (without one) no environment with torch 2.9.0 is set up.
+pub fn reference_python_problem() -> Option<String> {
+    static ASKED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ASKED
+        .get_or_init(|| match reference_python() {
+            Some(python) => ask(&python)
+                .err()
+                .map(|e| format!("KILN_PYTORCH_PYTHON: {e}")),
+            None => find().err(),
+        })
+        .clone()
+}
+
 /// `cargo xtask setup-libtorch [--venv DIR] [--python PY]`.
 pub fn setup(venv: Option<PathBuf>, python: &str) -> Result<()> {
     let venv = match venv.or_else(default_venv) {

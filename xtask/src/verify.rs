@@ -17,7 +17,6 @@ use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabular
 use crate::backends::{self, Backend, Runner};
 use crate::bench::{Built, append_line, build_and_probe, cell_stem, fingerprint_here};
 pub use crate::flags::VerifyArgs;
-use crate::workspace_root;
 
 /// The file of verify records in a run directory.
 pub const VERIFY_FILE: &str = "verify.jsonl";
@@ -127,7 +126,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
-    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
+    let (commit, dirty) = crate::revision();
     let rows = rows(&built, args.precisions.as_deref());
     let Some(reference_row) = rows
         .iter()

@@ -4,7 +4,7 @@
 //! family/model/stepping, instruction sets and caches from `raw-cpuid` on x86 and the standard
 //! library's feature detection on Arm.
 
-use crate::{CpuIdentity, Fingerprint};
+use crate::{CpuIdentity, Fingerprint, NvidiaSmi};
 
 /// The trimmed standard output of `cmd`, if it ran and succeeded (possibly empty).
 fn stdout_of(mut cmd: std::process::Command) -> Option<String> {
@@ -65,6 +65,64 @@ pub fn library_loads(name: &str) -> bool {
         let _ = name;
         false
     }
+}
+
+/// What `nvidia-smi -q` says of this machine's NVIDIA GPUs (asked once per process); `None`
+/// where the tool is missing or fails (no NVIDIA driver).
+pub fn nvidia_smi() -> Option<NvidiaSmi> {
+    static ASKED: std::sync::OnceLock<Option<NvidiaSmi>> = std::sync::OnceLock::new();
+    ASKED
+        .get_or_init(|| {
+            let mut cmd = std::process::Command::new("nvidia-smi");
+            cmd.arg("-q").stdin(std::process::Stdio::null());
+            stdout_of(cmd)
+                .filter(|q| !q.is_empty())
+                .map(|q| parse_nvidia_smi(&q))
+        })
+        .clone()
+}
+
+/// The driver and CUDA versions and one line per GPU from an `nvidia-smi -q` report.
+pub fn parse_nvidia_smi(query: &str) -> NvidiaSmi {
+    let value = |line: &str, key: &str| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().to_string())
+    };
+    let mut smi = NvidiaSmi {
+        query: query.to_string(),
+        ..NvidiaSmi::default()
+    };
+    // Each GPU's section starts at its bus id line ("GPU 00000000:19:00.0"); its product name
+    // and the first "Total" (FB memory) follow.
+    let mut gpu: Option<(String, Option<String>, Option<String>)> = None;
+    let close = |g: Option<(String, Option<String>, Option<String>)>, out: &mut Vec<String>| {
+        if let Some((bus, name, memory)) = g {
+            let mut line = name.unwrap_or_else(|| "NVIDIA GPU".into());
+            if let Some(m) = memory {
+                line.push_str(&format!(", {m}"));
+            }
+            line.push_str(&format!(", bus {bus}"));
+            out.push(line);
+        }
+    };
+    for line in query.lines() {
+        if let Some(v) = value(line, "Driver Version") {
+            smi.driver_version = Some(v);
+        } else if let Some(v) = value(line, "CUDA Version") {
+            smi.cuda_version = Some(v);
+        } else if let Some(bus) = line.strip_prefix("GPU ").filter(|b| b.contains(':')) {
+            close(gpu.take(), &mut smi.gpus);
+            gpu = Some((bus.trim().to_string(), None, None));
+        } else if let Some((_, name, memory)) = gpu.as_mut() {
+            if let Some(v) = value(line, "Product Name") {
+                name.get_or_insert(v);
+            } else if let Some(v) = value(line, "Total") {
+                memory.get_or_insert(v);
+            }
+        }
+    }
+    close(gpu.take(), &mut smi.gpus);
+    smi
 }
 
 /// The CPU's marketing name.
@@ -196,6 +254,7 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
         gpu_driver: None,
         gpu_memory_bytes: None,
         gpu_compute_capability: None,
+        nvidia_smi: nvidia_smi(),
         cpu: Some(identity(&sys)),
         backend_version: String::new(),
         rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
@@ -290,6 +349,38 @@ mod tests {
             }),
             ..Fingerprint::default()
         }
+    }
+
+    #[test]
+    fn nvidia_smi_q_gives_driver_cuda_and_each_gpu() {
+        let q = "==============NVSMI LOG==============\n\
+                 Timestamp                                 : Tue Dec  1 12:00:00 2026\n\
+                 Driver Version                            : 580.65.06\n\
+                 CUDA Version                              : 13.0\n\
+                 \n\
+                 Attached GPUs                             : 2\n\
+                 GPU 00000000:19:00.0\n\
+                 \x20   Product Name                          : NVIDIA H200\n\
+                 \x20   FB Memory Usage\n\
+                 \x20       Total                             : 143771 MiB\n\
+                 \x20       Reserved                          : 0 MiB\n\
+                 \x20   BAR1 Memory Usage\n\
+                 \x20       Total                             : 262144 MiB\n\
+                 GPU 00000000:3B:00.0\n\
+                 \x20   Product Name                          : NVIDIA H200\n\
+                 \x20   FB Memory Usage\n\
+                 \x20       Total                             : 143771 MiB\n";
+        let smi = parse_nvidia_smi(q);
+        assert_eq!(smi.driver_version.as_deref(), Some("580.65.06"));
+        assert_eq!(smi.cuda_version.as_deref(), Some("13.0"));
+        assert_eq!(
+            smi.gpus,
+            vec![
+                "NVIDIA H200, 143771 MiB, bus 00000000:19:00.0",
+                "NVIDIA H200, 143771 MiB, bus 00000000:3B:00.0"
+            ]
+        );
+        assert_eq!(smi.query, q);
     }
 
     #[test]

@@ -367,6 +367,20 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
             ("GPU", opt(&fp.gpu_name)),
             ("GPU driver", opt(&fp.gpu_driver)),
             ("GPU compute capability", opt(&fp.gpu_compute_capability)),
+            (
+                "nvidia-smi",
+                fp.nvidia_smi.as_ref().map_or_else(
+                    || "–".into(),
+                    |n| {
+                        format!(
+                            "driver {}, CUDA {}; {}",
+                            n.driver_version.as_deref().unwrap_or("?"),
+                            n.cuda_version.as_deref().unwrap_or("?"),
+                            n.gpus.join("; ")
+                        )
+                    },
+                ),
+            ),
             ("backend version", fp.backend_version.clone()),
             ("rustc", opt(&fp.rustc_version)),
             ("Burn", fp.burn_version.clone()),

@@ -489,6 +489,12 @@ pub fn warnings(r: &Record) -> Vec<String> {
         if let Some(c) = &rt.autotune_cache {
             parts.push(format!("autotune cache {c} at start"));
         }
+        if let Some(s) = r.first_step_seconds {
+            parts.push(format!(
+                "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
+                human_seconds(s)
+            ));
+        }
         if !parts.is_empty() {
             out.push(parts.join(", "));
         }

@@ -396,6 +396,10 @@ pub struct Fingerprint {
     /// Compute capability (CUDA) or architecture of the GPU, where its runtime reports it.
     #[serde(default)]
     pub gpu_compute_capability: Option<String>,
+    /// What `nvidia-smi` said of the machine's NVIDIA GPUs when the record was made (driver and
+    /// CUDA versions, each GPU, and the whole `nvidia-smi -q` report); `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia_smi: Option<NvidiaSmi>,
     /// The CPU as its identification instructions describe it (`None` in records made before
     /// Kiln recorded it, or where the architecture has no such instruction).
     #[serde(default)]
@@ -409,6 +413,18 @@ pub struct Fingerprint {
     pub kiln_version: String,
     pub kiln_commit: String,
     pub kiln_dirty: Option<bool>,
+}
+
+/// The NVIDIA driver's own account of a machine's GPUs (`nvidia-smi -q`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct NvidiaSmi {
+    pub driver_version: Option<String>,
+    /// The newest CUDA version the driver supports.
+    pub cuda_version: Option<String>,
+    /// One line per GPU: name, memory, bus id.
+    pub gpus: Vec<String>,
+    /// The whole `nvidia-smi -q` report (clocks, power limits, temperatures when it ran).
+    pub query: String,
 }
 
 /// The final record of one cell; every rendered table is derived from these.

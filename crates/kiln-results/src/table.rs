@@ -199,10 +199,15 @@ fn table(
     }
     columns.push((
         Column::EpochTime,
-        format!(
-            "Epoch time ({}-sample epoch; median over runs, range and spread)",
-            thousands(standard)
-        ),
+        if standard > 0 {
+            format!(
+                "Epoch time ({}-sample epoch; median over runs, range and spread)",
+                thousands(standard)
+            )
+        } else {
+            // No row ran: there is no epoch to name.
+            "Epoch time (median over runs, range and spread)".into()
+        },
     ));
     columns.push((
         Column::SpeedUp,

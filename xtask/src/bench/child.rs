@@ -244,7 +244,7 @@ pub(super) fn run_cell(
     let request_path = super::rundir::write_request(out, &request, &suffix)?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
-    let (commit, dirty) = kiln_results::fingerprint::git_state(&workspace_root());
+    let (commit, dirty) = crate::revision();
     if let Some(commit) = &commit {
         cmd.env("KILN_COMMIT", commit);
     }
@@ -493,8 +493,13 @@ pub(super) fn run_cell(
             record.reason.clone().unwrap_or_default()
         ),
     };
+    // A GPU backend's first step compiles and autotunes its kernels: said apart, as timed.
+    let first_step = match (&record.runtime, record.first_step_seconds) {
+        (Some(_), Some(s)) => format!("; first step {} (kernels)", time::short(s)),
+        _ => String::new(),
+    };
     display.line(&format!(
-        "{label}: {summary} [{} wall]",
+        "{label}: {summary} [{} wall{first_step}]",
         time::short(started.elapsed().as_secs_f64())
     ));
     Ok(Some(record))

@@ -239,7 +239,11 @@ fn execute_rest(
                 Status::Skipped,
                 backends::find(&cell.id.backend)
                     .ok()
-                    .and_then(backends::unbuildable)
+                    .and_then(|b| {
+                        backends::runner(b)
+                            .err()
+                            .or_else(|| backends::unbuildable(b))
+                    })
                     .unwrap_or_else(|| "backend not built".into()),
             ))
             .map(|mut r| {
@@ -522,6 +526,38 @@ pub fn bench_all(
     }
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &built, cfg, &out)
+}
+
+/// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request
+/// per cell in `dir`, which must be new or empty): `cells` as (model, backend, device, precision)
+/// under the run configuration `common` gives, each with its own `budget` when given.
+/// `bench-all --resume DIR` runs it; the GPU kit plans a machine it is not built on this way.
+pub fn write_plan(
+    dir: &Path,
+    common: &CommonArgs,
+    cells: &[(ModelKind, &str, &str, Precision)],
+    budget: Option<Duration>,
+) -> Result<Vec<PlannedCell>> {
+    let (_, cfg) = config(common, false)?;
+    let mut planned = Vec::new();
+    for &(model, backend, device, precision) in cells {
+        let (dataset, dataset_note) = dataset_for(model, common)?;
+        for &batch in &cfg.batch_sizes {
+            planned.push(PlannedCell {
+                id: CellId::new(model, backend, device, precision, batch),
+                dataset,
+                dataset_note: dataset_note.clone(),
+                budget_seconds: budget.map(|b| b.as_secs_f64()),
+                autotune: None,
+            });
+        }
+    }
+    let dir = prepare_out(Some(dir))?;
+    write_run_file(&dir, &cfg, &planned)?;
+    for cell in &planned {
+        rundir::write_request(&dir, &cell.request(&cfg)?, "")?;
+    }
+    Ok(planned)
 }
 
 /// `cargo xtask bench --cell FILE`: run the cell a request file describes (one that

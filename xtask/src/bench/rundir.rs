@@ -54,7 +54,15 @@ pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// Append one record as one line, flushed and synced, so a killed run loses nothing finished.
+/// A record xtask wrote itself (a cell skipped before any runner started) gets this machine's
+/// fingerprint: which machine skipped a cell, and at which revision, matters too.
 pub fn append_record(path: &Path, record: &Record) -> Result<()> {
+    if record.fingerprint.cpu_model.is_empty() {
+        let mut record = record.clone();
+        let (commit, dirty) = crate::revision();
+        record.fingerprint = super::fingerprint_here(1, "", &commit, dirty);
+        return append_line(path, &record);
+    }
     append_line(path, record)
 }
 

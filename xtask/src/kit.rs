@@ -1,0 +1,568 @@
+//! `cargo xtask gpu-kit`: everything a GPU machine without a Rust toolchain or network needs to
+//! run Kiln's GPU rows, in one folder under 64 MiB: the stripped, xz-compressed runners of the GPU
+//! backends and xtask itself, the PyTorch reference script, the backends' metadata, the Vulkan
+//! loader, a plan of the GPU cells and `run.sh` (bench/gpu-kit/run.sh), which runs them there and
+//! writes the report. A runner that cannot be built here is left out with the reason beside it
+//! (`bin/<runner>.missing`), and its cells are skipped there with that reason.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kiln_results::{ModelKind, Precision};
+use serde::Serialize;
+
+use crate::backends::{self, Source};
+use crate::workspace_root;
+
+/// The most a kit may weigh: a GPU machine without network is sent the repository and at most
+/// this much beside it.
+pub const BUDGET_BYTES: u64 = 64 << 20;
+
+/// The backends whose runners a kit carries (the PyTorch reference needs only its script).
+pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
+
+/// The cells `run.sh` runs: mnist-cnn in f32, bf16 and amp-bf16 on CUDA for Burn's CUDA backend
+/// and PyTorch, f32 on the GPU's Vulkan for wgpu, ResNet18 f32 on CUDA for both.
+pub const CELLS: &[(ModelKind, &str, &str, Precision)] = &[
+    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::F32),
+    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::BF16),
+    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::AmpBF16),
+    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::F32),
+    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::BF16),
+    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::AmpBF16),
+    (
+        ModelKind::MnistCnn,
+        "wgpu",
+        "vulkan:discrete:0",
+        Precision::F32,
+    ),
+    (ModelKind::ResNet18, "cuda", "cuda:0", Precision::F32),
+    (ModelKind::ResNet18, "pytorch", "cuda:0", Precision::F32),
+];
+
+/// Each GPU cell's training budget: the whole kit runs in minutes.
+pub const CELL_BUDGET: Duration = Duration::from_secs(20);
+
+/// The shell script that runs a kit (copied into it as `run.sh`).
+pub const RUN_SCRIPT: &str = "bench/gpu-kit/run.sh";
+
+/// The files of a kit, relative to its folder, whatever could be built: `run.sh` depends on
+/// these names. A runner that could not be built is `bin/<runner>.missing` instead of
+/// `bin/<runner>.xz`.
+pub fn expected_files(runners: &[(&str, bool)]) -> Vec<String> {
+    let mut files: Vec<String> = [
+        "run.sh",
+        "README.txt",
+        "kit.json",
+        "kit.env",
+        "backends.json",
+        "bin/xtask.xz",
+        "bench/pytorch/kiln_torch.py",
+        "plan/run.json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (package, built) in runners {
+        files.push(if *built {
+            format!("bin/{package}.xz")
+        } else {
+            format!("bin/{package}.missing")
+        });
+    }
+    files.sort();
+    files
+}
+
+/// What `kit.json` says of a kit.
+#[derive(Serialize)]
+struct KitInfo {
+    kiln_commit: Option<String>,
+    kiln_dirty: Option<bool>,
+    created_at: u64,
+    /// Runners carried, and the ones left out with the reason.
+    runners: Vec<String>,
+    missing: Vec<(String, String)>,
+    /// The Vulkan loader carried (`vulkan/libvulkan.so.1`), or why not.
+    vulkan_loader: Result<String, String>,
+    cells: usize,
+    files: Vec<(String, u64)>,
+    total_bytes: u64,
+}
+
+/// The inputs of a kit: the runner binaries (or why each is missing) and xtask's own binary.
+pub struct Inputs {
+    pub xtask: PathBuf,
+    /// (package, its binary or why there is none).
+    pub runners: Vec<(String, Result<PathBuf, String>)>,
+    /// The Vulkan loader library to carry, if this machine has one.
+    pub vulkan_loader: Option<PathBuf>,
+}
+
+/// `cargo xtask gpu-kit [--out DIR]`: build the GPU runners and assemble the kit.
+pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool> {
+    let out = out.unwrap_or_else(|| backends::target_dir().join("gpu-kit"));
+    if let Some(unknown) = wanted
+        .iter()
+        .flatten()
+        .find(|w| !RUNNERS.contains(&w.as_str()))
+    {
+        bail!(
+            "--backends {unknown}: a kit carries the runners of {} (the PyTorch reference \
+             needs only its script, always carried)",
+            RUNNERS.join(", ")
+        );
+    }
+    check_out(&out)?;
+    if crate::backends::prebuilt_dir().is_none() {
+        crate::build::build_plain()?;
+    }
+    let mut runners = Vec::new();
+    for name in RUNNERS {
+        let backend = backends::find(name)?;
+        let Source::Cargo { package, requires } = &backend.source else {
+            bail!("{name} is not a Rust runner; a kit carries only those");
+        };
+        let asked = wanted.as_ref().is_none_or(|w| w.iter().any(|w| w == name));
+        let built = match requires {
+            _ if !asked => Err(format!(
+                "left out when the kit was built (`cargo xtask gpu-kit --backends {}`)",
+                wanted.as_deref().unwrap_or_default().join(",")
+            )),
+            // Built for the GPU machine, whatever this one has (no driver needed to build).
+            Some(r) => crate::build::build_featured(package, *r).map_err(|e| format!("{e:#}")),
+            None => backends::runner(backend).map(|r| r.program),
+        };
+        if let Err(why) = &built {
+            eprintln!("kiln: the kit goes without {package}: {why}");
+        }
+        runners.push((package.clone(), built));
+    }
+    let xtask = std::env::current_exe().context("cannot find xtask's own binary")?;
+    let inputs = Inputs {
+        xtask,
+        runners,
+        vulkan_loader: vulkan_loader(),
+    };
+    let total = assemble(&inputs, &out, BUDGET_BYTES)?;
+    println!(
+        "GPU kit: {} ({:.1} MiB of {} MiB)\nOn the GPU machine: bash {}/run.sh [OUT_DIR]",
+        out.display(),
+        total as f64 / (1u64 << 20) as f64,
+        BUDGET_BYTES >> 20,
+        out.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "gpu-kit".into())
+    );
+    Ok(true)
+}
+
+/// `--out` must be new, empty or an earlier kit (which is replaced).
+fn check_out(out: &Path) -> Result<()> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(out)
+        .with_context(|| format!("--out {}: cannot read it", out.display()))?
+        .next()
+        .is_none();
+    if empty {
+        return Ok(());
+    }
+    if out.join("kit.json").is_file() {
+        return std::fs::remove_dir_all(out)
+            .with_context(|| format!("cannot replace the earlier kit in {}", out.display()));
+    }
+    bail!(
+        "--out {}: exists, is not empty and is not a GPU kit; choose a new or empty directory",
+        out.display()
+    )
+}
+
+/// The Vulkan loader this machine's programs load (Debian's libvulkan1), to carry to a machine
+/// that may not have one.
+fn vulkan_loader() -> Option<PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
+        "/usr/lib64/libvulkan.so.1",
+    ]
+    .iter()
+    .map(Path::new)
+    .find(|p| p.is_file())
+    .and_then(|p| p.canonicalize().ok())
+}
+
+/// Write the kit into `out` and return its size; an error when it is over `budget` bytes.
+pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
+    let root = workspace_root();
+    let bin = out.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
+    compress(&inputs.xtask, &bin.join("xtask.xz"))?;
+    let mut carried = Vec::new();
+    let mut missing = Vec::new();
+    for (package, built) in &inputs.runners {
+        match built {
+            Ok(exe) => {
+                eprintln!("kiln: stripping and compressing {}", exe.display());
+                compress(exe, &bin.join(format!("{package}.xz")))?;
+                carried.push(package.clone());
+            }
+            Err(why) => {
+                write(&bin.join(format!("{package}.missing")), &format!("{why}\n"))?;
+                missing.push((package.clone(), why.clone()));
+            }
+        }
+    }
+    let script = out.join("bench/pytorch/kiln_torch.py");
+    copy(&root.join("bench/pytorch/kiln_torch.py"), &script)?;
+    let run_sh = out.join("run.sh");
+    copy(&root.join(RUN_SCRIPT), &run_sh)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot make {} executable", run_sh.display()))?;
+    }
+    let vulkan_loader = match &inputs.vulkan_loader {
+        Some(lib) => {
+            copy(lib, &out.join("vulkan/libvulkan.so.1"))?;
+            Ok(lib.display().to_string())
+        }
+        None => Err(
+            "no libvulkan.so.1 on the machine that built the kit (apt-get install \
+                     libvulkan1 there to carry one)"
+                .to_string(),
+        ),
+    };
+    write(
+        &out.join("backends.json"),
+        &serde_json::to_string_pretty(&kit_metadata(&root)?)?,
+    )?;
+    let common = kit_common_args();
+    let planned = crate::bench::write_plan(&out.join("plan"), &common, CELLS, Some(CELL_BUDGET))?;
+    let (commit, dirty) = crate::revision();
+    write(
+        &out.join("kit.env"),
+        &format!(
+            "KILN_COMMIT={}\nKILN_DIRTY={}\n",
+            commit.clone().unwrap_or_else(|| "unknown".into()),
+            match dirty {
+                Some(true) => "1",
+                Some(false) => "0",
+                None => "",
+            }
+        ),
+    )?;
+    write(&out.join("README.txt"), &readme(&carried, &missing))?;
+    let files = contents(out)?;
+    let runner_files: Vec<(&str, bool)> = inputs
+        .runners
+        .iter()
+        .map(|(p, built)| (p.as_str(), built.is_ok()))
+        .collect();
+    let absent: Vec<String> = expected_files(&runner_files)
+        .into_iter()
+        .filter(|f| f != "kit.json" && !files.iter().any(|(have, _)| have == f))
+        .collect();
+    if !absent.is_empty() {
+        bail!(
+            "the kit in {} lacks {} (a bug in `cargo xtask gpu-kit`)",
+            out.display(),
+            absent.join(", ")
+        );
+    }
+    let mut total: u64 = files.iter().map(|(_, n)| n).sum();
+    let info = KitInfo {
+        kiln_commit: commit,
+        kiln_dirty: dirty,
+        created_at: crate::time::unix_now(),
+        runners: carried,
+        missing,
+        vulkan_loader,
+        cells: planned.len(),
+        files,
+        total_bytes: total,
+    };
+    let json = serde_json::to_string_pretty(&info)?;
+    total += json.len() as u64;
+    write(&out.join("kit.json"), &json)?;
+    check_budget(out, total, budget)?;
+    Ok(total)
+}
+
+/// An error naming the largest files when the kit at `out` (`total` bytes) is over `budget`.
+pub fn check_budget(out: &Path, total: u64, budget: u64) -> Result<()> {
+    if total <= budget {
+        return Ok(());
+    }
+    let mut files = contents(out)?;
+    files.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let largest: Vec<String> = files
+        .iter()
+        .take(3)
+        .map(|(f, n)| format!("{f} {:.1} MiB", *n as f64 / (1u64 << 20) as f64))
+        .collect();
+    bail!(
+        "the kit in {} is {:.1} MiB, over its budget of {:.1} MiB (largest: {}); a GPU machine \
+         without network is sent no more",
+        out.display(),
+        total as f64 / (1u64 << 20) as f64,
+        budget as f64 / (1u64 << 20) as f64,
+        largest.join(", ")
+    )
+}
+
+/// Every file under `dir` (relative path, bytes), sorted.
+pub fn contents(dir: &Path) -> Result<Vec<(String, u64)>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in
+            std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
+        {
+            let entry = entry?;
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                files.push((rel, entry.metadata()?.len()));
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
+/// sample; ResNet18 on its default data), one run per cell.
+fn kit_common_args() -> crate::flags::CommonArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        common: crate::flags::CommonArgs,
+    }
+    Wrap::parse_from(["gpu-kit", "--quick"]).common
+}
+
+/// The `cargo metadata` of the kit's runner crates, as `KILN_BACKENDS_FILE` reads it there.
+fn kit_metadata(root: &Path) -> Result<serde_json::Value> {
+    let metadata = backends::metadata(root)?;
+    let packages: Vec<serde_json::Value> = metadata
+        .get("packages")
+        .and_then(|p| p.as_array())
+        .context("cargo metadata printed no package list")?
+        .iter()
+        .filter(|p| {
+            p.pointer("/metadata/kiln/backend")
+                .and_then(|b| b.as_str())
+                .is_some_and(|b| RUNNERS.contains(&b))
+        })
+        .map(|p| {
+            serde_json::json!({
+                "name": p.get("name"),
+                "manifest_path": p.get("manifest_path"),
+                "targets": p.get("targets").and_then(|t| t.as_array()).map(|t| {
+                    t.iter()
+                        .map(|t| serde_json::json!({"name": t.get("name"), "kind": t.get("kind")}))
+                        .collect::<Vec<_>>()
+                }),
+                "metadata": p.get("metadata"),
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({ "packages": packages }))
+}
+
+fn readme(carried: &[String], missing: &[(String, String)]) -> String {
+    let mut text = String::from(
+        "Kiln GPU kit: Kiln's GPU rows on a Linux x86-64 machine with an NVIDIA driver, without \
+         a Rust toolchain or network.\n\n    bash run.sh [OUT_DIR]\n\nrun.sh probes every runner, \
+         trains the planned cells (plan/run.json) and writes results.jsonl, report.md, \
+         report.html, charts and logs under OUT_DIR. The PyTorch rows use the first Python that \
+         imports torch (KILN_PYTORCH_PYTHON names one).\n\n",
+    );
+    text.push_str(&format!("Runners carried: {}\n", carried.join(", ")));
+    for (package, why) in missing {
+        text.push_str(&format!("Not carried: {package}: {why}\n"));
+    }
+    text
+}
+
+/// Strip `exe` into a temporary file and xz-compress it into `dest`.
+fn compress(exe: &Path, dest: &Path) -> Result<()> {
+    let stripped = dest.with_extension("stripped");
+    let status = Command::new("strip")
+        .arg("--strip-all")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(exe)
+        .status()
+        .context("cannot run `strip` (install binutils)")?;
+    if !status.success() {
+        bail!("`strip {}` failed ({status})", exe.display());
+    }
+    let file =
+        std::fs::File::create(dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let status = Command::new("xz")
+        .args(["-6", "-T0", "-c"])
+        .arg(&stripped)
+        .stdout(file)
+        .status()
+        .context("cannot run `xz` (install xz-utils)")?;
+    std::fs::remove_file(&stripped).ok();
+    if !status.success() {
+        bail!("`xz` failed on {} ({status})", exe.display());
+    }
+    Ok(())
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small real program to stand in for a runner (strip needs an executable file).
+    fn small_program() -> PathBuf {
+        ["/usr/bin/true", "/bin/true"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .expect("a `true` program")
+    }
+
+    #[test]
+    fn a_kit_holds_its_runners_plan_script_and_fits_its_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("kit");
+        let inputs = Inputs {
+            xtask: small_program(),
+            runners: vec![
+                (
+                    "kiln-cuda".into(),
+                    Err("LLVM could not be downloaded".into()),
+                ),
+                ("kiln-wgpu".into(), Ok(small_program())),
+            ],
+            vulkan_loader: None,
+        };
+        let total = assemble(&inputs, &out, BUDGET_BYTES).unwrap();
+        let files = contents(&out).unwrap();
+        let mut names: Vec<String> = files
+            .iter()
+            .map(|(f, _)| f.clone())
+            .filter(|f| !f.starts_with("plan/cells/"))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            expected_files(&[("kiln-cuda", false), ("kiln-wgpu", true)])
+        );
+        assert_eq!(total, files.iter().map(|(_, n)| n).sum::<u64>());
+        // One request per planned cell, and the plan names each of them.
+        let requests = files
+            .iter()
+            .filter(|(f, _)| f.starts_with("plan/cells/"))
+            .count();
+        assert_eq!(requests, CELLS.len());
+        let plan = std::fs::read_to_string(out.join("plan/run.json")).unwrap();
+        assert!(plan.contains("\"cuda:0\"") && plan.contains("vulkan:discrete:0"));
+        // The reason a runner is missing travels with the kit, for the run there to show.
+        let why = std::fs::read_to_string(out.join("bin/kiln-cuda.missing")).unwrap();
+        assert!(why.contains("LLVM"), "{why}");
+        // The compressed runner unpacks to the stripped program.
+        let unpacked = Command::new("xz")
+            .args(["-dc"])
+            .arg(out.join("bin/kiln-wgpu.xz"))
+            .output()
+            .unwrap();
+        assert!(unpacked.status.success() && unpacked.stdout.starts_with(b"\x7fELF"));
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("kit.json")).unwrap()).unwrap();
+        assert_eq!(info["cells"], CELLS.len());
+        assert_eq!(info["runners"], serde_json::json!(["kiln-wgpu"]));
+        // The backends' metadata lists exactly the kit's runner crates, as discovery reads it.
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("backends.json")).unwrap())
+                .unwrap();
+        let mut found: Vec<String> = backends::from_metadata(&meta)
+            .unwrap()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        found.sort();
+        assert_eq!(found, ["cuda", "pytorch", "wgpu"]);
+        // An earlier kit is replaced, anything else refused.
+        check_out(&out).unwrap();
+        assert!(!out.exists());
+        std::fs::create_dir_all(tmp.path().join("other")).unwrap();
+        std::fs::write(tmp.path().join("other/file"), "x").unwrap();
+        let err = check_out(&tmp.path().join("other"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a GPU kit"), "{err}");
+    }
+
+    #[test]
+    fn a_kit_over_its_budget_is_an_error_naming_its_largest_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("kit");
+        let inputs = Inputs {
+            xtask: small_program(),
+            runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
+            vulkan_loader: None,
+        };
+        let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
+        assert!(err.contains("over its budget"), "{err}");
+        assert!(err.contains("MiB"), "{err}");
+    }
+
+    #[test]
+    fn run_sh_is_valid_bash_and_reads_the_files_a_kit_has() {
+        let script = workspace_root().join(RUN_SCRIPT);
+        let status = Command::new("bash")
+            .arg("-n")
+            .arg(&script)
+            .status()
+            .unwrap();
+        assert!(status.success(), "bash -n {}", script.display());
+        let text = std::fs::read_to_string(&script).unwrap();
+        for needed in [
+            "bin/",
+            "kit.env",
+            "backends.json",
+            "plan",
+            "vulkan/libvulkan.so.1",
+            "KILN_RUNNER_DIR",
+            "KILN_ROOT",
+            "KILN_PYTORCH_PYTHON",
+            "nvidia-smi -q",
+            "bench-all --resume",
+            "VK_DRIVER_FILES",
+        ] {
+            assert!(text.contains(needed), "run.sh does not use {needed}");
+        }
+    }
+}
