@@ -117,7 +117,7 @@ fn calibrate(
             out,
             &position,
             display,
-            Duration::from_secs(300),
+            child::Limits::all(Duration::from_secs(300)),
             &run,
         )?
         else {

@@ -271,7 +271,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
         &out,
         &position,
         &mut display,
-        Duration::from_millis(300),
+        super::child::Limits::all(Duration::from_millis(300)),
         &super::child::CellRun::default(),
     )
     .unwrap()
