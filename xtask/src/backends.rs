@@ -13,58 +13,79 @@ use serde::Deserialize;
 use crate::{torch, workspace_root};
 
 /// What a backend crate needs before it can be built, beyond Rust and a C compiler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requirement {
     /// libtorch 2.9.0 (`cargo xtask setup-libtorch`): built with the crate's `libtorch`
     /// feature, in a target directory of its own.
     Libtorch,
-    /// An NVIDIA driver (`libcuda.so.1`; `KILN_BUILD_CUDA=1` builds without one): built with
-    /// the crate's `cuda` feature, in a target directory of its own, so no other runner's Burn
-    /// carries CUDA.
-    CudaDriver,
+    /// A GPU driver library its runtime loads when a device opens (`libcuda.so.1`,
+    /// `libamdhip64.so`): built with the crate feature that links the backend, in a target
+    /// directory of its own, so no other runner's Burn carries it.
+    Driver(Driver),
+}
+
+/// `[package.metadata.kiln.driver]` of a crate with `requires = "driver"`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Driver {
+    /// The library that tells the driver is installed (`libcuda.so.1`).
+    pub library: String,
+    /// The crate feature that links the Burn backend (`cuda`); also names its target dir and
+    /// the variable that builds it without the driver (`KILN_BUILD_CUDA=1`).
+    pub feature: String,
+    /// What a user installs to get the library (`the NVIDIA driver`).
+    pub install: String,
+}
+
+impl Driver {
+    /// The variable that builds the runner where the driver is missing (`KILN_BUILD_CUDA`).
+    pub fn build_anyway_var(&self) -> String {
+        format!(
+            "KILN_BUILD_{}",
+            self.feature.to_uppercase().replace('-', "_")
+        )
+    }
+
+    /// `Ok` when the runner can be built here: the driver library loads, or
+    /// `KILN_BUILD_<FEATURE>=1` asks for the build anyway (a kit for another machine; the runner
+    /// then reports the driver missing when it runs).
+    pub fn met(&self) -> Result<(), String> {
+        let var = self.build_anyway_var();
+        if std::env::var(&var).as_deref() == Ok("1")
+            || kiln_results::fingerprint::library_loads(&self.library)
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "no {} driver ({} not found: install {}; {var}=1 builds the runner anyway)",
+            self.feature.to_uppercase(),
+            self.library,
+            self.install
+        ))
+    }
 }
 
 impl Requirement {
     /// The crate feature that turns the requirement's backend on.
-    pub fn feature(self) -> &'static str {
+    pub fn feature(&self) -> &str {
         match self {
             Requirement::Libtorch => "libtorch",
-            Requirement::CudaDriver => "cuda",
+            Requirement::Driver(d) => &d.feature,
         }
     }
 
     /// `Ok` when it is met here, else what is missing and how to get it.
-    pub fn met(self) -> Result<(), String> {
+    pub fn met(&self) -> Result<(), String> {
         match self {
             Requirement::Libtorch => torch::find().map(|_| ()),
-            Requirement::CudaDriver => cuda_driver(),
+            Requirement::Driver(d) => d.met(),
         }
     }
 
     /// The target directory its runner is built in (beside the workspace's).
-    pub fn target_dir(self) -> PathBuf {
+    pub fn target_dir(&self) -> PathBuf {
         target_dir().join(self.feature())
     }
-}
-
-/// The CUDA driver library a CUDA runner loads.
-pub const CUDA_DRIVER: &str = "libcuda.so.1";
-
-/// `Ok` when a CUDA runner can be built here: the NVIDIA driver library loads, or
-/// `KILN_BUILD_CUDA=1` asks for the build anyway (a kit for another machine; the runner then
-/// reports the driver missing when it runs).
-pub fn cuda_driver() -> Result<(), String> {
-    if std::env::var("KILN_BUILD_CUDA").as_deref() == Ok("1") {
-        return Ok(());
-    }
-    if kiln_results::fingerprint::library_loads(CUDA_DRIVER) {
-        return Ok(());
-    }
-    Err(format!(
-        "no CUDA driver ({CUDA_DRIVER} not found: install the NVIDIA driver; \
-         KILN_BUILD_CUDA=1 builds the runner anyway)"
-    ))
 }
 
 /// How a backend's runner comes to exist.
@@ -119,8 +140,19 @@ struct Declared {
     /// Position in tables (smaller first).
     #[serde(default)]
     order: i64,
+    /// `libtorch`, or `driver` with a `driver` table.
     #[serde(default)]
-    requires: Option<Requirement>,
+    requires: Option<Requires>,
+    #[serde(default)]
+    driver: Option<Driver>,
+}
+
+/// The names `requires` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Requires {
+    Libtorch,
+    Driver,
 }
 
 /// The PyTorch reference runner: not a Burn backend, so no crate declares it.
@@ -161,7 +193,8 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
             format!(
                 "{manifest}: [package.metadata.kiln] must have backend = \"NAME\", summary = \"...\", \
                  and may have default = true|false, order = N, requires = \"libtorch\" or \
-                 \"cuda-driver\""
+                 \"driver\" (with a [package.metadata.kiln.driver] table: library, feature, \
+                 install)"
             )
         })?;
         let has_runner = package
@@ -182,6 +215,18 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
                 declared.backend
             );
         }
+        let requires = match (declared.requires, declared.driver) {
+            (None, None) => None,
+            (Some(Requires::Libtorch), None) => Some(Requirement::Libtorch),
+            (Some(Requires::Driver), Some(d)) => Some(Requirement::Driver(d)),
+            (Some(Requires::Driver), None) => bail!(
+                "{manifest}: requires = \"driver\" needs a [package.metadata.kiln.driver] table \
+                 (library = \"libX.so\", feature = \"...\", install = \"...\")"
+            ),
+            (_, Some(_)) => bail!(
+                "{manifest}: a [package.metadata.kiln.driver] table goes with requires = \"driver\""
+            ),
+        };
         if found.iter().any(|b: &Backend| b.name == declared.backend) {
             bail!(
                 "{manifest}: backend name {:?} is declared by two packages",
@@ -192,7 +237,7 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
             name: declared.backend,
             source: Source::Cargo {
                 package: name,
-                requires: declared.requires,
+                requires,
             },
             summary: declared.summary,
             default: declared.default,
@@ -547,38 +592,101 @@ mod tests {
         assert!(!newname.default && !newname.needs_torch());
         let tch = found.iter().find(|b| b.name == "tch").unwrap();
         assert!(tch.needs_torch());
-        let cuda = found.iter().find(|b| b.name == "cuda").unwrap();
-        assert_eq!(
-            cuda.source,
-            Source::Cargo {
-                package: "kiln-cuda".into(),
-                requires: Some(Requirement::CudaDriver)
-            }
-        );
+        for (name, package, library) in [
+            ("cuda", "kiln-cuda", "libcuda.so.1"),
+            ("rocm", "kiln-rocm", "libamdhip64.so"),
+        ] {
+            let b = found.iter().find(|b| b.name == name).unwrap();
+            let Source::Cargo {
+                package: p,
+                requires: Some(Requirement::Driver(d)),
+            } = &b.source
+            else {
+                panic!("{name}: {:?}", b.source)
+            };
+            assert_eq!(
+                (p.as_str(), d.library.as_str(), d.feature.as_str()),
+                (package, library, name)
+            );
+        }
         assert_eq!(names.last(), Some(&"pytorch"), "the reference comes last");
     }
 
     #[test]
-    fn the_cuda_runner_is_built_where_a_driver_loads_and_elsewhere_says_why() {
-        let cuda = find("cuda").expect("kiln-cuda declares the cuda backend");
-        assert_eq!(
-            Requirement::CudaDriver.target_dir(),
-            target_dir().join("cuda")
-        );
-        match (cuda_driver(), unbuildable(cuda), runner(cuda)) {
-            // A machine with the NVIDIA driver (or KILN_BUILD_CUDA=1): built in target/cuda.
-            (Ok(()), None, Ok(r)) if prebuilt_dir().is_none() => {
-                assert!(r.program.starts_with(target_dir().join("cuda")), "{r:?}");
+    fn a_driver_gated_runner_is_built_where_its_driver_loads_and_elsewhere_says_why() {
+        for (name, library, var) in [
+            ("cuda", "libcuda.so.1", "KILN_BUILD_CUDA=1"),
+            ("rocm", "libamdhip64.so", "KILN_BUILD_ROCM=1"),
+        ] {
+            let b = find(name).expect("the crate declares its backend");
+            let Source::Cargo {
+                requires: Some(r), ..
+            } = &b.source
+            else {
+                panic!("{name} declares no requirement")
+            };
+            assert_eq!(r.target_dir(), target_dir().join(name));
+            match (r.met(), unbuildable(b), runner(b)) {
+                // A machine with the driver (or KILN_BUILD_X=1): built in target/<feature>.
+                (Ok(()), None, Ok(run)) if prebuilt_dir().is_none() => {
+                    assert!(run.program.starts_with(target_dir().join(name)), "{run:?}");
+                }
+                (Ok(()), None, Ok(_)) => {}
+                // Without one (this project's CI): doctor and bench-all name the missing driver.
+                (Err(why), Some(skip), Err(no_runner)) => {
+                    assert!(why.contains(library) && why.contains(var), "{why}");
+                    assert_eq!(skip, why);
+                    assert_eq!(no_runner, why);
+                }
+                other => panic!("{name}: inconsistent: {other:?}"),
             }
-            (Ok(()), None, Ok(_)) => {}
-            // Without one (this project's CI): doctor and bench-all name the missing driver.
-            (Err(why), Some(skip), Err(no_runner)) => {
-                assert!(why.contains(CUDA_DRIVER) && why.contains("KILN_BUILD_CUDA=1"));
-                assert_eq!(skip, why);
-                assert_eq!(no_runner, why);
-            }
-            other => panic!("inconsistent: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_driver_requirement_needs_its_table_and_the_table_its_requirement() {
+        let package = |kiln: serde_json::Value| {
+            serde_json::json!({"packages": [{
+                "name": "kiln-x",
+                "manifest_path": "/w/crates/kiln-x/Cargo.toml",
+                "metadata": {"kiln": kiln},
+                "targets": [{"name": "kiln-x", "kind": ["bin"]}],
+            }]})
+        };
+        let driver = serde_json::json!({"library": "libx.so", "feature": "x-gpu", "install": "X"});
+        let ok = from_metadata(&package(serde_json::json!({
+            "backend": "x", "summary": "X", "requires": "driver", "driver": driver.clone()
+        })))
+        .unwrap();
+        let Source::Cargo {
+            requires: Some(Requirement::Driver(d)),
+            ..
+        } = &ok[0].source
+        else {
+            panic!("{:?}", ok[0].source)
+        };
+        assert_eq!(d.build_anyway_var(), "KILN_BUILD_X_GPU");
+        let why = d.met().unwrap_err();
+        assert_eq!(
+            why,
+            "no X-GPU driver (libx.so not found: install X; KILN_BUILD_X_GPU=1 builds the \
+             runner anyway)"
+        );
+        let err = from_metadata(&package(serde_json::json!({
+            "backend": "x", "summary": "X", "requires": "driver"
+        })))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("kiln-x/Cargo.toml") && err.contains("driver] table"),
+            "{err}"
+        );
+        let err = from_metadata(&package(serde_json::json!({
+            "backend": "x", "summary": "X", "driver": driver
+        })))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("requires = \"driver\""), "{err}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn build_all() -> Result<()> {
     for b in all() {
         if let Source::Cargo {
             package,
-            requires: Some(r @ Requirement::CudaDriver),
+            requires: Some(r @ Requirement::Driver(_)),
         } = &b.source
         {
             if let Err(why) = r.met() {
@@ -79,7 +79,7 @@ pub fn build_all() -> Result<()> {
                 continue;
             }
             // A GPU runner that cannot be built is skipped, not the run: the CPU rows go on.
-            if let Err(e) = build_featured(package, *r) {
+            if let Err(e) = build_featured(package, r) {
                 eprintln!(
                     "kiln: {package} was not built, so {} is skipped: {e:#}",
                     b.name
@@ -118,7 +118,7 @@ pub fn build_plain() -> Result<()> {
 /// Build the runner `package` with the crate feature of its requirement `r`, in the target
 /// directory of its own (whether or not `r` is met here: the GPU kit builds for another
 /// machine); returns the binary, or why it was not built.
-pub fn build_featured(package: &str, r: Requirement) -> Result<PathBuf> {
+pub fn build_featured(package: &str, r: &Requirement) -> Result<PathBuf> {
     let dir = r.target_dir();
     eprintln!(
         "kiln: building {package} with its `{}` feature (its own target dir, {}; a first build \
@@ -140,8 +140,9 @@ pub fn build_featured(package: &str, r: Requirement) -> Result<PathBuf> {
     ]);
     cmd.arg(&dir);
     let built = run_build(cmd, package, None).context(
-        "its first build downloads LLVM 23 for CubeCL from github.com (a machine that cannot \
-         reach it cannot build it; docs/gpu.md says what to do)",
+        "CubeCL's GPU runtimes build on cubecl-llvm, whose first build downloads LLVM 23 from \
+         github.com; where that is unreachable, `cargo xtask setup-cubecl-llvm` lets it use a \
+         system LLVM (docs/gpu.md)",
     )?;
     check_built(&built, &[package], &dir)?;
     Ok(dir

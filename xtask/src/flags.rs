@@ -213,6 +213,18 @@ pub enum Cmd {
         #[arg(long, value_delimiter = ',')]
         backends: Option<Vec<String>>,
     },
+    /// Let CubeCL's GPU runtimes (the cuda and rocm rows) build without downloading LLVM: put a
+    /// system LLVM (Debian 12: llvm-22-dev, libpolly-22-dev, libzstd-dev; liblld-22-dev for
+    /// rocm) where their build looks for the LLVM 23 it would fetch from github.com
+    /// (docs/gpu.md).
+    SetupCubeclLlvm {
+        /// The system's llvm-config (default: the newest /usr/lib/llvm-N, else PATH's).
+        #[arg(long)]
+        llvm_config: Option<PathBuf>,
+        /// Remove the stand-in again (CubeCL's next build downloads its LLVM).
+        #[arg(long)]
+        undo: bool,
+    },
     /// Install torch==2.9.0 from PyPI into a virtual environment (libtorch for the tch backend,
     /// PyTorch for the reference runner).
     SetupLibtorch {

@@ -87,6 +87,8 @@ struct KitInfo {
     missing: Vec<(String, String)>,
     /// The Vulkan loader carried (`vulkan/libvulkan.so.1`), or why not.
     vulkan_loader: Result<String, String>,
+    /// The LLVM CubeCL was built with, where it was not the one it downloads.
+    cubecl_llvm: Option<String>,
     cells: usize,
     files: Vec<(String, u64)>,
     total_bytes: u64,
@@ -132,7 +134,7 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
                 wanted.as_deref().unwrap_or_default().join(",")
             )),
             // Built for the GPU machine, whatever this one has (no driver needed to build).
-            Some(r) => crate::build::build_featured(package, *r).map_err(|e| format!("{e:#}")),
+            Some(r) => crate::build::build_featured(package, r).map_err(|e| format!("{e:#}")),
             None => backends::runner(backend).map(|r| r.program),
         };
         if let Err(why) = &built {
@@ -140,7 +142,15 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
         }
         runners.push((package.clone(), built));
     }
-    let xtask = std::env::current_exe().context("cannot find xtask's own binary")?;
+    // The release xtask the runners' build just made (a fifth of the debug one `cargo xtask`
+    // runs), else this one.
+    let release = backends::target_dir()
+        .join("release")
+        .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+    let xtask = match crate::backends::prebuilt_dir().is_none() && release.is_file() {
+        true => release,
+        false => std::env::current_exe().context("cannot find xtask's own binary")?,
+    };
     let inputs = Inputs {
         xtask,
         runners,
@@ -255,7 +265,10 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
             }
         ),
     )?;
-    write(&out.join("README.txt"), &readme(&carried, &missing))?;
+    write(
+        &out.join("README.txt"),
+        &readme(&carried, &missing, crate::llvm::stand_in(&root)),
+    )?;
     let files = contents(out)?;
     let runner_files: Vec<(&str, bool)> = inputs
         .runners
@@ -281,6 +294,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         runners: carried,
         missing,
         vulkan_loader,
+        cubecl_llvm: crate::llvm::stand_in(&root),
         cells: planned.len(),
         files,
         total_bytes: total,
@@ -381,7 +395,7 @@ fn kit_metadata(root: &Path) -> Result<serde_json::Value> {
     Ok(serde_json::json!({ "packages": packages }))
 }
 
-fn readme(carried: &[String], missing: &[(String, String)]) -> String {
+fn readme(carried: &[String], missing: &[(String, String)], llvm: Option<String>) -> String {
     let mut text = String::from(
         "Kiln GPU kit: Kiln's GPU rows on a Linux x86-64 machine with an NVIDIA driver, without \
          a Rust toolchain or network.\n\n    bash run.sh [OUT_DIR]\n\nrun.sh probes every runner, \
@@ -392,6 +406,11 @@ fn readme(carried: &[String], missing: &[(String, String)]) -> String {
     text.push_str(&format!("Runners carried: {}\n", carried.join(", ")));
     for (package, why) in missing {
         text.push_str(&format!("Not carried: {package}: {why}\n"));
+    }
+    if let Some(llvm) = llvm {
+        text.push_str(&format!(
+            "CubeCL's kernel compiler was built with {llvm} (`cargo xtask setup-cubecl-llvm`).\n"
+        ));
     }
     text
 }
@@ -412,7 +431,8 @@ fn compress(exe: &Path, dest: &Path) -> Result<()> {
     let file =
         std::fs::File::create(dest).with_context(|| format!("cannot create {}", dest.display()))?;
     let status = Command::new("xz")
-        .args(["-6", "-T0", "-c"])
+        // -9: a 64 MiB dictionary, which a runner of 100-160 MB needs to fit the budget.
+        .args(["-9", "-T0", "-c"])
         .arg(&stripped)
         .stdout(file)
         .status()
@@ -561,6 +581,7 @@ mod tests {
             "nvidia-smi -q",
             "bench-all --resume",
             "VK_DRIVER_FILES",
+            "ldd",
         ] {
             assert!(text.contains(needed), "run.sh does not use {needed}");
         }

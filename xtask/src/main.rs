@@ -12,6 +12,7 @@ mod export;
 mod fetch;
 mod flags;
 mod kit;
+mod llvm;
 mod report;
 mod test;
 mod time;
@@ -115,6 +116,7 @@ fn main() -> ExitCode {
         Cmd::Explain(args) => explain::explain(args),
         Cmd::Verify(args) => verify::verify(args),
         Cmd::GpuKit { out, backends } => kit::gpu_kit(out, backends),
+        Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),

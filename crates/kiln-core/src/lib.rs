@@ -6,6 +6,7 @@ pub mod calibrate;
 pub mod check;
 pub mod cubecl;
 pub mod explain;
+pub mod gpu;
 pub use kiln_results::fingerprint;
 pub mod memory;
 pub mod models;

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    kiln_core::runner::main(&kiln_cuda::CudaBinding)
+    kiln_core::runner::main(&kiln_cuda::CUDA)
 }

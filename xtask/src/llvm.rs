@@ -1,0 +1,276 @@
+//! `cargo xtask setup-cubecl-llvm`: let CubeCL's GPU runtimes (CUDA, HIP) build on a machine that
+//! cannot download LLVM.
+//!
+//! CubeCL 0.11's CUDA (and HIP) runtime compiles kernels through LLVM. Its build gets LLVM from
+//! `tracel-llvm-bundler`, whose build script downloads a prebuilt LLVM 23 from github.com into
+//! `<data dir>/tracel/tracel-llvm-<version>/` unless that folder is already marked installed.
+//! This command puts a system LLVM there instead (Debian: `llvm-22-dev`, `libpolly-22-dev`,
+//! `libzstd-dev`): an `llvm-config` that answers for the system's LLVM, and the mark. That is
+//! an LLVM other than the one CubeCL is released with; the folder says so
+//! (`kiln-system-llvm.txt`) and a GPU kit built with it records it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The mark tracel-llvm-bundler looks for before downloading.
+const SENTINEL: &str = ".tracel-llvm-installed";
+
+/// What this command leaves in the folder, naming the LLVM that stands in.
+pub const MARKER: &str = "kiln-system-llvm.txt";
+
+/// The version of tracel-llvm-bundler in the workspace's lock file (`23.1.0-4`).
+fn bundler_version(root: &Path) -> Result<String> {
+    let lock = root.join("Cargo.lock");
+    let text = std::fs::read_to_string(&lock)
+        .with_context(|| format!("cannot read {}", lock.display()))?;
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "name = \"tracel-llvm-bundler\"" {
+            if let Some(v) = lines
+                .next()
+                .and_then(|l| l.trim().strip_prefix("version = \""))
+                .and_then(|v| v.strip_suffix('"'))
+            {
+                return Ok(v.to_string());
+            }
+        }
+    }
+    bail!(
+        "{}: no tracel-llvm-bundler in it, so nothing downloads LLVM",
+        lock.display()
+    )
+}
+
+/// The folder the bundler installs LLVM into (`dirs::data_local_dir()` on Linux:
+/// `$XDG_DATA_HOME`, else `~/.local/share`).
+pub fn bundle_dir(root: &Path) -> Result<PathBuf> {
+    let version = bundler_version(root)?;
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .context("no HOME: cannot tell where tracel-llvm-bundler installs LLVM")?;
+    Ok(data.join("tracel").join(format!("tracel-llvm-{version}")))
+}
+
+/// What stands in for the bundle, if this command put it there: the first line of the marker.
+pub fn stand_in(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(bundle_dir(root).ok()?.join(MARKER)).ok()?;
+    text.lines().next().map(str::to_string)
+}
+
+/// A system `llvm-config` with static libraries: the newest `/usr/lib/llvm-N`, else PATH's.
+fn find_llvm_config() -> Option<PathBuf> {
+    (14..=30)
+        .rev()
+        .map(|n| PathBuf::from(format!("/usr/lib/llvm-{n}/bin/llvm-config")))
+        .find(|p| p.is_file())
+        .or_else(|| {
+            let out = Command::new("llvm-config").arg("--bindir").output().ok()?;
+            out.status.success().then(|| {
+                PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("llvm-config")
+            })
+        })
+}
+
+fn ask(llvm_config: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(llvm_config)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {}", llvm_config.display()))?;
+    if !out.status.success() {
+        bail!(
+            "`{} {}` failed: {}",
+            llvm_config.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// System libraries as the bundler's parser reads them: a library given by path
+/// (`/usr/lib/x86_64-linux-gnu/libz3.so`) as `-lz3`.
+pub fn as_flags(system_libs: &str) -> Vec<String> {
+    system_libs
+        .split_whitespace()
+        .map(|t| match t.rsplit_once('/') {
+            Some((_, file)) => {
+                let name = file.strip_prefix("lib").unwrap_or(file);
+                let name = name.split(".so").next().unwrap_or(name);
+                let name = name.strip_suffix(".a").unwrap_or(name);
+                format!("-l{name}")
+            }
+            None => t.to_string(),
+        })
+        .collect()
+}
+
+/// Whether the linker finds `-lNAME` (a `libNAME.so` or `libNAME.a` in the usual folders).
+fn linkable(name: &str, extra: &Path) -> bool {
+    let dirs = [
+        extra,
+        Path::new("/usr/lib/x86_64-linux-gnu"),
+        Path::new("/usr/lib/aarch64-linux-gnu"),
+        Path::new("/usr/lib64"),
+        Path::new("/usr/lib"),
+        Path::new("/lib/x86_64-linux-gnu"),
+    ];
+    dirs.iter().any(|d| {
+        d.join(format!("lib{name}.so")).exists() || d.join(format!("lib{name}.a")).exists()
+    })
+}
+
+/// The Debian package that holds a missing library, for the message.
+fn package_hint(lib: &str, major: &str) -> String {
+    match lib {
+        "Polly" | "PollyISL" => format!("libpolly-{major}-dev"),
+        "zstd" => "libzstd-dev".into(),
+        "z3" => "libz3-dev".into(),
+        "xml2" => "libxml2-dev".into(),
+        "z" => "zlib1g-dev".into(),
+        other => format!("the development package of lib{other}"),
+    }
+}
+
+/// `cargo xtask setup-cubecl-llvm [--llvm-config PATH] [--undo]`.
+pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
+    let root = crate::workspace_root();
+    let dir = bundle_dir(&root)?;
+    let ours = dir.join(MARKER).is_file();
+    if undo {
+        if ours {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("cannot remove {}", dir.display()))?;
+            let relink: Vec<String> = crate::backends::all()
+                .iter()
+                .filter_map(|b| match &b.source {
+                    crate::backends::Source::Cargo {
+                        requires: Some(r @ crate::backends::Requirement::Driver(_)),
+                        ..
+                    } => Some(format!(
+                        "`cargo clean -p cubecl-llvm --release --target-dir {}`",
+                        r.target_dir().display()
+                    )),
+                    _ => None,
+                })
+                .collect();
+            eprintln!(
+                "kiln: removed the system LLVM stand-in from {}; CubeCL's next build downloads \
+                 its LLVM (so that it relinks, run {})",
+                dir.display(),
+                relink.join(" and ")
+            );
+        } else {
+            eprintln!(
+                "kiln: {} holds no stand-in of Kiln's; nothing to undo",
+                dir.display()
+            );
+        }
+        return Ok(true);
+    }
+    if dir.join(SENTINEL).is_file() && !ours {
+        eprintln!(
+            "kiln: {} already holds tracel's LLVM bundle; nothing to do",
+            dir.display()
+        );
+        return Ok(true);
+    }
+    let Some(real) = llvm_config.or_else(find_llvm_config) else {
+        bail!(
+            "no llvm-config found: install a system LLVM with its static libraries (Debian 12: \
+             `apt-get install llvm-22-dev libpolly-22-dev libzstd-dev`) or pass --llvm-config PATH"
+        );
+    };
+    let version = ask(&real, &["--version"])?;
+    let major = version.split('.').next().unwrap_or_default().to_string();
+    let libdir = PathBuf::from(ask(&real, &["--libdir"])?);
+    let libs = ask(&real, &["--link-static", "--libs"])?;
+    let system = ask(&real, &["--link-static", "--system-libs"])?;
+    let mut missing = Vec::new();
+    for flag in libs
+        .split_whitespace()
+        .chain(as_flags(&system).iter().map(String::as_str))
+    {
+        let Some(name) = flag.strip_prefix("-l") else {
+            continue;
+        };
+        if !linkable(name, &libdir) {
+            missing.push(format!("lib{name} ({})", package_hint(name, &major)));
+        }
+    }
+    missing.dedup();
+    if !missing.is_empty() {
+        bail!(
+            "LLVM {version} ({}) cannot be linked statically here: missing {}",
+            real.display(),
+            missing.join(", ")
+        );
+    }
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
+    let wrapper = bin.join("llvm-config");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n# Written by `cargo xtask setup-cubecl-llvm`: LLVM {version} from {} in \
+             place of tracel-llvm-bundler's download.\n# System libraries given by path become \
+             -l flags, as the bundler's parser expects.\nreal='{}'\ncase \" $* \" in\n  *\" \
+             --system-libs \"*) \"$real\" \"$@\" | sed -e 's#[^ ]*/lib\\([A-Za-z0-9_+-]*\\)\\.so[.0-9]*#-l\\1#g' ;;\n  \
+             *) exec \"$real\" \"$@\" ;;\nesac\n",
+            real.display(),
+            real.display()
+        ),
+    )
+    .with_context(|| format!("cannot write {}", wrapper.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
+    }
+    std::fs::write(
+        dir.join(MARKER),
+        format!(
+            "system LLVM {version} ({}) in place of tracel-llvm {}\nWritten by `cargo xtask \
+             setup-cubecl-llvm`; `cargo xtask setup-cubecl-llvm --undo` removes it.\n",
+            real.display(),
+            dir.file_name().unwrap_or_default().to_string_lossy()
+        ),
+    )?;
+    std::fs::write(dir.join(SENTINEL), "")?;
+    eprintln!(
+        "kiln: CubeCL's CUDA build now uses LLVM {version} ({}) in place of the LLVM it \
+         downloads ({}); `cargo xtask gpu-kit` and `bench-all` on an NVIDIA machine build \
+         kiln-cuda with it. It is not the LLVM CubeCL is released with: a kit built with it \
+         says so.",
+        real.display(),
+        dir.display()
+    );
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libraries_given_by_path_become_link_flags() {
+        assert_eq!(
+            as_flags("-lrt -ldl /usr/lib/x86_64-linux-gnu/libz3.so -lzstd /opt/lib/libfoo.so.4"),
+            ["-lrt", "-ldl", "-lz3", "-lzstd", "-lfoo"]
+        );
+    }
+
+    #[test]
+    fn the_bundle_folder_is_named_by_the_locked_bundler_version() {
+        let dir = bundle_dir(&crate::workspace_root()).unwrap();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("tracel-llvm-23."), "{name}");
+        assert_eq!(
+            dir.parent().unwrap().file_name().unwrap().to_string_lossy(),
+            "tracel"
+        );
+    }
+}
