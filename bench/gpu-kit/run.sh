@@ -39,6 +39,15 @@ for f in "$KIT"/bin/*.missing; do
   say "$(basename "$f" .missing) is not in this kit: $(head -c 300 "$f")"
 done
 say "runners unpacked in $(( $(date +%s) - started )) s"
+# They were built on Debian 12 (glibc 2.36, libstdc++, libz, libzstd): name what this machine
+# lacks before the cells fail on it.
+if command -v ldd >/dev/null 2>&1; then
+  for exe in "$BIN"/*; do
+    [ -f "$exe" ] && [ -x "$exe" ] || continue
+    lacking=$(ldd "$exe" 2>&1 | grep 'not found' | sed -e 's/^[[:space:]]*//' | sort -u | tr '\n' ';')
+    [ -z "$lacking" ] || say "$(basename "$exe") cannot load here: $lacking"
+  done
+fi
 
 # The GPUs, as the driver sees them (the records' fingerprints carry the same report).
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q >"$OUT/nvidia-smi.txt" 2>&1; then
@@ -103,6 +112,7 @@ echo
 echo
 
 cp -r "$KIT/plan/." "$OUT/"
+cp "$KIT/kit.json" "$OUT/kit.json"   # which kit (commit, runners, LLVM) made these records
 cd "$OUT" || exit 2
 limit=${KILN_KIT_TIMEOUT:-420}
 say "running $(ls "$OUT/cells" | wc -l) cells (at most $limit s; each trains at most 20 s)"
