@@ -93,10 +93,10 @@ if [ -n "$py" ]; then
   say "PyTorch: $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "available" if torch.cuda.is_available() else "not available")') ($py)"
   torch_version=$("$py" -c 'import torch; print(torch.__version__)')
 else
+  say "PyTorch: no Python here imports torch (tried ${KILN_PYTORCH_PYTHON:+$KILN_PYTORCH_PYTHON, }python3, python): the PyTorch cells will be skipped"
   # Named anyway, so the PyTorch cells are skipped saying that it cannot import torch.
   export KILN_PYTORCH_PYTHON="${KILN_PYTORCH_PYTHON:-python3}"
   torch_version="none"
-  say "PyTorch: no Python here imports torch (tried ${KILN_PYTORCH_PYTHON}, python3, python): the PyTorch cells will be skipped"
 fi
 say "tch: not in this kit (burn-tch links libtorch 2.9.0 exactly; this machine has torch $torch_version): the normal build after \`cargo xtask setup-libtorch\` adds its rows"
 

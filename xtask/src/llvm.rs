@@ -27,14 +27,13 @@ fn bundler_version(root: &Path) -> Result<String> {
         .with_context(|| format!("cannot read {}", lock.display()))?;
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        if line.trim() == "name = \"tracel-llvm-bundler\"" {
-            if let Some(v) = lines
+        if line.trim() == "name = \"tracel-llvm-bundler\""
+            && let Some(v) = lines
                 .next()
                 .and_then(|l| l.trim().strip_prefix("version = \""))
                 .and_then(|v| v.strip_suffix('"'))
-            {
-                return Ok(v.to_string());
-            }
+        {
+            return Ok(v.to_string());
         }
     }
     bail!(
