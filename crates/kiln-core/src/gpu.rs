@@ -24,8 +24,10 @@ pub struct DriverGpu {
     pub install: &'static str,
     /// How to get a runner with the backend in it, where this build has none.
     pub build_hint: &'static str,
-    /// Burn's devices of the backend, in order; `None` when built without its Burn feature.
-    pub enumerate: Option<fn() -> Vec<Device>>,
+    /// Burn's devices of the backend, in order, each with its name where the runtime reports
+    /// one (`Device::identity`, which exists only in builds with a CubeCL backend); `None` when
+    /// built without its Burn feature.
+    pub enumerate: Option<fn() -> Vec<(Device, Option<String>)>>,
     /// The backend's runtime report (API, fusion, autotune).
     pub runtime: fn() -> Runtime,
 }
@@ -83,7 +85,7 @@ impl DriverGpu {
     /// The devices the driver lists, or why there are none to use: the driver is missing, this
     /// build lacks the backend, or enumerating panicked (runtimes panic where a driver is broken
     /// rather than absent).
-    fn devices(&self) -> Result<Vec<Device>, String> {
+    fn devices(&self) -> Result<Vec<(Device, Option<String>)>, String> {
         if let Some(why) = self.driver_missing() {
             return Err(why);
         }
@@ -102,10 +104,8 @@ impl DriverGpu {
         })
     }
 
-    fn device_name(&self, device: &Device, index: usize) -> String {
-        device
-            .identity()
-            .map(|id| id.name)
+    fn device_name(&self, name: &Option<String>, index: usize) -> String {
+        name.clone()
             .unwrap_or_else(|| format!("{} {index}", self.device_noun))
     }
 }
@@ -130,9 +130,9 @@ impl Binding for DriverGpu {
         devices
             .iter()
             .enumerate()
-            .map(|(i, d)| DeviceReport {
+            .map(|(i, (d, name))| DeviceReport {
                 spec: format!("{}:{i}", self.name),
-                name: self.device_name(d, i),
+                name: self.device_name(name, i),
                 kind: DeviceKind::DiscreteGpu,
                 available: true,
                 reason: None,
@@ -147,7 +147,7 @@ impl Binding for DriverGpu {
     fn device(&self, spec: &str) -> Result<Selected, String> {
         let index = self.parse_spec(spec)?;
         let devices = self.devices()?;
-        let device = devices
+        let (device, name) = devices
             .get(index)
             .cloned()
             .ok_or_else(|| match devices.len() {
@@ -160,7 +160,7 @@ impl Binding for DriverGpu {
                 ),
             })?;
         Ok(Selected {
-            name: self.device_name(&device, index),
+            name: self.device_name(&name, index),
             device,
             spec: format!("{}:{index}", self.name),
             kind: DeviceKind::DiscreteGpu,
@@ -178,15 +178,18 @@ impl Binding for DriverGpu {
 mod tests {
     use super::*;
 
-    fn flex_devices() -> Vec<Device> {
-        vec![Device::flex()]
+    fn flex_devices() -> Vec<(Device, Option<String>)> {
+        vec![(Device::flex(), None)]
     }
 
     fn runtime() -> Runtime {
         crate::cubecl::runtime("test", "", false, true)
     }
 
-    fn gpu(driver: &'static str, enumerate: Option<fn() -> Vec<Device>>) -> DriverGpu {
+    fn gpu(
+        driver: &'static str,
+        enumerate: Option<fn() -> Vec<(Device, Option<String>)>>,
+    ) -> DriverGpu {
         DriverGpu {
             name: "fake",
             device_noun: "fake GPU",
@@ -214,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_missing_driver_is_named_before_the_runtime_is_touched() {
-        fn panics() -> Vec<Device> {
+        fn panics() -> Vec<(Device, Option<String>)> {
             panic!("the runtime must not be asked")
         }
         let g = gpu("libkiln-no-such-driver.so.1", Some(panics));
@@ -240,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_panicking_runtime_is_a_reason_not_a_crash() {
-        fn broken() -> Vec<Device> {
+        fn broken() -> Vec<(Device, Option<String>)> {
             panic!("driver version mismatch")
         }
         let why = gpu(PRESENT, Some(broken)).probe()[0]
@@ -259,6 +262,10 @@ mod tests {
         assert!(probe[0].available && probe[0].default, "{probe:?}");
         assert_eq!(probe[0].spec, "fake:0");
         assert!(probe[0].precisions.contains(&"f32".to_string()));
+        assert_eq!(
+            probe[0].name, "fake GPU 0",
+            "unnamed devices get the noun and index"
+        );
         let selected = g.device("default").unwrap();
         assert_eq!(selected.spec, "fake:0");
         let err = g.device("fake:2").err().unwrap();

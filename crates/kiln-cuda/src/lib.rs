@@ -22,13 +22,17 @@ pub const CUDA: DriverGpu = DriverGpu {
 };
 
 #[cfg(feature = "cuda")]
-const ENUMERATE: Option<fn() -> Vec<burn::tensor::Device>> = Some(|| {
+const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = Some(|| {
     burn::tensor::Device::enumerate(burn::tensor::DeviceType::Cuda)
         .into_iter()
+        .map(|d| {
+            let name = d.identity().map(|id| id.name);
+            (d, name)
+        })
         .collect()
 });
 #[cfg(not(feature = "cuda"))]
-const ENUMERATE: Option<fn() -> Vec<burn::tensor::Device>> = None;
+const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = None;
 
 fn runtime() -> kiln_results::Runtime {
     // Burn's default features compile CubeCL backends with kernel fusion.

@@ -21,13 +21,17 @@ pub const ROCM: DriverGpu = DriverGpu {
 };
 
 #[cfg(feature = "rocm")]
-const ENUMERATE: Option<fn() -> Vec<burn::tensor::Device>> = Some(|| {
+const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = Some(|| {
     burn::tensor::Device::enumerate(burn::tensor::DeviceType::Rocm)
         .into_iter()
+        .map(|d| {
+            let name = d.identity().map(|id| id.name);
+            (d, name)
+        })
         .collect()
 });
 #[cfg(not(feature = "rocm"))]
-const ENUMERATE: Option<fn() -> Vec<burn::tensor::Device>> = None;
+const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = None;
 
 fn runtime() -> kiln_results::Runtime {
     // Burn's default features compile CubeCL backends with kernel fusion.
