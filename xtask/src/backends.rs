@@ -51,17 +51,18 @@ impl Driver {
     /// then reports the driver missing when it runs).
     pub fn met(&self) -> Result<(), String> {
         let var = self.build_anyway_var();
-        if std::env::var(&var).as_deref() == Ok("1")
-            || kiln_results::fingerprint::library_loads(&self.library)
-        {
+        if std::env::var(&var).as_deref() == Ok("1") {
             return Ok(());
         }
-        Err(format!(
-            "no {} driver ({} not found: install {}; {var}=1 builds the runner anyway)",
-            self.feature.to_uppercase(),
-            self.library,
-            self.install
-        ))
+        match kiln_results::fingerprint::driver_missing(
+            &self.feature,
+            &self.library,
+            &self.install,
+            &format!("; {var}=1 builds the runner anyway"),
+        ) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 }
 

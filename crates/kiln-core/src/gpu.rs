@@ -41,14 +41,7 @@ impl DriverGpu {
                 self.name
             ));
         }
-        (!kiln_results::fingerprint::library_loads(self.driver)).then(|| {
-            format!(
-                "no {} driver ({} not found: install {})",
-                self.name.to_uppercase(),
-                self.driver,
-                self.install
-            )
-        })
+        kiln_results::fingerprint::driver_missing(self.name, self.driver, self.install, "")
     }
 
     /// The device index a spec names: `default` is device 0.

@@ -67,6 +67,18 @@ pub fn library_loads(name: &str) -> bool {
     }
 }
 
+/// Why a GPU backend cannot run here when its driver library `library` does not load: "no
+/// CUDA driver (libcuda.so.1 not found: install the NVIDIA driver{then})", `name` upper-cased.
+/// One wording for a runner's probe and for xtask's build decision.
+pub fn driver_missing(name: &str, library: &str, install: &str, then: &str) -> Option<String> {
+    (!library_loads(library)).then(|| {
+        format!(
+            "no {} driver ({library} not found: install {install}{then})",
+            name.to_uppercase()
+        )
+    })
+}
+
 /// What `nvidia-smi -q` says of this machine's NVIDIA GPUs (asked once per process); `None`
 /// where the tool is missing or fails (no NVIDIA driver).
 pub fn nvidia_smi() -> Option<NvidiaSmi> {
