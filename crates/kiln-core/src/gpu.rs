@@ -12,6 +12,9 @@ use kiln_results::{DeviceKind, DeviceReport, Runtime};
 
 use crate::runner::{Binding, Selected, supported_precisions};
 
+/// Lists Burn's devices of a backend, each with its name where the runtime reports one.
+pub type Enumerate = fn() -> Vec<(Device, Option<String>)>;
+
 /// A driver-loaded GPU backend, as its crate declares it.
 pub struct DriverGpu {
     /// Kiln's name of the backend and the prefix of its device specs (`cuda` → `cuda:0`).
@@ -27,7 +30,7 @@ pub struct DriverGpu {
     /// Burn's devices of the backend, in order, each with its name where the runtime reports
     /// one (`Device::identity`, which exists only in builds with a CubeCL backend); `None` when
     /// built without its Burn feature.
-    pub enumerate: Option<fn() -> Vec<(Device, Option<String>)>>,
+    pub enumerate: Option<Enumerate>,
     /// The backend's runtime report (API, fusion, autotune).
     pub runtime: fn() -> Runtime,
 }
@@ -179,10 +182,7 @@ mod tests {
         crate::cubecl::runtime("test", "", false, true)
     }
 
-    fn gpu(
-        driver: &'static str,
-        enumerate: Option<fn() -> Vec<(Device, Option<String>)>>,
-    ) -> DriverGpu {
+    fn gpu(driver: &'static str, enumerate: Option<Enumerate>) -> DriverGpu {
         DriverGpu {
             name: "fake",
             device_noun: "fake GPU",

@@ -22,7 +22,7 @@ pub const CUDA: DriverGpu = DriverGpu {
 };
 
 #[cfg(feature = "cuda")]
-const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = Some(|| {
+const ENUMERATE: Option<kiln_core::gpu::Enumerate> = Some(|| {
     burn::tensor::Device::enumerate(burn::tensor::DeviceType::Cuda)
         .into_iter()
         .map(|d| {
@@ -32,7 +32,7 @@ const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = S
         .collect()
 });
 #[cfg(not(feature = "cuda"))]
-const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = None;
+const ENUMERATE: Option<kiln_core::gpu::Enumerate> = None;
 
 fn runtime() -> kiln_results::Runtime {
     // Burn's default features compile CubeCL backends with kernel fusion.

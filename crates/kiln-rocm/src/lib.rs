@@ -21,7 +21,7 @@ pub const ROCM: DriverGpu = DriverGpu {
 };
 
 #[cfg(feature = "rocm")]
-const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = Some(|| {
+const ENUMERATE: Option<kiln_core::gpu::Enumerate> = Some(|| {
     burn::tensor::Device::enumerate(burn::tensor::DeviceType::Rocm)
         .into_iter()
         .map(|d| {
@@ -31,7 +31,7 @@ const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = S
         .collect()
 });
 #[cfg(not(feature = "rocm"))]
-const ENUMERATE: Option<fn() -> Vec<(burn::tensor::Device, Option<String>)>> = None;
+const ENUMERATE: Option<kiln_core::gpu::Enumerate> = None;
 
 fn runtime() -> kiln_results::Runtime {
     // Burn's default features compile CubeCL backends with kernel fusion.
