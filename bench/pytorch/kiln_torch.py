@@ -829,6 +829,10 @@ def read_cell(path):
         raise SystemExit("error: %s: this runner has no model %r" % (path, cell.get("model")))
     if not cell.get("data_file"):
         raise SystemExit("error: %s: no data_file; cargo xtask exports the cell's data for this runner" % path)
+    if cell.get("training_loop", "kiln") != "kiln" or cell.get("devices"):
+        raise SystemExit("error: %s: the PyTorch reference trains its own loop on one device; "
+                         "training_loop %r and devices %r are for Burn's runners"
+                         % (path, cell.get("training_loop"), cell.get("devices")))
     return argparse.Namespace(
         model=cell["model"], device=cell["device"], precision=cell["precision"],
         epochs=cell["epochs"], batch=cell["batch_size"], budget=cell["budget_seconds"],

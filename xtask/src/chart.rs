@@ -718,6 +718,7 @@ mod tests {
 
     fn timed(backend: &str, median: f64) -> Record {
         let cell = CellId {
+            training_loop: None,
             model: "mnist-cnn".into(),
             backend: backend.into(),
             device: "cpu".into(),

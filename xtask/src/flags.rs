@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use kiln_results::{AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision};
+use kiln_results::{
+    AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
+};
 
 #[derive(Parser)]
 #[command(
@@ -83,6 +85,12 @@ pub struct CommonArgs {
     /// Fashion-MNIST 0.88, CIFAR-10 0.70; docs/methodology.md).
     #[arg(long, value_name = "A|none")]
     pub target_accuracy: Option<TargetAccuracy>,
+    /// Training loop: kiln (Kiln's own, the default) or learner (burn-train's Learner, its
+    /// dataloader, loss and accuracy metrics and events). `learner` also runs each cell
+    /// through Kiln's loop, so the report shows the Learner's overhead; `kiln,learner` is the
+    /// same.
+    #[arg(long = "loop", value_name = "LOOP", value_delimiter = ',')]
+    pub training_loop: Option<Vec<TrainingLoop>>,
 }
 
 /// `--target-accuracy`: a share of the test set, or `none`.
@@ -141,7 +149,7 @@ pub enum Cmd {
         common: CommonArgs,
         /// The whole cell as a request file (from `bench-all --plan-only` or a run's cells/);
         /// no other cell flag may be given with it, only --out.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare", "devices", "data_parallel"])]
         cell: Option<PathBuf>,
         /// Backend name.
         #[arg(long, required_unless_present = "cell")]
@@ -161,6 +169,14 @@ pub enum Cmd {
         /// Measure the Kiln loop's overhead against a bare loop of the same steps.
         #[arg(long)]
         bare: bool,
+        /// Train the cell data-parallel on these devices (specs from `cargo xtask doctor`,
+        /// comma-separated; the first holds the optimizer) through burn-train, and on the first
+        /// alone for the scaling efficiency; implies --loop learner.
+        #[arg(long, value_delimiter = ',', value_name = "SPECS", conflicts_with_all = ["device", "data_parallel"])]
+        devices: Option<Vec<String>>,
+        /// --devices with the backend's first N available devices.
+        #[arg(long, value_name = "N")]
+        data_parallel: Option<usize>,
     },
     /// Time every operation of one training step alone on each backend (forward, input and
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;

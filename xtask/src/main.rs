@@ -99,6 +99,8 @@ fn main() -> ExitCode {
             model: Some(model),
             precision,
             bare,
+            devices,
+            data_parallel,
         } => bench::bench_one(
             &common,
             bench::OneCell {
@@ -108,6 +110,8 @@ fn main() -> ExitCode {
                 model,
                 precision,
                 bare,
+                devices,
+                data_parallel,
             },
         ),
         Cmd::Bench { .. } => Err(anyhow::anyhow!(

@@ -307,6 +307,9 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                             if r.fallback_from.is_some() {
                                 d.push_str(" (fallback)");
                             }
+                            if let Some(l) = r.training_loop {
+                                d.push_str(&format!(" ({l})"));
+                            }
                             d
                         }
                         _ => row.cells[i].text.clone(),

@@ -33,6 +33,9 @@ pub struct DriverGpu {
     pub enumerate: Option<Enumerate>,
     /// The backend's runtime report (API, fusion, autotune).
     pub runtime: fn() -> Runtime,
+    /// Whether the runtime has collectives (all-reduce) between its devices, so that
+    /// data-parallel cells train with burn-train's DDP (CubeCL CUDA, through NCCL).
+    pub collectives: bool,
 }
 
 impl DriverGpu {
@@ -168,6 +171,10 @@ impl Binding for DriverGpu {
         // The host thread that feeds the GPU; the work itself runs on the device.
         1
     }
+
+    fn collectives(&self) -> bool {
+        self.collectives
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +198,7 @@ mod tests {
             build_hint: "build it with its `fake` feature",
             enumerate,
             runtime,
+            collectives: false,
         }
     }
 

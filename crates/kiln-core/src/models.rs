@@ -8,8 +8,18 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 
-/// A network that maps a batch of images `[b, c, h, w]` to class logits `[b, classes]`.
-pub trait Classifier: Module + Sized + 'static {
+/// A network that maps a batch of images `[b, c, h, w]` to class logits `[b, classes]`, and
+/// that burn-train can train (`--loop learner`; the steps are in [`crate::learner`]).
+pub trait Classifier: Module
+    + Sized
+    + 'static
+    + std::fmt::Display
+    + burn_train::TrainStep<Input = crate::learner::Batch, Output = burn_train::ClassificationOutput>
+    + burn_train::InferenceStep<
+        Input = crate::learner::Batch,
+        Output = burn_train::ClassificationOutput,
+    >
+{
     /// Logits for `images`.
     fn forward(&self, images: Tensor<4>) -> Tensor<2>;
 }

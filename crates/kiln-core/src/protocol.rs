@@ -680,7 +680,7 @@ pub fn start_event(
     model: &str,
     identity: (&str, &str, &str, &str),
     dataset: &Dataset,
-    data: &DeviceData,
+    (train_samples, test_samples, steps_per_epoch): (usize, usize, usize),
     protocol: &Protocol,
 ) -> Event {
     let (backend, device, device_name, precision) = identity;
@@ -691,9 +691,9 @@ pub fn start_event(
         device_name: device_name.into(),
         precision: precision.into(),
         dataset: dataset.name.clone(),
-        train_samples: data.train_len,
-        test_samples: data.test_len,
-        steps_per_epoch: data.train_len.div_ceil(protocol.batch_size),
+        train_samples,
+        test_samples,
+        steps_per_epoch,
         epochs: protocol.epochs,
         budget_seconds: protocol.budget.map(|b| b.as_secs_f64()),
     })

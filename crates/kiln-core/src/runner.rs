@@ -18,12 +18,12 @@ use kiln_data::{Origin, Request};
 use kiln_results::{
     AutotuneLevel, CellRequest, DataKind, DatasetName, DeviceKind, DeviceReport, Event, FloatKind,
     Measurements, ModelKind, Observed, Precision, ProbeReport, Profile, Record, SCHEMA_VERSION,
-    Status, Vocabulary, parse_duration,
+    Status, TrainingLoop, Vocabulary, parse_duration,
 };
 
 use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Protocol};
-use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, memory};
+use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, learner, memory};
 
 /// What a thin backend crate tells the runner about its backend.
 pub trait Binding {
@@ -37,6 +37,11 @@ pub trait Binding {
     fn device(&self, spec: &str) -> Result<Selected, String>;
     /// Worker threads the backend computes with.
     fn threads(&self) -> usize;
+    /// Whether the backend has collective operations (all-reduce) between its devices, so
+    /// that burn-train can train data-parallel cells with DDP; without, MultiDevice.
+    fn collectives(&self) -> bool {
+        false
+    }
 }
 
 /// A device a binding selected for a cell.
@@ -126,6 +131,8 @@ const CELL_FLAGS: &[&str] = &[
     "inject_nan_at_step",
     "bare",
     "target_accuracy",
+    "training_loop",
+    "devices",
 ];
 
 #[derive(Parser, Debug)]
@@ -216,6 +223,18 @@ struct Args {
     /// Record the training time until the test accuracy first reaches A (0.8 for 80%).
     #[arg(long, value_name = "A")]
     target_accuracy: Option<f64>,
+    /// Training loop: kiln (Kiln's own, the default) or learner (burn-train's Learner).
+    #[arg(long = "loop", value_name = "LOOP")]
+    training_loop: Option<TrainingLoop>,
+    /// Train the cell data-parallel on these devices (specs from --probe, comma-separated;
+    /// the first holds the optimizer); implies --loop learner.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SPECS",
+        conflicts_with = "device"
+    )]
+    devices: Option<Vec<String>>,
 }
 
 impl Args {
@@ -228,7 +247,10 @@ impl Args {
             )
         })?;
         let mut r = CellRequest::new(model, backend, Profile::from_quick(self.quick));
-        let device = self.device.clone().unwrap_or_else(|| "default".into());
+        let device = match &self.devices {
+            Some(list) => list.first().cloned().unwrap_or_else(|| "default".into()),
+            None => self.device.clone().unwrap_or_else(|| "default".into()),
+        };
         r.device = match &self.api {
             Some(api) if device == "default" => api.clone(),
             Some(api) => format!("{api}:{device}"),
@@ -261,6 +283,12 @@ impl Args {
         r.bare = self.bare;
         r.target_accuracy = self.target_accuracy;
         r.inject_nan_at_step = self.inject_nan_at_step;
+        r.devices = self.devices.clone().unwrap_or_default();
+        r.training_loop = self.training_loop.unwrap_or(if r.devices.is_empty() {
+            TrainingLoop::Kiln
+        } else {
+            TrainingLoop::Learner
+        });
         r.validate()?;
         Ok(r)
     }
@@ -324,6 +352,7 @@ impl Cell<'_> {
             args: self.args.clone(),
             measurements,
             loop_overhead: None,
+            data_parallel: None,
         }
     }
 
@@ -412,6 +441,21 @@ fn run_cell(
     cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
     device.seed(request.seed);
     let device = device.autodiff();
+    // A data-parallel cell's other devices, set up as the first one.
+    let mut devices = vec![device.clone()];
+    let mut specs = vec![cell.device.clone()];
+    for spec in request.devices.iter().skip(1) {
+        match open_device(binding, spec, precision, request.seed)? {
+            Ok((d, resolved, _)) => {
+                devices.push(d);
+                specs.push(resolved);
+            }
+            Err(why) => return Ok(cell.record(Status::Skipped, Some(why), None)),
+        }
+    }
+    if devices.len() > 1 {
+        cell.device = specs.join(",");
+    }
 
     let geometry = kind.geometry();
     let quick = request.profile == Profile::Quick;
@@ -441,18 +485,65 @@ fn run_cell(
     }
 
     let protocol = Protocol::from_request(request);
-    let data = DeviceData::upload(&dataset, &device, protocol.eval_limit);
     let precision_name = precision.to_string();
+    let identity = (
+        binding.name(),
+        cell.device.as_str(),
+        cell.device_name.as_str(),
+        precision_name.as_str(),
+    );
+    if request.training_loop == TrainingLoop::Learner {
+        let test_len = dataset
+            .test
+            .len()
+            .min(protocol.eval_limit.unwrap_or(usize::MAX));
+        let train_len = dataset.train.len();
+        let steps = train_len
+            .div_ceil(devices.len())
+            .div_ceil(protocol.batch_size);
+        sink(&protocol::start_event(
+            kind.name(),
+            identity,
+            &dataset,
+            (train_len, test_len, steps),
+            &protocol,
+        ));
+        let strategy = learner::Strategy::for_devices(devices.len(), binding.collectives());
+        let (measurements, setup) = kind.build(
+            &device,
+            LearnerTrain {
+                devices: &devices,
+                strategy,
+                data: &dataset,
+                protocol: &protocol,
+                sink: &mut |e: &Event| sink(e),
+            },
+        )?;
+        let mut observed = cell.observed(Status::Ok, None, Some(measurements));
+        if let Some(s) = setup {
+            observed.notes.push(format!(
+                "burn-train's set-up before its first batch took {s:.2} s (in no epoch)"
+            ));
+        }
+        if devices.len() > 1 {
+            observed.data_parallel = Some(kiln_results::DataParallel {
+                devices: specs,
+                strategy: strategy.name().into(),
+                global_batch_size: protocol.batch_size * devices.len(),
+            });
+        }
+        return Ok(observed.into_record(request, fingerprint::collect(cell.threads, BURN_VERSION)));
+    }
+    let data = DeviceData::upload(&dataset, &device, protocol.eval_limit);
     sink(&protocol::start_event(
         kind.name(),
-        (
-            binding.name(),
-            &cell.device,
-            &cell.device_name,
-            &precision_name,
-        ),
+        identity,
         &dataset,
-        &data,
+        (
+            data.train_len,
+            data.test_len,
+            data.train_len.div_ceil(protocol.batch_size),
+        ),
         &protocol,
     ));
 
@@ -505,6 +596,29 @@ impl WithModel for Train<'_> {
     type Output = Result<Measurements, CoreError>;
     fn run<M: Classifier>(self, model: M) -> Self::Output {
         protocol::train(model, self.device, self.data, self.protocol, self.sink)
+    }
+}
+
+/// A whole cell through burn-train (`--loop learner`), for any model.
+struct LearnerTrain<'a> {
+    devices: &'a [Device],
+    strategy: learner::Strategy,
+    data: &'a kiln_data::Dataset,
+    protocol: &'a Protocol,
+    sink: &'a mut dyn protocol::Sink,
+}
+
+impl WithModel for LearnerTrain<'_> {
+    type Output = Result<(Measurements, Option<f64>), CoreError>;
+    fn run<M: Classifier>(self, model: M) -> Self::Output {
+        learner::train(
+            model,
+            self.devices,
+            self.strategy,
+            self.data,
+            self.protocol,
+            self.sink,
+        )
     }
 }
 

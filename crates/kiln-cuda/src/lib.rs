@@ -19,6 +19,8 @@ pub const CUDA: DriverGpu = DriverGpu {
                  anyway",
     enumerate: ENUMERATE,
     runtime,
+    // CubeCL CUDA all-reduces through NCCL (loaded at run time, like the driver).
+    collectives: true,
 };
 
 #[cfg(feature = "cuda")]

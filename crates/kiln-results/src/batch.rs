@@ -163,6 +163,7 @@ mod tests {
 
     fn row(backend: &str, batch: usize, status: Status, images: f64) -> Record {
         let id = CellId {
+            training_loop: None,
             model: "mnist-cnn".into(),
             backend: backend.into(),
             device: "cpu".into(),

@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::CellId;
-use crate::vocab::{AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, Profile};
+use crate::vocab::{
+    AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, Profile, TrainingLoop,
+};
 
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
@@ -75,6 +77,13 @@ pub struct CellRequest {
     /// Fault injection (tests): the loss of this 1-based step is made NaN.
     #[serde(default)]
     pub inject_nan_at_step: Option<usize>,
+    /// The training loop: Kiln's own, or burn-train's `Learner` (`--loop learner`).
+    #[serde(default)]
+    pub training_loop: TrainingLoop,
+    /// A data-parallel cell's devices (`--devices A,B`); empty: the one `device`. The first
+    /// is `device` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 impl CellRequest {
@@ -109,6 +118,8 @@ impl CellRequest {
             bare: false,
             target_accuracy: None,
             inject_nan_at_step: None,
+            training_loop: TrainingLoop::Kiln,
+            devices: Vec::new(),
         }
     }
 
@@ -169,6 +180,51 @@ impl CellRequest {
         if self.inject_nan_at_step == Some(0) {
             return Err("--inject-nan-at-step counts steps from 1".into());
         }
+        if self.training_loop == TrainingLoop::Learner {
+            // burn-train's loop has neither Kiln's loss scaling nor its micro-batching, and
+            // `--bare` compares Kiln's loop with a bare one.
+            if self.precision.is_amp() {
+                return Err(format!(
+                    "--loop learner trains in pure precisions only (f32, f16, bf16): burn-train \
+                     has no loss scaling for {}; use --loop kiln",
+                    self.precision
+                ));
+            }
+            if self.accum_steps != 1 {
+                return Err(format!(
+                    "--loop learner does not split a batch into micro-batches (--accum-steps {}): \
+                     burn-train accumulates whole batches instead; use --loop kiln",
+                    self.accum_steps
+                ));
+            }
+            if self.bare {
+                return Err(
+                    "--bare measures Kiln's loop; it does not combine with --loop learner".into(),
+                );
+            }
+        }
+        if !self.devices.is_empty() {
+            if self.devices.len() < 2 {
+                return Err(format!(
+                    "--devices {}: a data-parallel cell needs at least two devices",
+                    self.devices.join(",")
+                ));
+            }
+            if self.training_loop != TrainingLoop::Learner {
+                return Err(
+                    "--devices trains through burn-train's execution strategies: it \
+                            needs --loop learner"
+                        .into(),
+                );
+            }
+            if self.devices.first() != Some(&self.device) {
+                return Err(format!(
+                    "--devices {}: the first device must be the cell's device {}",
+                    self.devices.join(","),
+                    self.device
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -179,13 +235,19 @@ impl CellRequest {
 
     /// The cell's coordinates in the matrix.
     pub fn id(&self) -> CellId {
+        let device = if self.devices.is_empty() {
+            self.device.clone()
+        } else {
+            self.devices.join(",")
+        };
         CellId::new(
             self.model,
             &self.backend,
-            &self.device,
+            &device,
             self.precision,
             self.batch_size,
         )
+        .with_loop(self.training_loop)
     }
 
     /// Read and validate a request file.
@@ -260,6 +322,45 @@ mod tests {
             ),
             (Box::new(|r| r.kiln_cell = 99), "version 99"),
             (Box::new(|r| r.inject_nan_at_step = Some(0)), "from 1"),
+            (
+                Box::new(|r| {
+                    r.training_loop = TrainingLoop::Learner;
+                    r.precision = Precision::AmpBF16;
+                }),
+                "--loop learner trains in pure precisions",
+            ),
+            (
+                Box::new(|r| {
+                    r.training_loop = TrainingLoop::Learner;
+                    r.accum_steps = 2;
+                }),
+                "--accum-steps 2",
+            ),
+            (
+                Box::new(|r| {
+                    r.training_loop = TrainingLoop::Learner;
+                    r.bare = true;
+                }),
+                "--bare",
+            ),
+            (
+                Box::new(|r| r.devices = vec!["default".into(), "default".into()]),
+                "needs --loop learner",
+            ),
+            (
+                Box::new(|r| {
+                    r.training_loop = TrainingLoop::Learner;
+                    r.devices = vec!["default".into()];
+                }),
+                "at least two devices",
+            ),
+            (
+                Box::new(|r| {
+                    r.training_loop = TrainingLoop::Learner;
+                    r.devices = vec!["cpu".into(), "cpu".into()];
+                }),
+                "must be the cell's device default",
+            ),
         ];
         for (change, words) in cases {
             let mut r = ok.clone();
@@ -279,6 +380,18 @@ mod tests {
         r.autotune = Some(AutotuneLevel::Minimal);
         r.write(&path).unwrap();
         assert_eq!(CellRequest::read(&path).unwrap(), r);
+        // A learner cell over two devices is another cell than the Kiln-loop one.
+        let mut dp = r.clone();
+        dp.precision = Precision::F32;
+        dp.training_loop = TrainingLoop::Learner;
+        dp.device = "cuda:0".into();
+        dp.devices = vec!["cuda:0".into(), "cuda:1".into()];
+        dp.write(&path).unwrap();
+        let back = CellRequest::read(&path).unwrap();
+        assert_eq!(back, dp);
+        assert_eq!(back.id().device, "cuda:0,cuda:1");
+        assert_eq!(back.id().training_loop, Some(TrainingLoop::Learner));
+        assert_eq!(r.id().training_loop, None);
 
         std::fs::write(&path, r#"{"kiln_cell":1,"model":"lenet"}"#).unwrap();
         let err = CellRequest::read(&path).unwrap_err();

@@ -125,6 +125,12 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
         if machine_count == 1 { "" } else { "s" }
     );
     overhead_section(&mut out, all);
+    for section in [
+        crate::render::learner_section(all),
+        crate::render::scaling_section(all),
+    ] {
+        derived_section(&mut out, &section);
+    }
     let curves = crate::batch::batch_curves(all);
     for t in model_tables(all, baseline) {
         let _ = writeln!(out, "<h2>{}</h2>", escape(&t.model));
@@ -255,6 +261,31 @@ fn batch_section(out: &mut String, curves: &[crate::batch::BatchCurve]) {
         );
     }
     let _ = writeln!(out, "</tbody>\n</table></div>");
+}
+
+fn derived_section(out: &mut String, s: &crate::render::Section) {
+    if s.rows.is_empty() {
+        return;
+    }
+    let header: String = s
+        .header
+        .iter()
+        .map(|h| format!("<th>{}</th>", escape(h)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "<h2>{}</h2>\n<p>{}</p>\n<table class=\"sortable\"><thead><tr>{header}</tr></thead><tbody>",
+        escape(s.title),
+        escape(s.about)
+    );
+    for row in &s.rows {
+        let cells: String = row
+            .iter()
+            .map(|c| format!("<td>{}</td>", escape(c)))
+            .collect();
+        let _ = writeln!(out, "<tr>{cells}</tr>");
+    }
+    let _ = writeln!(out, "</tbody></table>");
 }
 
 fn overhead_section(out: &mut String, all: &[Record]) {
@@ -411,6 +442,7 @@ mod tests {
 
     fn record(backend: &str, median: f64) -> Record {
         let id = CellId {
+            training_loop: None,
             model: "mnist-cnn".into(),
             backend: backend.into(),
             device: "cpu".into(),

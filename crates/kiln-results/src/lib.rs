@@ -28,5 +28,5 @@ pub use schema::*;
 pub use stats::Stats;
 pub use vocab::{
     AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, ModelKind,
-    Precision, Profile, UnknownName, Vocabulary,
+    Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
 };

@@ -194,6 +194,9 @@ pub struct Observed {
     pub args: Vec<String>,
     pub measurements: Option<Measurements>,
     pub loop_overhead: Option<LoopOverhead>,
+    /// A data-parallel cell's devices and strategy.
+    #[serde(default)]
+    pub data_parallel: Option<crate::DataParallel>,
 }
 
 impl Observed {
@@ -230,6 +233,7 @@ impl Observed {
         r.wall_seconds = self.wall_seconds;
         r.args = self.args;
         r.loop_overhead = self.loop_overhead;
+        r.data_parallel = self.data_parallel;
         r.obtained.budget_seconds = request.budget_seconds;
         let mut notes = Vec::new();
         notes.extend(self.reason);
@@ -310,6 +314,7 @@ mod tests {
 
     fn observed_on(device: &str, kind: DeviceKind, m: Measurements) -> Observed {
         Observed {
+            data_parallel: None,
             status: Status::Ok,
             reason: None,
             device: device.into(),

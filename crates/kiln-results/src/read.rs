@@ -113,6 +113,7 @@ mod tests {
 
     fn record_line(model: &str) -> String {
         let cell = CellId {
+            training_loop: None,
             model: model.into(),
             backend: "flex".into(),
             device: "cpu".into(),

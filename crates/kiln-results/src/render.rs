@@ -6,9 +6,171 @@ use crate::schema::{DataKind, Method, Record, Status};
 use crate::stats::Stats;
 use crate::table::{Column, machine_lines, model_tables};
 
-/// A row label as users write it for `--baseline`: `backend/device/precision`.
+/// A row label as users write it for `--baseline`: `backend/device/precision`, and the loop
+/// when it is not Kiln's (`flex/cpu/f32 (learner loop)`).
 pub fn row_label(r: &Record) -> String {
-    format!("{}/{}/{}", r.backend, r.device, r.precision)
+    let label = format!("{}/{}/{}", r.backend, r.device, r.precision);
+    match r.training_loop {
+        Some(l) => format!("{label} ({l} loop)"),
+        None => label,
+    }
+}
+
+/// The ok row of `all` that is `r`'s cell on the same machine trained through `training_loop`
+/// on `device` (`None`: Kiln's loop).
+fn same_cell_with<'a>(
+    all: &'a [Record],
+    r: &Record,
+    device: &str,
+    training_loop: Option<crate::TrainingLoop>,
+) -> Option<&'a Record> {
+    all.iter().find(|o| {
+        o.status == Status::Ok
+            && o.epoch_seconds.is_some()
+            && o.model == r.model
+            && o.backend == r.backend
+            && o.device == device
+            && o.precision == r.precision
+            && o.batch_size == r.batch_size
+            && o.training_loop == training_loop
+            && o.data_parallel.is_none()
+            && machine_key(o) == machine_key(r)
+    })
+}
+
+/// A table derived from several records (the Learner against Kiln's loop, data-parallel
+/// scaling): its title, a sentence on what it shows, its header and its rows, rendered the
+/// same way in Markdown and HTML.
+pub struct Section {
+    pub title: &'static str,
+    pub about: &'static str,
+    pub header: &'static [&'static str],
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Section {
+    /// The section as Markdown (nothing when it has no rows).
+    pub fn markdown(&self) -> String {
+        if self.rows.is_empty() {
+            return String::new();
+        }
+        let mut out = format!(
+            "### {}\n\n{}\n\n| {} |\n|{}\n",
+            self.title,
+            self.about,
+            self.header.join(" | "),
+            "---|".repeat(self.header.len())
+        );
+        for row in &self.rows {
+            let cells: Vec<String> = row.iter().map(|c| c.replace('|', "/")).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        out.push('\n');
+        out
+    }
+}
+
+/// burn-train's Learner against Kiln's loop on the same cells: time per epoch and the ratio.
+pub fn learner_section(all: &[Record]) -> Section {
+    let mut rows = Vec::new();
+    for r in all.iter().filter(|r| {
+        r.training_loop == Some(crate::TrainingLoop::Learner)
+            && r.data_parallel.is_none()
+            && r.status == Status::Ok
+    }) {
+        let (Some(learner), Some(kiln)) = (
+            r.epoch_seconds.as_ref(),
+            same_cell_with(all, r, &r.device, None).and_then(|k| k.epoch_seconds.as_ref()),
+        ) else {
+            continue;
+        };
+        rows.push(vec![
+            r.model.clone(),
+            format!("{} / {}", r.backend, r.device),
+            r.precision.clone(),
+            human_seconds(kiln.median),
+            human_seconds(learner.median),
+            format!(
+                "{:.2}x ({:+.1}%)",
+                learner.median / kiln.median,
+                (learner.median / kiln.median - 1.0) * 100.0
+            ),
+        ]);
+    }
+    Section {
+        title: "burn-train's Learner against Kiln's loop",
+        about: "Median seconds per standard epoch of the same cell (model, device, precision, \
+                batch); the Learner's include its dataloader (a host-to-device copy per batch), \
+                its loss and accuracy metrics and its event processing; validation is outside \
+                both.",
+        header: &[
+            "Model",
+            "Backend / device",
+            "Precision",
+            "Kiln loop (s/epoch)",
+            "Learner (s/epoch)",
+            "Learner ÷ Kiln",
+        ],
+        rows,
+    }
+}
+
+/// Data-parallel cells against the same cell on their first device alone: throughput and
+/// scaling efficiency (throughput on N devices ÷ (N × throughput on one)).
+pub fn scaling_section(all: &[Record]) -> Section {
+    let mut rows = Vec::new();
+    for r in all.iter().filter(|r| r.status == Status::Ok) {
+        let (Some(dp), Some(ips)) = (&r.data_parallel, r.images_per_second) else {
+            continue;
+        };
+        let first = dp.devices.first().map(String::as_str).unwrap_or_default();
+        // The same loop on one device is the like-for-like baseline; Kiln's loop otherwise.
+        let single = same_cell_with(all, r, first, r.training_loop)
+            .or_else(|| same_cell_with(all, r, first, None));
+        let n = dp.devices.len() as f64;
+        let (baseline, speedup, efficiency) = match single.and_then(|s| {
+            s.images_per_second.map(|one| {
+                let name = s.training_loop.map_or("kiln", |l| l.name());
+                (
+                    format!("{one:.1} ({name} loop)"),
+                    ips / one,
+                    ips / (n * one),
+                )
+            })
+        }) {
+            Some((b, s, e)) => (b, format!("{s:.2}x"), format!("{:.0}%", e * 100.0)),
+            None => ("no single-device row".into(), "–".into(), "–".into()),
+        };
+        rows.push(vec![
+            r.model.clone(),
+            r.backend.clone(),
+            dp.devices.join(", "),
+            dp.strategy.clone(),
+            dp.global_batch_size.to_string(),
+            format!("{ips:.1}"),
+            baseline,
+            speedup,
+            efficiency,
+        ]);
+    }
+    Section {
+        title: "Data-parallel scaling",
+        about: "Throughput of cells trained on several devices through burn-train, against the \
+                same cell on the first device alone; scaling efficiency = images/s on N devices \
+                ÷ (N × images/s on one).",
+        header: &[
+            "Model",
+            "Backend",
+            "Devices",
+            "Strategy",
+            "Global batch",
+            "images/s",
+            "One device (images/s)",
+            "Speed-up",
+            "Scaling efficiency",
+        ],
+        rows,
+    }
 }
 
 /// The machine a record comes from, named by its hardware (see
@@ -99,6 +261,17 @@ pub(crate) fn device_cell(r: &Record) -> String {
     if let Some(from) = &r.fallback_from {
         let short = from.split(':').take(2).collect::<Vec<_>>().join(":");
         let _ = write!(device, " [fallback from {short}]");
+    }
+    if let Some(l) = r.training_loop {
+        let _ = write!(device, " [{l} loop]");
+    }
+    if let Some(dp) = &r.data_parallel {
+        let _ = write!(
+            device,
+            " [{} over {} devices]",
+            dp.strategy,
+            dp.devices.len()
+        );
     }
     device
 }
@@ -366,6 +539,8 @@ pub fn markdown(all: &[Record], baseline: Option<&str>) -> String {
     if !overheads.is_empty() {
         out.push_str(&overhead_table(&overheads));
     }
+    out.push_str(&learner_section(all).markdown());
+    out.push_str(&scaling_section(all).markdown());
     let cell = |text: &str| text.replace('|', "/");
     let curves = crate::batch::batch_curves(all);
     for t in model_tables(all, baseline) {
@@ -692,6 +867,7 @@ pub(crate) mod tests_support {
 
     pub(crate) fn timed(backend: &str, median: f64) -> Record {
         let cell = CellId {
+            training_loop: None,
             model: "mnist-cnn".into(),
             backend: backend.into(),
             device: "cpu".into(),
@@ -984,6 +1160,50 @@ mod tests {
         );
         // Without a target, no such column.
         assert!(!markdown(&[timed("flex", 10.0)], None).contains("Time to"));
+    }
+
+    #[test]
+    fn a_learner_row_is_its_own_row_and_is_compared_with_kilns_loop() {
+        let kiln = super::tests_support::timed("flex", 10.0);
+        let mut learner = super::tests_support::timed("flex", 12.5);
+        learner.training_loop = Some(crate::TrainingLoop::Learner);
+        assert_eq!(row_label(&learner), "flex/cpu/f32 (learner loop)");
+        assert_ne!(kiln.cell(), learner.cell());
+        let md = markdown(&[kiln.clone(), learner.clone()], None);
+        assert!(
+            md.contains("### burn-train's Learner against Kiln's loop"),
+            "{md}"
+        );
+        assert!(md.contains("| 1.25x (+25.0%) |"), "{md}");
+        // In the model's table the two rows are told apart by their loop.
+        assert!(md.contains("| flex / cpu [learner loop] |"), "{md}");
+        // Without the Kiln-loop row there is nothing to compare with: no table.
+        assert!(!markdown(&[learner], None).contains("Learner against"));
+    }
+
+    #[test]
+    fn a_data_parallel_row_shows_its_scaling_against_one_device() {
+        let mut one = super::tests_support::timed("flex", 10.0);
+        one.training_loop = Some(crate::TrainingLoop::Learner);
+        one.images_per_second = Some(100.0);
+        let mut two = one.clone();
+        two.device = "cpu,cpu".into();
+        two.images_per_second = Some(150.0);
+        two.data_parallel = Some(crate::DataParallel {
+            devices: vec!["cpu".into(), "cpu".into()],
+            strategy: "multi-device".into(),
+            global_batch_size: 256,
+        });
+        let md = markdown(&[one, two.clone()], None);
+        assert!(md.contains("### Data-parallel scaling"), "{md}");
+        assert!(
+            md.contains(
+                "| cpu, cpu | multi-device | 256 | 150.0 | 100.0 (learner loop) | 1.50x | 75% |"
+            ),
+            "{md}"
+        );
+        let alone = markdown(&[two], None);
+        assert!(alone.contains("no single-device row"), "{alone}");
     }
 
     #[test]

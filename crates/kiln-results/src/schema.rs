@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Stats;
-use crate::vocab::{ModelKind, Precision};
+use crate::vocab::{ModelKind, Precision, TrainingLoop};
 
 /// Version of the record layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -514,6 +514,25 @@ pub struct Record {
     pub wall_seconds: f64,
     /// The runner's command-line arguments.
     pub args: Vec<String>,
+    /// The training loop when it is not Kiln's own (`--loop learner`): burn-train's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_loop: Option<TrainingLoop>,
+    /// Set on a data-parallel cell (`--devices`): its devices and how burn-train spread the
+    /// batches over them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<DataParallel>,
+}
+
+/// How a data-parallel cell trained on several devices.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DataParallel {
+    /// The device specs, the first one holding the model and the optimizer.
+    pub devices: Vec<String>,
+    /// burn-train's execution strategy: `multi-device` (gradients gathered on the first
+    /// device, one optimizer step) or `ddp` (an all-reduce between devices).
+    pub strategy: String,
+    /// Samples per optimizer step over all devices (each device takes `batch_size`).
+    pub global_batch_size: usize,
 }
 
 fn one() -> usize {
@@ -582,6 +601,8 @@ impl Record {
             started_at: 0,
             wall_seconds: 0.0,
             args: Vec::new(),
+            training_loop: cell.training_loop,
+            data_parallel: None,
         }
     }
 
@@ -598,6 +619,7 @@ impl Record {
             device: self.device.clone(),
             precision: self.precision.clone(),
             batch_size: self.batch_size,
+            training_loop: self.training_loop,
         }
     }
 }
@@ -613,6 +635,9 @@ pub struct CellId {
     /// (`--resume` gives such cells their run's one batch size).
     #[serde(default)]
     pub batch_size: usize,
+    /// The training loop when it is not Kiln's own (`--loop learner`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_loop: Option<TrainingLoop>,
 }
 
 impl CellId {
@@ -630,7 +655,14 @@ impl CellId {
             device: device.to_string(),
             precision: precision.to_string(),
             batch_size,
+            training_loop: None,
         }
+    }
+
+    /// The same cell trained through `training_loop`.
+    pub fn with_loop(mut self, training_loop: TrainingLoop) -> CellId {
+        self.training_loop = training_loop.id_part();
+        self
     }
 }
 
@@ -638,8 +670,16 @@ impl std::fmt::Display for CellId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} on {} {} ({}, batch {})",
-            self.model, self.backend, self.device, self.precision, self.batch_size
+            "{} on {} {} ({}, batch {}{})",
+            self.model,
+            self.backend,
+            self.device,
+            self.precision,
+            self.batch_size,
+            match self.training_loop {
+                Some(l) => format!(", {l} loop"),
+                None => String::new(),
+            }
         )
     }
 }

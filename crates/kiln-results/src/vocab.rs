@@ -340,6 +340,26 @@ impl DeviceKind {
 }
 
 vocabulary!(
+    /// The training loop a cell runs (`--loop`).
+    #[derive(Default)]
+    TrainingLoop, "training loop", {
+        /// Kiln's own minimal loop (the default).
+        #[default]
+        Kiln = "kiln",
+        /// burn-train's supervised training: its `Learner`, dataloader, metrics and events.
+        Learner = "learner",
+    }
+);
+
+impl TrainingLoop {
+    /// The loop as a part of a cell's coordinates: `None` for Kiln's loop, so the records
+    /// written before the loop was a dimension keep their cells.
+    pub fn id_part(self) -> Option<TrainingLoop> {
+        (self != TrainingLoop::Kiln).then_some(self)
+    }
+}
+
+vocabulary!(
     /// `--quick` or the article's protocol.
     Profile, "profile", {
         /// About ten minutes for the CPU backends: embedded sample, 3 epochs, small budget.

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 
 fn valid_line() -> String {
     let cell = CellId {
+        training_loop: None,
         model: "mnist-cnn".into(),
         backend: "flex".into(),
         device: "cpu".into(),

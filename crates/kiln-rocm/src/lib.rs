@@ -18,6 +18,8 @@ pub const ROCM: DriverGpu = DriverGpu {
                  anyway",
     enumerate: ENUMERATE,
     runtime,
+    // CubeCL HIP has no collectives in Burn 0.22.1: data-parallel cells use MultiDevice.
+    collectives: false,
 };
 
 #[cfg(feature = "rocm")]

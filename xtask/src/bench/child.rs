@@ -153,14 +153,18 @@ fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> S
 
 /// A file name for the cell `id` (its log, its request).
 pub fn cell_stem(id: &CellId) -> String {
-    format!(
+    let stem = format!(
         "{}-{}-{}-{}-b{}",
         id.model,
         id.backend,
-        id.device.replace([':', '/'], "_"),
+        id.device.replace([':', '/'], "_").replace(',', "+"),
         id.precision,
         id.batch_size
-    )
+    );
+    match id.training_loop {
+        Some(l) => format!("{stem}-{l}"),
+        None => stem,
+    }
 }
 
 /// The log of the run of a cell that made `r` in the run directory `run`, if it is there (a run

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use kiln_results::{
     AutotuneLevel, CellId, CellRequest, DatasetName, FallbackTarget, ModelKind, Precision, Profile,
-    parse_duration,
+    TrainingLoop, parse_duration,
 };
 
 use crate::flags::{CommonArgs, TargetAccuracy};
@@ -55,6 +55,24 @@ pub struct RunConfig {
     /// full profile; `DatasetName::default_target`).
     #[serde(default)]
     pub default_targets: bool,
+    /// The training loops each cell runs through (`--loop`), Kiln's first.
+    #[serde(default = "kiln_loop")]
+    pub loops: Vec<TrainingLoop>,
+}
+
+fn kiln_loop() -> Vec<TrainingLoop> {
+    vec![TrainingLoop::Kiln]
+}
+
+/// `--loop`: each loop once, Kiln's first; `learner` alone brings Kiln's loop along, the
+/// reference its overhead is measured against.
+pub(super) fn loops(given: Option<&[TrainingLoop]>) -> Vec<TrainingLoop> {
+    let given = given.unwrap_or(&[TrainingLoop::Kiln]);
+    let mut loops = vec![TrainingLoop::Kiln];
+    if given.contains(&TrainingLoop::Learner) {
+        loops.push(TrainingLoop::Learner);
+    }
+    loops
 }
 
 pub(super) fn one() -> usize {
@@ -111,6 +129,11 @@ impl PlannedCell {
         r.autotune_cache = !cfg.no_autotune_cache;
         r.fallback = cfg.fallback;
         r.bare = cfg.bare;
+        r.training_loop = self.id.training_loop.unwrap_or_default();
+        if self.id.device.contains(',') {
+            r.devices = self.id.device.split(',').map(str::to_string).collect();
+            r.device = r.devices[0].clone();
+        }
         r.target_accuracy = cfg.target_accuracy.or_else(|| {
             cfg.default_targets
                 .then(|| self.dataset.default_target())
@@ -142,6 +165,7 @@ impl RunConfig {
             wait_quiet_seconds: None,
             target_accuracy: r.target_accuracy,
             default_targets: false,
+            loops: vec![r.training_loop],
         }
     }
 }
@@ -210,6 +234,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
             _ => None,
         },
         default_targets: common.target_accuracy.is_none() && profile == Profile::Full,
+        loops: loops(common.training_loop.as_deref()),
     };
     if cfg.repeats == 0 {
         bail!("--repeats must be at least 1 (got 0)");
@@ -222,6 +247,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
             device: "default".into(),
             precision: Precision::F32.to_string(),
             batch_size: 0,
+            training_loop: None,
         },
         dataset: DatasetName::Synthetic,
         dataset_note: None,

@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::read::RESULTS_FILE;
-use kiln_results::{CellId, CellRequest, ModelKind, Precision, ProbeReport, Record, Status};
+use kiln_results::{
+    CellId, CellRequest, ModelKind, Precision, ProbeReport, Record, Status, TrainingLoop,
+};
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
@@ -93,7 +95,8 @@ fn calibrate(
                 && w.id.device == c.id.device
                 && weights_type(&w.id.precision) == weights_type(&c.id.precision)
         };
-        if !wanted.iter().any(same) && runner_of(built, &c.id.backend).is_some() {
+        let data_parallel = c.id.device.contains(',');
+        if !data_parallel && !wanted.iter().any(same) && runner_of(built, &c.id.backend).is_some() {
             wanted.push(c);
         }
     }
@@ -478,6 +481,7 @@ pub fn bench_all(
         budget_given: common.budget.is_some(),
         autotune_given: common.autotune.is_some(),
         profile,
+        loops: cfg.loops.clone(),
     };
     let out = check_out(common.out.as_deref())?;
     let built = build_and_probe(&with_fallback_backends(wanted, cfg.fallback.is_some()))?;
@@ -619,11 +623,47 @@ pub struct OneCell<'a> {
     pub model: ModelKind,
     pub precision: Precision,
     pub bare: bool,
+    /// A data-parallel cell's devices (`--devices`).
+    pub devices: Option<Vec<String>>,
+    /// `--data-parallel N`: the backend's first N available devices.
+    pub data_parallel: Option<usize>,
+}
+
+/// The devices of a data-parallel cell: `--devices` as given, or the first `n` available
+/// devices of the backend's probe (`--data-parallel N`).
+fn data_parallel_devices(
+    backend: &str,
+    devices: Option<Vec<String>>,
+    n: Option<usize>,
+    report: Option<&ProbeReport>,
+) -> Result<Option<Vec<String>>> {
+    let Some(n) = n else {
+        return Ok(devices);
+    };
+    if n < 2 {
+        bail!("--data-parallel {n}: a data-parallel cell needs at least 2 devices");
+    }
+    let report = report.context("the runner was not built")?;
+    let available: Vec<String> = report
+        .devices
+        .iter()
+        .filter(|d| d.available)
+        .map(|d| d.spec.clone())
+        .collect();
+    if available.len() < n {
+        bail!(
+            "--data-parallel {n}: {backend} has {} available device(s) here ({}); name them \
+             with --devices A,B (the same device twice runs two workers on it)",
+            available.len(),
+            available.join(", ")
+        );
+    }
+    Ok(Some(available.into_iter().take(n).collect()))
 }
 
 /// `cargo xtask bench`: one cell.
 pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
-    let (_, cfg) = config(common, one.bare)?;
+    let (_, mut cfg) = config(common, one.bare)?;
     let (backend, model, precision) = (one.backend, one.model, one.precision);
     let b = backends::find(backend)?;
     if let Some(why) = backends::unbuildable(b)
@@ -641,7 +681,9 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         .iter()
         .find(|(x, _, _)| x.name == b.name)
         .map(|(_, _, r)| r);
-    let spec = match (one.device, one.api, report) {
+    let devices = data_parallel_devices(backend, one.devices, one.data_parallel, report)?;
+    let first = devices.as_ref().and_then(|d| d.first().cloned());
+    let spec = match (first.or(one.device), one.api, report) {
         (Some(d), Some(api), _) if !d.starts_with(&format!("{api}:")) => format!("{api}:{d}"),
         (Some(d), _, _) => d,
         (None, Some(api), Some(report)) => report
@@ -661,9 +703,11 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     };
     // Without --fallback an unusable device or precision is an error before any work; with
     // it, the runner records why and the CPU fallback runs.
-    if cfg.fallback.is_none() {
+    let mut specs = vec![spec.clone()];
+    specs.extend(devices.iter().flatten().skip(1).cloned());
+    for spec in specs.iter().filter(|_| cfg.fallback.is_none()) {
         let report = report.context("the runner was not built")?;
-        match report.devices.iter().find(|d| d.spec == spec) {
+        match report.devices.iter().find(|d| d.spec == *spec) {
             Some(d) if !d.available => bail!(
                 "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`; \
                  `--fallback cpu` runs the cell on the CPU instead)",
@@ -699,26 +743,36 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         budget_given: common.budget.is_some(),
         autotune_given: common.autotune.is_some(),
         profile: cfg.profile,
+        loops: cfg.loops.clone(),
     };
-    // One cell per batch size (`--batch 32,128,512` sweeps the one backend/device).
-    let cells: Vec<PlannedCell> = cfg
-        .batch_sizes
-        .iter()
-        .map(|&batch_size| {
-            plan::planned(
-                &matrix,
-                CellId {
-                    model: model.to_string(),
-                    backend: backend.into(),
-                    device: spec.clone(),
-                    precision: precision.to_string(),
-                    batch_size,
-                },
-                &matrix.models[0].1,
-                kind,
-            )
-        })
-        .collect();
+    // A data-parallel run compares with its first device alone through the same loop
+    // (burn-train's), and through Kiln's loop only when asked (`--loop kiln,learner`).
+    let mut loops = cfg.loops.clone();
+    if devices.is_some() {
+        if common.training_loop.is_none() {
+            loops = vec![TrainingLoop::Learner];
+        }
+        cfg.loops = loops.clone();
+    }
+    // One cell per batch size (`--batch 32,128,512` sweeps the one backend/device), per loop,
+    // and the data-parallel one.
+    let mut cells: Vec<PlannedCell> = Vec::new();
+    for &batch_size in &cfg.batch_sizes {
+        let id = CellId::new(model, backend, &spec, precision, batch_size);
+        for &training_loop in &loops {
+            let id = id.clone().with_loop(training_loop);
+            cells.push(plan::planned(&matrix, id, &matrix.models[0].1, kind));
+        }
+        if let Some(devices) = &devices {
+            let id = CellId::new(model, backend, &devices.join(","), precision, batch_size)
+                .with_loop(TrainingLoop::Learner);
+            cells.push(plan::planned(&matrix, id, &matrix.models[0].1, kind));
+        }
+    }
+    // Each planned request must pass the cell rules before any work.
+    for cell in &cells {
+        cell.request(&cfg)?;
+    }
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &built, cfg, &out)
@@ -745,6 +799,7 @@ pub fn cell_only(common: &CommonArgs) -> Result<()> {
         ("--repeats", common.repeats.is_some()),
         ("--wait-quiet", common.wait_quiet.is_some()),
         ("--target-accuracy", common.target_accuracy.is_some()),
+        ("--loop", common.training_loop.is_some()),
     ]
     .into_iter()
     .filter_map(|(flag, set)| set.then_some(flag))

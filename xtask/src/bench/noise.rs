@@ -209,6 +209,7 @@ mod tests {
         let t1 = t0 + Duration::from_secs(10);
         let mut r = kiln_results::Record::not_run(
             &kiln_results::CellId {
+                training_loop: None,
                 model: "mnist-cnn".into(),
                 backend: "flex".into(),
                 device: "cpu".into(),

@@ -4,7 +4,7 @@
 
 use kiln_results::{
     AutotuneLevel, CellId, DatasetName, DeviceKind, DeviceReport, ModelKind, Precision,
-    ProbeReport, Profile, Record, Status,
+    ProbeReport, Profile, Record, Status, TrainingLoop,
 };
 
 use super::config::PlannedCell;
@@ -30,6 +30,9 @@ pub struct Matrix {
     /// `--autotune` given: an emulated adapter keeps it instead of `minimal`.
     pub autotune_given: bool,
     pub profile: Profile,
+    /// The training loops every cell runs through (`--loop`); the PyTorch reference runs its
+    /// own loop only.
+    pub loops: Vec<TrainingLoop>,
 }
 
 /// The cells to run and the records of the cells that will not.
@@ -50,13 +53,19 @@ pub fn plan(matrix: &Matrix, probes: &[(&str, &ProbeReport)]) -> Plan {
             for device in chosen_devices(matrix, report) {
                 for &precision in &matrix.precisions {
                     for &batch in &matrix.batch_sizes {
-                        let id = CellId::new(*model, backend, &device.spec, precision, batch);
-                        match skip_reason(matrix, backend, device, precision) {
-                            Some(why) => {
-                                plan.skipped
-                                    .push(Record::not_run(&id, Status::Skipped, why))
+                        for &training_loop in &matrix.loops {
+                            if training_loop != TrainingLoop::Kiln && *backend == "pytorch" {
+                                continue;
                             }
-                            None => plan.cells.push(planned(matrix, id, dataset, device.kind)),
+                            let id = CellId::new(*model, backend, &device.spec, precision, batch)
+                                .with_loop(training_loop);
+                            match skip_reason(matrix, backend, device, precision) {
+                                Some(why) => {
+                                    plan.skipped
+                                        .push(Record::not_run(&id, Status::Skipped, why))
+                                }
+                                None => plan.cells.push(planned(matrix, id, dataset, device.kind)),
+                            }
                         }
                     }
                 }
@@ -211,6 +220,7 @@ mod tests {
             budget_given: false,
             autotune_given: false,
             profile: Profile::Quick,
+            loops: vec![TrainingLoop::Kiln],
         }
     }
 
@@ -261,6 +271,42 @@ mod tests {
         // A probed backend that was not asked for plans nothing.
         let p = plan(&matrix(&["flex"]), &[("flex", &flex), ("wgpu", &wgpu)]);
         assert_eq!(ids(&p.cells), vec!["mnist-cnn/flex/cpu/f32"]);
+    }
+
+    #[test]
+    fn the_learner_loop_is_a_cell_of_its_own_beside_kilns_but_not_for_pytorch() {
+        let (flex, pytorch) = (cpu_only("flex"), cpu_only("pytorch"));
+        let mut m = matrix(&["flex", "pytorch"]);
+        m.loops = crate::bench::config::loops(Some(&[TrainingLoop::Learner]));
+        assert_eq!(m.loops, vec![TrainingLoop::Kiln, TrainingLoop::Learner]);
+        let p = plan(&m, &[("flex", &flex), ("pytorch", &pytorch)]);
+        let loops: Vec<(String, Option<TrainingLoop>)> = p
+            .cells
+            .iter()
+            .map(|c| (c.id.backend.clone(), c.id.training_loop))
+            .collect();
+        assert_eq!(
+            loops,
+            vec![
+                ("flex".into(), None),
+                ("flex".into(), Some(TrainingLoop::Learner)),
+                ("pytorch".into(), None),
+            ]
+        );
+        let cfg = tests_cfg();
+        let learner = p.cells[1].request(&cfg).unwrap();
+        assert_eq!(learner.training_loop, TrainingLoop::Learner);
+        assert!(learner.devices.is_empty());
+        // A data-parallel cell's device list reaches its request.
+        let mut dp = p.cells[1].clone();
+        dp.id.device = "cpu,cpu".into();
+        let r = dp.request(&cfg).unwrap();
+        assert_eq!((r.device.as_str(), r.devices.len()), ("cpu", 2));
+        assert_eq!(r.id(), dp.id);
+        // Kiln's loop cannot take several devices: the rule is the request's.
+        dp.id.training_loop = None;
+        let err = dp.request(&cfg).unwrap_err().to_string();
+        assert!(err.contains("needs --loop learner"), "{err}");
     }
 
     #[test]
@@ -414,6 +460,7 @@ mod tests {
         let probes = [("newcpu", &newcpu), ("wgpu", &wgpu), ("tch", &tch)];
         let cell = |backend: &str, device: &str| PlannedCell {
             id: CellId {
+                training_loop: None,
                 model: "mnist-cnn".into(),
                 backend: backend.into(),
                 device: device.into(),

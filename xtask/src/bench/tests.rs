@@ -26,6 +26,7 @@ fn out_dir_rules() {
 
 fn cfg() -> RunConfig {
     RunConfig {
+        loops: vec![kiln_results::TrainingLoop::Kiln],
         profile: Profile::Quick,
         epochs: 1,
         batch_sizes: vec![8],
@@ -49,6 +50,7 @@ fn cfg() -> RunConfig {
 fn cell(backend: &str) -> PlannedCell {
     PlannedCell {
         id: CellId {
+            training_loop: None,
             model: "mnist-cnn".into(),
             backend: backend.into(),
             device: "cpu".into(),
@@ -282,6 +284,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
 
 fn common() -> CommonArgs {
     CommonArgs {
+        training_loop: None,
         quick: false,
         out: None,
         epochs: None,
@@ -357,6 +360,7 @@ fn records_are_appended_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join(RESULTS_FILE);
     let id = CellId {
+        training_loop: None,
         model: "mnist-cnn".into(),
         backend: "flex".into(),
         device: "cpu".into(),

@@ -1,0 +1,848 @@
+//! `--loop learner`: the protocol trained through burn-train's supervised training (its
+//! `Learner`, dataloader, loss and accuracy metrics and event processing), on one device or
+//! data-parallel on several, timed by the same rules as Kiln's loop.
+//!
+//! burn-train owns the loop, so the clocks are read where Kiln's code runs inside it: each
+//! time the Learner's dataloader hands a batch to Kiln's batcher, after a sync of every
+//! device. A training epoch runs from its first batch to the first batch of its validation;
+//! the validation (test accuracy) is outside the timed region, as in Kiln's loop. The very
+//! first step is reported apart, chunks of steps let a budget-cut cell be projected, and a
+//! cut is made through burn-train's `Interrupter`.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset as BurnDataset, DatasetError};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+use burn_train::logger::{EvaluationProgressLogger, TrainingProgressLogger};
+use burn_train::metric::{AccuracyMetric, LossMetric, MetricDefinition};
+use burn_train::renderer::{
+    EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation,
+    MetricsRendererTraining,
+};
+use burn_train::{
+    ClassificationOutput, ExecutionStrategy, InferenceStep, Interrupter, Learner, MultiDeviceOptim,
+    SupervisedTraining, TrainOutput, TrainStep,
+};
+
+use kiln_data::Dataset;
+use kiln_results::{Chunk, DeviceMemory, EpochSummary, Event, Measurements, Progress};
+
+use crate::CoreError;
+use crate::models::{Classifier, MnistCnn, ResNet};
+use crate::protocol::{Protocol, Sink, read_scalar};
+
+/// How burn-train spreads a data-parallel cell over its devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// One device: burn-train's single-device strategy.
+    Single,
+    /// `ExecutionStrategy::MultiDevice` with the optimizer on the first device: each device
+    /// trains its own batch, the gradients are summed on the first device, one step.
+    MultiDevice,
+    /// `ExecutionStrategy::DistributedDataParallel`: gradients all-reduced (mean) between the
+    /// devices; needs collectives (CubeCL CUDA through NCCL).
+    Ddp,
+}
+
+impl Strategy {
+    /// The strategy for `devices` on a backend that has (`collectives`) or lacks collectives.
+    pub fn for_devices(devices: usize, collectives: bool) -> Strategy {
+        match (devices, collectives) {
+            (0 | 1, _) => Strategy::Single,
+            (_, true) => Strategy::Ddp,
+            (_, false) => Strategy::MultiDevice,
+        }
+    }
+
+    /// The name records carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Single => "single-device",
+            Strategy::MultiDevice => "multi-device",
+            Strategy::Ddp => "ddp",
+        }
+    }
+}
+
+/// One training or test sample, as burn-train's dataloader handles them.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pixels: Vec<f32>,
+    label: i64,
+}
+
+/// A split of the dataset, normalised once, from which the dataloader copies samples.
+struct HostSplit {
+    pixels: Vec<f32>,
+    labels: Vec<u8>,
+    sample_len: usize,
+    geometry: kiln_results::Geometry,
+}
+
+impl HostSplit {
+    fn new(data: &Dataset, split: &kiln_data::Split) -> HostSplit {
+        let g = data.geometry;
+        HostSplit {
+            pixels: data.normalized(split),
+            labels: split.labels.clone(),
+            sample_len: g.channels * g.height * g.width,
+            geometry: g,
+        }
+    }
+
+    /// The image shape of `n` samples.
+    fn shape(&self, n: usize) -> [usize; 4] {
+        let g = self.geometry;
+        [n, g.channels, g.height, g.width]
+    }
+}
+
+impl BurnDataset<Sample> for HostSplit {
+    fn get(&self, index: usize) -> Result<Sample, DatasetError> {
+        let label = *self.labels.get(index).ok_or_else(|| {
+            DatasetError::new(std::io::Error::other(format!(
+                "sample {index} of a split of {}",
+                self.labels.len()
+            )))
+        })?;
+        let start = index * self.sample_len;
+        Ok(Sample {
+            pixels: self.pixels[start..start + self.sample_len].to_vec(),
+            label: i64::from(label),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+}
+
+/// A split shared by the validation loader and the test of a cut epoch.
+struct Shared(Arc<HostSplit>);
+
+impl BurnDataset<Sample> for Shared {
+    fn get(&self, index: usize) -> Result<Sample, DatasetError> {
+        self.0.get(index)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Fraction of `split` that `model` classifies correctly, in batches of `batch` on `device`.
+fn accuracy<M: Classifier>(
+    model: &M,
+    split: &HostSplit,
+    device: &Device,
+    batch: usize,
+) -> Result<f64, CoreError> {
+    let n = split.labels.len();
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let len = split.sample_len;
+    let mut correct = 0i64;
+    let mut start = 0;
+    while start < n {
+        let end = (start + batch).min(n);
+        let x = Tensor::<4>::from_data(
+            TensorData::new(
+                split.pixels[start * len..end * len].to_vec(),
+                split.shape(end - start),
+            ),
+            device,
+        );
+        let labels: Vec<i64> = split.labels[start..end]
+            .iter()
+            .map(|&l| i64::from(l))
+            .collect();
+        let y = Tensor::<1, Int>::from_data(TensorData::new(labels, [end - start]), device);
+        let hits = model
+            .forward(x)
+            .argmax(1)
+            .reshape([end - start])
+            .equal(y)
+            .int()
+            .sum();
+        correct += hits
+            .try_into_data()
+            .map_err(|e| CoreError::Device(format!("reading test accuracy: {e}")))?
+            .iter::<i64>()
+            .next()
+            .unwrap_or(0);
+        start = end;
+    }
+    Ok(correct as f64 / n as f64)
+}
+
+/// A batch on one device, with the cell's clock (burn-train hands it to the model's step).
+#[derive(Debug, Clone)]
+pub struct Batch {
+    images: Tensor<4>,
+    targets: Tensor<1, Int>,
+    clock: Arc<Clock>,
+}
+
+/// Which loader a batcher serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Train,
+    Valid,
+}
+
+/// Builds batches on the dataloader's device, and reads the cell's clock before each.
+struct KilnBatcher {
+    clock: Arc<Clock>,
+    role: Role,
+    shape: [usize; 3],
+}
+
+impl Batcher<Sample, Batch> for KilnBatcher {
+    fn batch(&self, items: Vec<Sample>, device: &Device) -> Batch {
+        match self.role {
+            Role::Train => self.clock.train_batch(items.len()),
+            Role::Valid => self.clock.valid_batch(),
+        }
+        let n = items.len();
+        let [c, h, w] = self.shape;
+        let mut pixels = Vec::with_capacity(n * c * h * w);
+        let mut labels = Vec::with_capacity(n);
+        for s in items {
+            pixels.extend_from_slice(&s.pixels);
+            labels.push(s.label);
+        }
+        Batch {
+            images: Tensor::from_data(TensorData::new(pixels, [n, c, h, w]), device),
+            targets: Tensor::from_data(TensorData::new(labels, [n]), device),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+/// What the Learner's loop reports to the cell's sink (from the training thread).
+enum Message {
+    Event(Event),
+    Done,
+}
+
+/// The clocks and counters of one Learner cell, shared by the batchers and the model's steps.
+pub struct Clock {
+    state: Mutex<ClockState>,
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+struct ClockState {
+    devices: Vec<Device>,
+    budget: Option<Duration>,
+    min_timed_steps: usize,
+    inject_nan_at_step: Option<usize>,
+    steps_per_epoch: usize,
+    chunk_len: usize,
+    chunk_time: Duration,
+    interrupter: Interrupter,
+    events: Sender<Message>,
+    launched: Instant,
+    started: Option<Instant>,
+    last_progress: Instant,
+    /// Start of the current epoch's timing (its first batch), while it trains.
+    epoch_start: Option<Instant>,
+    epoch: usize,
+    /// Training batches handed out in this epoch, and their samples.
+    calls: usize,
+    samples: usize,
+    steps_done: usize,
+    mark: Instant,
+    chunk_steps: usize,
+    chunk_samples: usize,
+    first_step_seconds: Option<f64>,
+    chunks: Vec<Chunk>,
+    /// Per-device sums of each step's mean loss × its samples, on the devices.
+    loss_sums: Vec<Tensor<1>>,
+    /// Correct test predictions of the current validation, on the device.
+    hits: Option<Tensor<1, Int>>,
+    in_validation: bool,
+    /// Set when the budget or a non-finite loss stopped the loop.
+    stopped: bool,
+    partial: bool,
+    epochs: Vec<EpochSummary>,
+    /// The epoch whose validation has not been read yet.
+    pending: Option<EpochSummary>,
+    device_memory: Option<DeviceMemory>,
+    setup_seconds: Option<f64>,
+    test_len: usize,
+    error: Option<String>,
+}
+
+impl Clock {
+    fn lock(&self) -> MutexGuard<'_, ClockState> {
+        // A panic inside burn-train while the lock is held leaves valid counters behind.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn train_batch(&self, samples: usize) {
+        let mut s = self.lock();
+        if s.stopped {
+            return;
+        }
+        let n = s.devices.len();
+        if s.calls.is_multiple_of(n) {
+            s.step_boundary();
+        }
+        if !s.stopped {
+            s.calls += 1;
+            s.samples += samples;
+            s.chunk_samples += samples;
+        }
+    }
+
+    fn valid_batch(&self) {
+        let mut s = self.lock();
+        if !s.in_validation && !s.stopped {
+            s.end_training_epoch();
+            s.in_validation = true;
+        }
+    }
+
+    /// Add a training step's mean loss (weighted by its samples) to its device's sum.
+    fn record_loss(&self, loss: &Tensor<1>, samples: usize) {
+        let mut s = self.lock();
+        if s.stopped {
+            return;
+        }
+        let mut loss = loss
+            .clone()
+            .detach()
+            .cast(FloatDType::F32)
+            .mul_scalar(samples as f64);
+        if s.inject_nan_at_step == Some(s.steps_done + 1) {
+            loss = loss.mul_scalar(f64::NAN);
+        }
+        let device = loss.device();
+        match s.loss_sums.iter().position(|t| t.device() == device) {
+            Some(i) => {
+                let sum = s.loss_sums[i].clone();
+                s.loss_sums[i] = sum + loss;
+            }
+            None => s.loss_sums.push(loss),
+        }
+    }
+
+    fn record_hits(&self, hits: Tensor<1, Int>) {
+        let mut s = self.lock();
+        s.hits = Some(match s.hits.take() {
+            Some(h) => h + hits,
+            None => hits,
+        });
+    }
+}
+
+impl ClockState {
+    fn sync(&mut self) {
+        let failed = self.devices.iter().find_map(|d| d.sync().err());
+        if let Some(e) = failed {
+            self.fail(format!("device sync failed: {e}"));
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        if self.error.is_none() {
+            self.error = Some(why.clone());
+        }
+        self.stopped = true;
+        self.interrupter.stop(Some(&why));
+    }
+
+    fn sample_device_memory(&mut self) {
+        if let Some(usage) = self.devices.first().and_then(|d| d.memory_pool_usage()) {
+            let peak = self.device_memory.get_or_insert(DeviceMemory {
+                peak_in_use_bytes: 0,
+                peak_reserved_bytes: 0,
+            });
+            peak.peak_in_use_bytes = peak.peak_in_use_bytes.max(usage.bytes_in_use);
+            peak.peak_reserved_bytes = peak.peak_reserved_bytes.max(usage.bytes_reserved);
+        }
+    }
+
+    fn loss_sum(&mut self) -> f64 {
+        let mut total = 0.0;
+        for t in std::mem::take(&mut self.loss_sums) {
+            match read_scalar(t) {
+                Ok(v) => total += v,
+                Err(e) => {
+                    self.fail(e.to_string());
+                    return f64::NAN;
+                }
+            }
+        }
+        total
+    }
+
+    /// The start of a training step (all its devices' batches are about to be built): the
+    /// previous step, its optimizer update and its events are done.
+    fn step_boundary(&mut self) {
+        if self.in_validation || self.epoch_start.is_none() {
+            // A new epoch: read the previous validation first (outside the timed region).
+            self.finish_validation();
+            self.sync();
+            let now = Instant::now();
+            if self.started.is_none() {
+                self.started = Some(now);
+                self.setup_seconds = Some((now - self.launched).as_secs_f64());
+            }
+            self.epoch_start = Some(now);
+            self.mark = now;
+            self.in_validation = false;
+            self.calls = 0;
+            self.samples = 0;
+            self.chunk_steps = 0;
+            self.chunk_samples = 0;
+            self.epoch += 1;
+            return;
+        }
+        self.steps_done += 1;
+        self.sync();
+        let now = Instant::now();
+        if self.first_step_seconds.is_none() {
+            // The very first step carries compilation, autotune and cache warm-up.
+            let start = self.epoch_start.unwrap_or(now);
+            self.first_step_seconds = Some((now - start).as_secs_f64());
+            self.mark = now;
+            self.chunk_samples = 0;
+            self.sample_device_memory();
+            return;
+        }
+        self.chunk_steps += 1;
+        let timed: usize = self.chunks.iter().map(|c| c.steps).sum::<usize>() + self.chunk_steps;
+        let started = self.started.unwrap_or(now);
+        let over_budget = self
+            .budget
+            .is_some_and(|b| now - started >= b && timed >= self.min_timed_steps);
+        if self.chunk_steps >= self.chunk_len || now - self.mark >= self.chunk_time || over_budget {
+            self.close_chunk(now);
+            let loss = self.loss_sum_peek();
+            if !loss.is_finite() {
+                self.partial = true;
+                self.stop_epoch(now, "the training loss is not finite");
+                return;
+            }
+        }
+        if over_budget {
+            self.partial = true;
+            self.stop_epoch(now, "the time budget ran out");
+            return;
+        }
+        if now - self.last_progress >= Duration::from_secs(2) {
+            self.last_progress = now;
+            let step = self.calls.div_ceil(self.devices.len());
+            let per_step = self
+                .chunks
+                .last()
+                .map(|c| c.seconds / c.steps.max(1) as f64);
+            let _ = self.events.send(Message::Event(Event::Progress(Progress {
+                epoch: self.epoch,
+                step,
+                steps_per_epoch: self.steps_per_epoch,
+                elapsed_seconds: (now - started).as_secs_f64(),
+                eta_seconds: per_step.map(|p| {
+                    let left = self.steps_per_epoch.saturating_sub(step) as f64 * p;
+                    match self.budget {
+                        Some(b) => {
+                            left.min((b.as_secs_f64() - (now - started).as_secs_f64()).max(0.0) + p)
+                        }
+                        None => left,
+                    }
+                }),
+            })));
+        }
+    }
+
+    /// The loss sum so far without consuming it (read at chunk ends, as Kiln's loop does).
+    fn loss_sum_peek(&mut self) -> f64 {
+        let sums = self.loss_sums.clone();
+        let mut total = 0.0;
+        for t in sums {
+            match read_scalar(t) {
+                Ok(v) => total += v,
+                Err(e) => {
+                    self.fail(e.to_string());
+                    return f64::NAN;
+                }
+            }
+        }
+        total
+    }
+
+    fn close_chunk(&mut self, now: Instant) {
+        if self.chunk_steps > 0 {
+            self.chunks.push(Chunk {
+                steps: self.chunk_steps,
+                samples: self.chunk_samples,
+                seconds: (now - self.mark).as_secs_f64(),
+            });
+        }
+        self.mark = now;
+        self.chunk_steps = 0;
+        self.chunk_samples = 0;
+        self.sample_device_memory();
+    }
+
+    /// End the epoch here and tell burn-train to stop (the step it is about to run is not
+    /// counted).
+    fn stop_epoch(&mut self, now: Instant, why: &str) {
+        self.close_chunk(now);
+        let summary = self.summary(now);
+        self.epochs.push(summary);
+        self.stopped = true;
+        self.interrupter.stop(Some(why));
+    }
+
+    fn summary(&mut self, now: Instant) -> EpochSummary {
+        // At a step boundary every batch handed out belongs to a finished step.
+        let steps = self.calls.div_ceil(self.devices.len().max(1));
+        let samples = self.samples;
+        let loss = self.loss_sum();
+        EpochSummary {
+            epoch: self.epoch,
+            seconds: self.epoch_start.map_or(0.0, |s| (now - s).as_secs_f64()),
+            steps,
+            samples,
+            partial: self.partial,
+            mean_loss: loss / samples.max(1) as f64,
+            test_accuracy: None,
+        }
+    }
+
+    /// The first validation batch: the training epoch is over.
+    fn end_training_epoch(&mut self) {
+        self.steps_done += 1;
+        self.sync();
+        let now = Instant::now();
+        if self.first_step_seconds.is_none() {
+            let start = self.epoch_start.unwrap_or(now);
+            self.first_step_seconds = Some((now - start).as_secs_f64());
+        } else {
+            self.chunk_steps += 1;
+            self.close_chunk(now);
+        }
+        let summary = self.summary(now);
+        if !summary.mean_loss.is_finite() {
+            self.epochs.push(summary);
+            self.stopped = true;
+            self.interrupter
+                .stop(Some("the training loss is not finite"));
+            return;
+        }
+        self.pending = Some(summary);
+        self.hits = None;
+    }
+
+    /// Read the test accuracy of the validation that just ran, and report its epoch.
+    fn finish_validation(&mut self) {
+        let Some(mut summary) = self.pending.take() else {
+            return;
+        };
+        let correct = match self.hits.take() {
+            Some(h) => match h.try_into_data() {
+                Ok(d) => d.iter::<i64>().next().unwrap_or(0),
+                Err(e) => {
+                    self.fail(format!("reading test accuracy: {e}"));
+                    0
+                }
+            },
+            None => 0,
+        };
+        summary.test_accuracy = Some(correct as f64 / self.test_len.max(1) as f64);
+        let _ = self
+            .events
+            .send(Message::Event(Event::Epoch(summary.clone())));
+        self.epochs.push(summary);
+    }
+}
+
+/// Kiln's models as burn-train models: the protocol's cross-entropy, its loss and logits for
+/// the metrics, and (in validation) the count of correct predictions for the record.
+macro_rules! learner_model {
+    ($($model:ty),+) => {$(
+        impl TrainStep for $model {
+            type Input = Batch;
+            type Output = ClassificationOutput;
+
+            fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+                let [n] = batch.targets.dims();
+                let logits = Classifier::forward(self, batch.images).cast(FloatDType::F32);
+                let loss = CrossEntropyLossConfig::new()
+                    .init(&logits.device())
+                    .forward(logits.clone(), batch.targets.clone());
+                batch.clock.record_loss(&loss, n);
+                let grads = loss.backward();
+                TrainOutput::new(self, grads, ClassificationOutput::new(loss, logits, batch.targets))
+            }
+        }
+
+        impl InferenceStep for $model {
+            type Input = Batch;
+            type Output = ClassificationOutput;
+
+            fn step(&self, batch: Batch) -> ClassificationOutput {
+                let [n] = batch.targets.dims();
+                let logits = Classifier::forward(self, batch.images).cast(FloatDType::F32);
+                let predicted = logits.clone().argmax(1).reshape([n]);
+                batch
+                    .clock
+                    .record_hits(predicted.equal(batch.targets.clone()).int().sum());
+                let loss = CrossEntropyLossConfig::new()
+                    .init(&logits.device())
+                    .forward(logits.clone(), batch.targets.clone());
+                ClassificationOutput::new(loss, logits, batch.targets)
+            }
+        }
+    )+};
+}
+
+learner_model!(MnistCnn, ResNet);
+
+/// burn-train's renderer, silent: the runner's standard output is its JSON lines, and Kiln
+/// reports progress itself (burn-train's terminal dashboard, `tui`, is not built).
+struct Silent;
+
+impl MetricsRendererTraining for Silent {
+    fn update_train(&mut self, _: MetricState) {}
+    fn update_valid(&mut self, _: MetricState) {}
+}
+
+impl MetricsRendererEvaluation for Silent {
+    fn update_test(&mut self, _: EvaluationName, _: MetricState) {}
+}
+
+impl TrainingProgressLogger for Silent {
+    fn start(&mut self, _: usize, _: usize, _: Option<usize>, _: Option<&str>) {}
+    fn update_epoch(&mut self, _: usize) {}
+    fn start_split(&mut self, _: &str, _: usize) {}
+    fn update_split(&mut self, _: usize) {}
+    fn end_split(&mut self) {}
+    fn end(&mut self) {}
+    fn log_event_training(&mut self, _: String) {}
+}
+
+impl EvaluationProgressLogger for Silent {
+    fn start_global_progress(&mut self, _: usize) {}
+    fn start_test(&mut self, _: &str, _: usize) {}
+    fn update_test_progress(&mut self, _: usize) {}
+    fn end_test(&mut self) {}
+    fn end_global_progress(&mut self) {}
+    fn log_event_evaluation(&mut self, _: String) {}
+}
+
+impl MetricsRenderer for Silent {
+    fn manual_close(&mut self) {}
+    fn register_metric(&mut self, _: MetricDefinition) {}
+}
+
+/// Train `model` under `protocol` through burn-train on `devices` (autodiff devices; several
+/// for a data-parallel cell, the first holding the optimizer), reporting to `sink`.
+pub fn train<M: Classifier>(
+    model: M,
+    devices: &[Device],
+    strategy: Strategy,
+    data: &Dataset,
+    protocol: &Protocol,
+    sink: &mut dyn Sink,
+) -> Result<(Measurements, Option<f64>), CoreError> {
+    let main = devices
+        .first()
+        .ok_or_else(|| CoreError::Config("a learner cell needs a device".into()))?
+        .clone();
+    let g = data.geometry;
+    let test = data
+        .test
+        .clone()
+        .truncated(protocol.eval_limit.unwrap_or(usize::MAX), g);
+    let (train_len, test_len) = (data.train.len(), test.len());
+    if train_len == 0 {
+        return Err(CoreError::Config("the training split is empty".into()));
+    }
+    let batch = protocol.batch_size;
+    let n = devices.len().max(1);
+    let steps_per_epoch = train_len.div_ceil(n).div_ceil(batch);
+    let interrupter = Interrupter::new();
+    let (events, received) = mpsc::channel();
+    let now = Instant::now();
+    let clock = Arc::new(Clock {
+        state: Mutex::new(ClockState {
+            devices: devices.to_vec(),
+            budget: protocol.budget,
+            min_timed_steps: protocol.min_timed_steps,
+            inject_nan_at_step: protocol.inject_nan_at_step,
+            steps_per_epoch,
+            chunk_len: (steps_per_epoch / 10).max(1),
+            chunk_time: protocol.budget.map(|b| b / 12).unwrap_or(Duration::MAX),
+            interrupter: interrupter.clone(),
+            events,
+            launched: now,
+            started: None,
+            last_progress: now,
+            epoch_start: None,
+            epoch: 0,
+            calls: 0,
+            samples: 0,
+            steps_done: 0,
+            mark: now,
+            chunk_steps: 0,
+            chunk_samples: 0,
+            first_step_seconds: None,
+            chunks: Vec::new(),
+            loss_sums: Vec::new(),
+            hits: None,
+            in_validation: false,
+            stopped: false,
+            partial: false,
+            epochs: Vec::new(),
+            pending: None,
+            device_memory: None,
+            setup_seconds: None,
+            test_len,
+            error: None,
+        }),
+    });
+    let shape = [g.channels, g.height, g.width];
+    let test_split = Arc::new(HostSplit::new(data, &test));
+    let loader_train = DataLoaderBuilder::new(KilnBatcher {
+        clock: clock.clone(),
+        role: Role::Train,
+        shape,
+    })
+    .batch_size(batch)
+    .shuffle(protocol.seed)
+    .set_device(main.clone())
+    .build(HostSplit::new(data, &data.train));
+    let loader_valid = DataLoaderBuilder::new(KilnBatcher {
+        clock: clock.clone(),
+        role: Role::Valid,
+        shape,
+    })
+    .batch_size(batch.max(256))
+    .set_device(main.clone().without_autodiff())
+    .build(Shared(test_split.clone()));
+
+    // burn-train's default loggers write the metrics and its log there, as for any user.
+    let workdir = std::env::temp_dir().join(format!("kiln-learner-{}", std::process::id()));
+    let workdir_run = workdir.clone();
+    let main_device = main.clone();
+    let (epochs, learning_rate) = (protocol.epochs, protocol.learning_rate);
+    let all_devices = devices.to_vec();
+    // burn-train's training is not `Send`: it is put together on the thread that runs it.
+    let launch = move || {
+        let execution = match strategy {
+            Strategy::Single => ExecutionStrategy::SingleDevice(main_device),
+            Strategy::MultiDevice => {
+                ExecutionStrategy::MultiDevice(all_devices, MultiDeviceOptim::OptimMainDevice)
+            }
+            Strategy::Ddp => ExecutionStrategy::ddp(
+                all_devices,
+                burn::tensor::distributed::DistributedConfig {
+                    all_reduce_op: burn::tensor::distributed::ReduceOperation::Mean,
+                },
+            ),
+        };
+        let training = SupervisedTraining::new(&workdir_run, loader_train, loader_valid)
+            .metrics((LossMetric::new(), AccuracyMetric::new()))
+            .num_epochs(epochs)
+            .with_training_strategy(execution.into())
+            .with_interrupter(interrupter)
+            .renderer(Box::new(Silent));
+        training.launch(Learner::new(model, crate::protocol::adam(), learning_rate))
+    };
+
+    let peak_since_baseline = crate::memory::reset_peak();
+    let rss_baseline_bytes = crate::memory::current_rss_bytes();
+    // burn-train runs on its own thread so that its events reach the sink (not `Send`) here.
+    let outcome = std::thread::scope(|scope| {
+        let worker = scope.spawn({
+            let clock = clock.clone();
+            let test_split = test_split.clone();
+            let eval_device = main.clone().without_autodiff();
+            move || {
+                let result = launch();
+                let mut s = clock.lock();
+                if s.in_validation {
+                    // The last epoch's validation ran to its end.
+                    s.finish_validation();
+                }
+                // burn-train validates no epoch a cut stopped: test the model it returned.
+                let untested = s
+                    .epochs
+                    .last()
+                    .is_some_and(|e| e.test_accuracy.is_none() && e.mean_loss.is_finite());
+                if untested && s.error.is_none() {
+                    match accuracy(&result.model, &test_split, &eval_device, batch.max(256)) {
+                        Ok(a) => {
+                            if let Some(last) = s.epochs.last_mut() {
+                                last.test_accuracy = Some(a);
+                                let summary = last.clone();
+                                let _ = s.events.send(Message::Event(Event::Epoch(summary)));
+                            }
+                        }
+                        Err(e) => s.fail(e.to_string()),
+                    }
+                }
+                let _ = s.events.send(Message::Done);
+                result.error.map(|e| e.to_string())
+            }
+        });
+        loop {
+            match received.recv_timeout(Duration::from_millis(200)) {
+                Ok(Message::Event(e)) => sink.event(&e),
+                Ok(Message::Done) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) if worker.is_finished() => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+        while let Ok(Message::Event(e)) = received.try_recv() {
+            sink.event(&e);
+        }
+        match worker.join() {
+            Ok(error) => error,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&workdir);
+    let mut s = clock.lock();
+    if let Some(error) = s.error.take().or(outcome) {
+        return Err(CoreError::Device(format!("burn-train stopped: {error}")));
+    }
+    let epochs = std::mem::take(&mut s.epochs);
+    let diverged = epochs.iter().find(|e| !e.mean_loss.is_finite()).map(|e| {
+        format!(
+            "the training loss became {} in epoch {}",
+            e.mean_loss, e.epoch
+        )
+    });
+    Ok((
+        Measurements {
+            epoch_samples: train_len,
+            test_samples: test_len,
+            first_step_seconds: s.first_step_seconds,
+            epochs,
+            chunks: std::mem::take(&mut s.chunks),
+            diverged,
+            device_memory: s.device_memory.take(),
+            loss_scaling: None,
+            rss_baseline_bytes,
+            rss_peak_bytes: crate::memory::peak_rss_bytes(),
+            peak_since_baseline,
+        },
+        s.setup_seconds,
+    ))
+}

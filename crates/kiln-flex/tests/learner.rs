@@ -1,0 +1,169 @@
+//! `--loop learner` and data-parallel cells on the flex runner: burn-train's Learner trains the
+//! protocol, its clocks follow the same rules as Kiln's loop, its records say which loop and
+//! which devices made them.
+
+use std::process::Command;
+
+use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
+use kiln_results::{Method, TrainingLoop};
+
+fn runner() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
+}
+
+/// Every event line of a run, and its final record.
+fn events_and_record(stdout: &[u8]) -> (Vec<Event>, Record) {
+    let text = String::from_utf8_lossy(stdout);
+    let events: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect();
+    let finals: Vec<Record> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Final(r) => Some((**r).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finals.len(), 1, "exactly one final record: {text}");
+    (events, finals[0].clone())
+}
+
+/// A tiny synthetic Learner cell: 64 samples, batch 8, two epochs, no calibration.
+fn tiny() -> CellRequest {
+    let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.epochs = 2;
+    r.batch_size = 8;
+    r.budget_seconds = None;
+    r.dataset = Some(DatasetName::Synthetic);
+    r.train_limit = Some(64);
+    r.eval_limit = Some(24);
+    r.calibrate = false;
+    r.training_loop = TrainingLoop::Learner;
+    r
+}
+
+fn run(r: &CellRequest) -> (std::process::Output, Vec<Event>, Record) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("cell.json");
+    r.write(&path).unwrap();
+    let out = runner().arg("--cell").arg(&path).output().unwrap();
+    let (events, record) = events_and_record(&out.stdout);
+    (out, events, record)
+}
+
+#[test]
+fn the_learner_trains_the_cell_and_its_record_says_so() {
+    let (out, events, r) = run(&tiny());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(r.status, Status::Ok, "{:?}; {stderr}", r.reason);
+    assert_eq!(r.training_loop, Some(TrainingLoop::Learner));
+    assert_eq!(r.cell().training_loop, Some(TrainingLoop::Learner));
+    assert!(r.data_parallel.is_none());
+    assert_eq!(r.obtained.method, Method::Measured);
+    // Every step of both epochs is counted: 64 samples in batches of 8.
+    assert_eq!(r.epochs.len(), 2);
+    for e in &r.epochs {
+        assert_eq!((e.steps, e.samples), (8, 64), "{e:?}");
+        assert!(e.seconds > 0.0 && e.mean_loss.is_finite(), "{e:?}");
+        let a = e.test_accuracy.expect("each epoch is validated");
+        assert!((0.0..=1.0).contains(&a));
+    }
+    assert_eq!(r.test_samples, 24);
+    assert!(r.first_step_seconds.is_some_and(|s| s > 0.0));
+    assert!(r.epoch_seconds.is_some() && r.images_per_second.is_some());
+    // The first step is apart; the chunks hold the other steps of the timed epochs.
+    let reason = r.reason.clone().unwrap_or_default();
+    assert!(reason.contains("burn-train's set-up"), "{reason}");
+    // Each epoch was reported as it ended, and burn-train printed nothing on stdout (every
+    // line parsed as an event).
+    let epochs = events
+        .iter()
+        .filter(|e| matches!(e, Event::Epoch(_)))
+        .count();
+    assert_eq!(epochs, 2);
+}
+
+#[test]
+fn a_budget_cuts_the_learner_and_the_cell_is_projected_and_tested() {
+    let mut r = tiny();
+    r.epochs = 50;
+    r.train_limit = Some(512);
+    r.budget_seconds = Some(1.0);
+    let (out, _, rec) = run(&r);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(rec.status, Status::Ok, "{:?}; {stderr}", rec.reason);
+    assert!(rec.obtained.budget_exhausted, "{:?}", rec.obtained);
+    assert!(rec.epochs.len() < 50);
+    let last = rec.epochs.last().expect("an epoch");
+    assert!(last.partial, "{last:?}");
+    // burn-train validates no cut epoch: Kiln tests the model it returned.
+    assert!(last.test_accuracy.is_some(), "{last:?}");
+    assert!(rec.epoch_seconds.is_some());
+}
+
+#[test]
+fn a_nan_loss_under_the_learner_is_a_diverged_cell() {
+    let mut r = tiny();
+    r.inject_nan_at_step = Some(3);
+    let (_, _, rec) = run(&r);
+    assert_eq!(rec.status, Status::Diverged, "{:?}", rec.reason);
+    assert!(
+        rec.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not finite")
+            || rec.reason.as_deref().unwrap_or_default().contains("NaN"),
+        "{:?}",
+        rec.reason
+    );
+}
+
+#[test]
+fn two_flex_devices_train_one_cell_data_parallel() {
+    let mut r = tiny();
+    r.device = "cpu".into();
+    r.devices = vec!["cpu".into(), "cpu".into()];
+    let (out, _, rec) = run(&r);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(rec.status, Status::Ok, "{:?}; {stderr}", rec.reason);
+    assert_eq!(rec.device, "cpu,cpu");
+    let dp = rec.data_parallel.clone().expect("a data-parallel record");
+    assert_eq!(dp.devices, vec!["cpu", "cpu"]);
+    assert_eq!(dp.strategy, "multi-device");
+    assert_eq!(dp.global_batch_size, 16);
+    // The two devices split each epoch: 64 samples in 4 steps of 2 batches of 8.
+    for e in &rec.epochs {
+        assert_eq!((e.steps, e.samples), (4, 64), "{e:?}");
+    }
+    assert!(rec.images_per_second.is_some());
+}
+
+#[test]
+fn the_learner_refuses_what_it_cannot_do_before_any_work() {
+    for (flags, words) in [
+        (
+            vec!["--loop", "learner", "--precision", "amp-bf16"],
+            "pure precisions",
+        ),
+        (
+            vec!["--loop", "learner", "--accum-steps", "2"],
+            "--accum-steps 2",
+        ),
+        (
+            vec!["--loop", "kiln", "--devices", "cpu,cpu"],
+            "needs --loop learner",
+        ),
+        (vec!["--devices", "cpu"], "at least two devices"),
+    ] {
+        let out = runner()
+            .args(["--model", "mnist-cnn", "--quick"])
+            .args(&flags)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(words), "{flags:?}: {err}");
+    }
+}
