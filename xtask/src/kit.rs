@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::{ModelKind, Precision};
+use kiln_results::{ModelKind, Precision, TrainingLoop};
 use serde::Serialize;
 
 use crate::backends::{self, Source};
@@ -24,22 +24,87 @@ pub const BUDGET_BYTES: u64 = 64 << 20;
 pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 
 /// The cells `run.sh` runs: mnist-cnn in f32, bf16 and amp-bf16 on CUDA for Burn's CUDA backend
-/// and PyTorch, f32 on the GPU's Vulkan for wgpu, ResNet18 f32 on CUDA for both.
-pub const CELLS: &[(ModelKind, &str, &str, Precision)] = &[
-    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::F32),
-    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::BF16),
-    (ModelKind::MnistCnn, "cuda", "cuda:0", Precision::AmpBF16),
-    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::F32),
-    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::BF16),
-    (ModelKind::MnistCnn, "pytorch", "cuda:0", Precision::AmpBF16),
+/// and PyTorch, f32 on the GPU's Vulkan for wgpu, ResNet18 f32 on CUDA for both; and mnist-cnn
+/// f32 on CUDA through burn-train's Learner, on one GPU and data-parallel (DDP) on two (a
+/// machine with one GPU records that cell as skipped, its second device unavailable).
+pub const CELLS: &[(ModelKind, &str, &str, Precision, TrainingLoop)] = &[
+    (
+        ModelKind::MnistCnn,
+        "cuda",
+        "cuda:0",
+        Precision::F32,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "cuda",
+        "cuda:0",
+        Precision::BF16,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "cuda",
+        "cuda:0",
+        Precision::AmpBF16,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "pytorch",
+        "cuda:0",
+        Precision::F32,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "pytorch",
+        "cuda:0",
+        Precision::BF16,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "pytorch",
+        "cuda:0",
+        Precision::AmpBF16,
+        TrainingLoop::Kiln,
+    ),
     (
         ModelKind::MnistCnn,
         "wgpu",
         "vulkan:discrete:0",
         Precision::F32,
+        TrainingLoop::Kiln,
     ),
-    (ModelKind::ResNet18, "cuda", "cuda:0", Precision::F32),
-    (ModelKind::ResNet18, "pytorch", "cuda:0", Precision::F32),
+    (
+        ModelKind::ResNet18,
+        "cuda",
+        "cuda:0",
+        Precision::F32,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::ResNet18,
+        "pytorch",
+        "cuda:0",
+        Precision::F32,
+        TrainingLoop::Kiln,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "cuda",
+        "cuda:0",
+        Precision::F32,
+        TrainingLoop::Learner,
+    ),
+    (
+        ModelKind::MnistCnn,
+        "cuda",
+        "cuda:0,cuda:1",
+        Precision::F32,
+        TrainingLoop::Learner,
+    ),
 ];
 
 /// Each GPU cell's training budget: the whole kit runs in minutes.

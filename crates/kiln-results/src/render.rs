@@ -71,30 +71,49 @@ impl Section {
 }
 
 /// burn-train's Learner against Kiln's loop on the same cells: time per epoch and the ratio.
-pub fn learner_section(all: &[Record]) -> Section {
+pub fn learner_section(records: &[Record]) -> Section {
+    // Repeats of a cell are one row, their spread between runs the ratio's uncertainty.
+    let all = &crate::repeats::combine(records);
     let mut rows = Vec::new();
     for r in all.iter().filter(|r| {
         r.training_loop == Some(crate::TrainingLoop::Learner)
             && r.data_parallel.is_none()
             && r.status == Status::Ok
     }) {
-        let (Some(learner), Some(kiln)) = (
+        let Some(kiln) = same_cell_with(all, r, &r.device, None) else {
+            continue;
+        };
+        let (Some(learner_epoch), Some(kiln_epoch), Some((_, ratio))) = (
             r.epoch_seconds.as_ref(),
-            same_cell_with(all, r, &r.device, None).and_then(|k| k.epoch_seconds.as_ref()),
+            kiln.epoch_seconds.as_ref(),
+            crate::table::epoch_ratio(r, kiln),
         ) else {
             continue;
+        };
+        let runs = |x: &Record, e: &Stats| match &x.between_runs {
+            Some(_) if e.n > 1 => format!(
+                " ({}–{}, {} runs)",
+                human_seconds(e.min),
+                human_seconds(e.max),
+                e.n
+            ),
+            _ => " (single run)".into(),
         };
         rows.push(vec![
             r.model.clone(),
             format!("{} / {}", r.backend, r.device),
             r.precision.clone(),
-            human_seconds(kiln.median),
-            human_seconds(learner.median),
             format!(
-                "{:.2}x ({:+.1}%)",
-                learner.median / kiln.median,
-                (learner.median / kiln.median - 1.0) * 100.0
+                "{}{}",
+                human_seconds(kiln_epoch.median),
+                runs(kiln, kiln_epoch)
             ),
+            format!(
+                "{}{}",
+                human_seconds(learner_epoch.median),
+                runs(r, learner_epoch)
+            ),
+            ratio,
         ]);
     }
     Section {
@@ -117,7 +136,8 @@ pub fn learner_section(all: &[Record]) -> Section {
 
 /// Data-parallel cells against the same cell on their first device alone: throughput and
 /// scaling efficiency (throughput on N devices ÷ (N × throughput on one)).
-pub fn scaling_section(all: &[Record]) -> Section {
+pub fn scaling_section(records: &[Record]) -> Section {
+    let all = &crate::repeats::combine(records);
     let mut rows = Vec::new();
     for r in all.iter().filter(|r| r.status == Status::Ok) {
         let (Some(dp), Some(ips)) = (&r.data_parallel, r.images_per_second) else {
@@ -1174,11 +1194,35 @@ mod tests {
             md.contains("### burn-train's Learner against Kiln's loop"),
             "{md}"
         );
-        assert!(md.contains("| 1.25x (+25.0%) |"), "{md}");
+        assert!(
+            md.contains("| 10.0 s (single run) | 12.5 s (single run) | 1.25× (single run) |"),
+            "{md}"
+        );
         // In the model's table the two rows are told apart by their loop.
         assert!(md.contains("| flex / cpu [learner loop] |"), "{md}");
         // Without the Kiln-loop row there is nothing to compare with: no table.
-        assert!(!markdown(&[learner], None).contains("Learner against"));
+        assert!(!markdown(&[learner.clone()], None).contains("Learner against"));
+        // Repeats are one row each, and the ratio carries their spread between runs.
+        let repeated = |r: &Record, k: usize, median: f64| {
+            let mut r = r.clone();
+            r.epoch_seconds = Stats::from_samples(&[median * 0.99, median, median * 1.01]);
+            r.repeat = Some(crate::Repeat {
+                index: k,
+                of: 2,
+                run: "run".into(),
+            });
+            r
+        };
+        let runs = [
+            repeated(&kiln, 1, 10.0),
+            repeated(&learner, 1, 12.0),
+            repeated(&kiln, 2, 11.0),
+            repeated(&learner, 2, 13.0),
+        ];
+        let section = learner_section(&runs);
+        assert_eq!(section.rows.len(), 1, "{:?}", section.rows);
+        assert!(section.rows[0][5].contains(" ± "), "{:?}", section.rows);
+        assert!(section.rows[0][3].contains("2 runs"), "{:?}", section.rows);
     }
 
     #[test]

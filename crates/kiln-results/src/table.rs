@@ -342,17 +342,26 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
 /// `a`'s epoch time over `b`'s, with an uncertainty when both rows have a spread between
 /// runs (the spread within one run says nothing about the next run).
 fn ratio_cell(a: &Record, b: &Record) -> Cell {
+    match epoch_ratio(a, b) {
+        Some((ratio, text)) => Cell::number(text, Some(ratio)),
+        None => Cell::text("–"),
+    }
+}
+
+/// `a`'s epoch time over `b`'s and its text: `1.12× ± 0.13` when both rows have a spread
+/// between runs, else `1.12× (single run)`.
+pub(crate) fn epoch_ratio(a: &Record, b: &Record) -> Option<(f64, String)> {
     let (Some(ea), Some(eb)) = (&a.epoch_seconds, &b.epoch_seconds) else {
-        return Cell::text("–");
+        return None;
     };
     let between = |r: &Record, e: &crate::Stats| r.between_runs.is_some() && e.n > 1;
-    if between(a, ea) && between(b, eb) {
+    Some(if between(a, ea) && between(b, eb) {
         let (ratio, err) = ratio_with_uncertainty(ea, eb);
-        Cell::number(format!("{ratio:.2}× ± {err:.2}"), Some(ratio))
+        (ratio, format!("{ratio:.2}× ± {err:.2}"))
     } else {
         let ratio = ea.median / eb.median;
-        Cell::number(format!("{ratio:.2}× (single run)"), Some(ratio))
-    }
+        (ratio, format!("{ratio:.2}× (single run)"))
+    })
 }
 
 /// One line per machine: CPU, cores, threads, memory, OS, Burn and Kiln versions.

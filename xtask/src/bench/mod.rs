@@ -533,22 +533,23 @@ pub fn bench_all(
 }
 
 /// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request
-/// per cell in `dir`, which must be new or empty): `cells` as (model, backend, device, precision)
+/// per cell in `dir`, which must be new or empty): `cells` as (model, backend, device, precision,
+/// loop; a data-parallel cell's device is its list, `cuda:0,cuda:1`)
 /// under the run configuration `common` gives, each with its own `budget` when given.
 /// `bench-all --resume DIR` runs it; the GPU kit plans a machine it is not built on this way.
 pub fn write_plan(
     dir: &Path,
     common: &CommonArgs,
-    cells: &[(ModelKind, &str, &str, Precision)],
+    cells: &[(ModelKind, &str, &str, Precision, TrainingLoop)],
     budget: Option<Duration>,
 ) -> Result<Vec<PlannedCell>> {
     let (_, cfg) = config(common, false)?;
     let mut planned = Vec::new();
-    for &(model, backend, device, precision) in cells {
+    for &(model, backend, device, precision, training_loop) in cells {
         let (dataset, dataset_note) = dataset_for(model, common)?;
         for &batch in &cfg.batch_sizes {
             planned.push(PlannedCell {
-                id: CellId::new(model, backend, device, precision, batch),
+                id: CellId::new(model, backend, device, precision, batch).with_loop(training_loop),
                 dataset,
                 dataset_note: dataset_note.clone(),
                 budget_seconds: budget.map(|b| b.as_secs_f64()),
