@@ -375,9 +375,16 @@ impl ClockState {
         }
     }
 
-    fn loss_sum(&mut self) -> f64 {
+    /// The sum of the devices' loss sums (one read each), which are emptied when `take`: at
+    /// an epoch's end; at a chunk's end they are only looked at, as Kiln's loop does.
+    fn loss_total(&mut self, take: bool) -> f64 {
+        let sums = if take {
+            std::mem::take(&mut self.loss_sums)
+        } else {
+            self.loss_sums.clone()
+        };
         let mut total = 0.0;
-        for t in std::mem::take(&mut self.loss_sums) {
+        for t in sums {
             match read_scalar(t) {
                 Ok(v) => total += v,
                 Err(e) => {
@@ -431,7 +438,7 @@ impl ClockState {
             .is_some_and(|b| now - started >= b && timed >= self.min_timed_steps);
         if self.chunk_steps >= self.chunk_len || now - self.mark >= self.chunk_time || over_budget {
             self.close_chunk(now);
-            let loss = self.loss_sum_peek();
+            let loss = self.loss_total(false);
             if !loss.is_finite() {
                 self.partial = true;
                 self.stop_epoch(now, "the training loss is not finite");
@@ -468,22 +475,6 @@ impl ClockState {
         }
     }
 
-    /// The loss sum so far without consuming it (read at chunk ends, as Kiln's loop does).
-    fn loss_sum_peek(&mut self) -> f64 {
-        let sums = self.loss_sums.clone();
-        let mut total = 0.0;
-        for t in sums {
-            match read_scalar(t) {
-                Ok(v) => total += v,
-                Err(e) => {
-                    self.fail(e.to_string());
-                    return f64::NAN;
-                }
-            }
-        }
-        total
-    }
-
     fn close_chunk(&mut self, now: Instant) {
         if self.chunk_steps > 0 {
             self.chunks.push(Chunk {
@@ -512,7 +503,7 @@ impl ClockState {
         // At a step boundary every batch handed out belongs to a finished step.
         let steps = self.calls.div_ceil(self.devices.len().max(1));
         let samples = self.samples;
-        let loss = self.loss_sum();
+        let loss = self.loss_total(true);
         EpochSummary {
             epoch: self.epoch,
             seconds: self.epoch_start.map_or(0.0, |s| (now - s).as_secs_f64()),
@@ -673,6 +664,13 @@ pub fn train<M: Classifier>(
     if train_len == 0 {
         return Err(CoreError::Config("the training split is empty".into()));
     }
+    // An epoch ends where its validation starts: without a test split the clock could not
+    // tell one epoch from the next.
+    if test_len == 0 {
+        return Err(CoreError::Config(
+            "--loop learner needs a test split (this dataset has none): use --loop kiln".into(),
+        ));
+    }
     let batch = protocol.batch_size;
     let n = devices.len().max(1);
     let steps_per_epoch = train_len.div_ceil(n).div_ceil(batch);
@@ -687,7 +685,10 @@ pub fn train<M: Classifier>(
             inject_nan_at_step: protocol.inject_nan_at_step,
             steps_per_epoch,
             chunk_len: (steps_per_epoch / 10).max(1),
-            chunk_time: protocol.budget.map(|b| b / 12).unwrap_or(Duration::MAX),
+            chunk_time: protocol
+                .budget
+                .map(|b| b / crate::protocol::CHUNKS_PER_BUDGET)
+                .unwrap_or(Duration::MAX),
             interrupter: interrupter.clone(),
             events,
             launched: now,

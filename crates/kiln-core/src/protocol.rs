@@ -334,7 +334,7 @@ impl<M: Classifier> Trainer<M> {
 
 /// A budget-cut cell gets at least this many chunks: a chunk closes after a twelfth of the
 /// budget even before its steps are done.
-const CHUNKS_PER_BUDGET: u32 = 12;
+pub(crate) const CHUNKS_PER_BUDGET: u32 = 12;
 
 /// The state of a cell while it trains.
 struct Run<'a, M: Classifier> {

@@ -504,3 +504,46 @@ fn every_backend_on_a_device_is_divided_by_the_best_peak_measured_at_the_runs_st
         CellRequest::read(&out.join("cells/mnist-cnn-ndarray-cpu-f32-b8-gemm.json")).unwrap();
     assert!(calibration.calibrate_only && calibration.recalibrate);
 }
+
+#[test]
+fn data_parallel_takes_the_first_n_available_devices_or_says_how_many_there_are() {
+    let device = |spec: &str, available: bool| kiln_results::DeviceReport {
+        spec: spec.into(),
+        name: spec.into(),
+        kind: kiln_results::DeviceKind::DiscreteGpu,
+        available,
+        reason: None,
+        precisions: vec!["f32".into()],
+        default: spec == "cuda:0",
+        memory_bytes: None,
+        runtime: None,
+    };
+    let report = ProbeReport {
+        backend: "cuda".into(),
+        backend_version: "0".into(),
+        devices: vec![
+            device("cuda:0", true),
+            device("cuda:1", false),
+            device("cuda:2", true),
+        ],
+    };
+    let got = data_parallel_devices("cuda", None, Some(2), Some(&report)).unwrap();
+    assert_eq!(got, Some(vec!["cuda:0".to_string(), "cuda:2".to_string()]));
+    let err = data_parallel_devices("cuda", None, Some(3), Some(&report))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("2 available device(s)") && err.contains("--devices"),
+        "{err}"
+    );
+    let err = data_parallel_devices("cuda", None, Some(1), Some(&report))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at least 2"), "{err}");
+    // --devices as given.
+    let given = Some(vec!["cpu".to_string(), "cpu".to_string()]);
+    assert_eq!(
+        data_parallel_devices("flex", given.clone(), None, None).unwrap(),
+        given
+    );
+}
