@@ -390,7 +390,13 @@ fn run_cell(
     };
     let mut device = selected.device;
     cell.device_name = selected.name;
-    cell.device = selected.spec;
+    // Until every device of a data-parallel cell is open, the cell is the list it asked for.
+    let first_spec = selected.spec;
+    cell.device = if request.devices.is_empty() {
+        first_spec.clone()
+    } else {
+        request.devices.join(",")
+    };
     cell.device_kind = Some(selected.kind);
     cell.runtime = selected.runtime;
     if !device.supports_dtype(dtype(precision.compute())) {
@@ -443,7 +449,7 @@ fn run_cell(
     let device = device.autodiff();
     // A data-parallel cell's other devices, set up as the first one.
     let mut devices = vec![device.clone()];
-    let mut specs = vec![cell.device.clone()];
+    let mut specs = vec![first_spec];
     for spec in request.devices.iter().skip(1) {
         match open_device(binding, spec, precision, request.seed)? {
             Ok((d, resolved, _)) => {
@@ -663,7 +669,8 @@ fn bench_with_args(
 ) -> Record {
     let mut cell = Cell {
         request,
-        device: request.device.clone(),
+        // A data-parallel cell is its device list (`cuda:0,cuda:1`), skipped or not.
+        device: request.id().device,
         device_name: request.device.clone(),
         dataset: String::new(),
         data_note: None,

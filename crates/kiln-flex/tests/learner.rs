@@ -167,3 +167,16 @@ fn the_learner_refuses_what_it_cannot_do_before_any_work() {
         assert!(err.contains(words), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn a_data_parallel_cell_whose_device_is_missing_is_skipped_as_that_cell() {
+    let mut r = tiny();
+    r.device = "cpu".into();
+    r.devices = vec!["cpu".into(), "gpu9".into()];
+    let (_, _, rec) = run(&r);
+    assert_eq!(rec.status, Status::Skipped, "{:?}", rec.reason);
+    // The record is the data-parallel cell's (its device list), not the one-device cell's.
+    assert_eq!(rec.device, "cpu,gpu9");
+    assert_eq!(rec.cell(), r.id());
+    assert!(rec.reason.unwrap_or_default().contains("gpu9"));
+}
