@@ -35,7 +35,7 @@ use kiln_results::{Chunk, DeviceMemory, EpochSummary, Event, Measurements, Progr
 
 use crate::CoreError;
 use crate::models::{Classifier, MnistCnn, ResNet};
-use crate::protocol::{Protocol, Sink, read_scalar};
+use crate::protocol::{Protocol, Sink, read_count, read_scalar, sample_device_memory};
 
 /// How burn-train spreads a data-parallel cell over its devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,12 +171,7 @@ fn accuracy<M: Classifier>(
             .equal(y)
             .int()
             .sum();
-        correct += hits
-            .try_into_data()
-            .map_err(|e| CoreError::Device(format!("reading test accuracy: {e}")))?
-            .iter::<i64>()
-            .next()
-            .unwrap_or(0);
+        correct += read_count(hits)?;
         start = end;
     }
     Ok(correct as f64 / n as f64)
@@ -365,13 +360,8 @@ impl ClockState {
     }
 
     fn sample_device_memory(&mut self) {
-        if let Some(usage) = self.devices.first().and_then(|d| d.memory_pool_usage()) {
-            let peak = self.device_memory.get_or_insert(DeviceMemory {
-                peak_in_use_bytes: 0,
-                peak_reserved_bytes: 0,
-            });
-            peak.peak_in_use_bytes = peak.peak_in_use_bytes.max(usage.bytes_in_use);
-            peak.peak_reserved_bytes = peak.peak_reserved_bytes.max(usage.bytes_reserved);
+        if let Some(device) = self.devices.first() {
+            sample_device_memory(device, &mut self.device_memory);
         }
     }
 
@@ -545,10 +535,10 @@ impl ClockState {
             return;
         };
         let correct = match self.hits.take() {
-            Some(h) => match h.try_into_data() {
-                Ok(d) => d.iter::<i64>().next().unwrap_or(0),
+            Some(h) => match read_count(h) {
+                Ok(n) => n,
                 Err(e) => {
-                    self.fail(format!("reading test accuracy: {e}"));
+                    self.fail(e.to_string());
                     0
                 }
             },

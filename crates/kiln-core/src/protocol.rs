@@ -323,11 +323,7 @@ impl<M: Classifier> Trainer<M> {
             });
             start = end;
         }
-        let correct = correct.map_or(Ok(0i64), |c| {
-            c.try_into_data()
-                .map_err(|e| CoreError::Device(format!("reading test accuracy: {e}")))
-                .map(|d| d.iter::<i64>().next().unwrap_or(0))
-        })?;
+        let correct = correct.map_or(Ok(0i64), read_count)?;
         Ok(correct as f64 / data.test_len as f64)
     }
 }
@@ -356,6 +352,26 @@ fn sync(device: &Device) -> Result<(), CoreError> {
     device
         .sync()
         .map_err(|e| CoreError::Device(format!("device sync failed: {e}")))
+}
+
+/// Fold `device`'s memory pool usage now into the peaks in `peak` (devices that report one).
+pub(crate) fn sample_device_memory(device: &Device, peak: &mut Option<DeviceMemory>) {
+    if let Some(usage) = device.memory_pool_usage() {
+        let peak = peak.get_or_insert(DeviceMemory {
+            peak_in_use_bytes: 0,
+            peak_reserved_bytes: 0,
+        });
+        peak.peak_in_use_bytes = peak.peak_in_use_bytes.max(usage.bytes_in_use);
+        peak.peak_reserved_bytes = peak.peak_reserved_bytes.max(usage.bytes_reserved);
+    }
+}
+
+/// The count a one-element integer tensor holds (correct predictions).
+pub(crate) fn read_count(t: Tensor<1, Int>) -> Result<i64, CoreError> {
+    let data = t
+        .try_into_data()
+        .map_err(|e| CoreError::Device(format!("reading test accuracy: {e}")))?;
+    Ok(data.iter::<i64>().next().unwrap_or(0))
 }
 
 pub(crate) fn read_scalar(t: Tensor<1>) -> Result<f64, CoreError> {
@@ -408,14 +424,7 @@ impl<'a, M: Classifier> Run<'a, M> {
     }
 
     fn sample_device_memory(&mut self) {
-        if let Some(usage) = self.device.memory_pool_usage() {
-            let peak = self.device_memory.get_or_insert(DeviceMemory {
-                peak_in_use_bytes: 0,
-                peak_reserved_bytes: 0,
-            });
-            peak.peak_in_use_bytes = peak.peak_in_use_bytes.max(usage.bytes_in_use);
-            peak.peak_reserved_bytes = peak.peak_reserved_bytes.max(usage.bytes_reserved);
-        }
+        sample_device_memory(self.device, &mut self.device_memory);
     }
 
     /// Sync, then close the chunk that began at `self.mark`.
