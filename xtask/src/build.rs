@@ -3,7 +3,7 @@
 //! cargo's list of produced artifacts checked against the runner packages.
 
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
@@ -119,11 +119,15 @@ pub fn build_plain() -> Result<()> {
 /// directory of its own (whether or not `r` is met here: the GPU kit builds for another
 /// machine); returns the binary, or why it was not built.
 pub fn build_featured(package: &str, r: &Requirement) -> Result<PathBuf> {
-    let dir = r.target_dir();
+    build_with_feature(package, r.feature(), &r.target_dir())
+}
+
+/// Build the runner `package` with the crate feature `feature` in the target directory `dir`;
+/// returns the binary, or why it was not built.
+pub fn build_with_feature(package: &str, feature: &str, dir: &Path) -> Result<PathBuf> {
     eprintln!(
-        "kiln: building {package} with its `{}` feature (its own target dir, {}; a first build \
-         compiles Burn again with it)",
-        r.feature(),
+        "kiln: building {package} with its `{feature}` feature (its own target dir, {}; a \
+         first build compiles Burn again with it)",
         dir.display()
     );
     let mut cmd = cargo();
@@ -133,18 +137,18 @@ pub fn build_featured(package: &str, r: &Requirement) -> Result<PathBuf> {
         "-p",
         package,
         "--features",
-        r.feature(),
+        feature,
         "--bins",
         "--message-format=json-render-diagnostics",
         "--target-dir",
     ]);
-    cmd.arg(&dir);
+    cmd.arg(dir);
     let built = run_build(cmd, package, None).context(
         "CubeCL's GPU runtimes build on cubecl-llvm, whose first build downloads LLVM 23 from \
          github.com; where that is unreachable, `cargo xtask setup-cubecl-llvm` lets it use a \
          system LLVM (docs/gpu.md)",
     )?;
-    check_built(&built, &[package], &dir)?;
+    check_built(&built, &[package], dir)?;
     Ok(dir
         .join("release")
         .join(format!("{package}{}", std::env::consts::EXE_SUFFIX)))

@@ -88,10 +88,17 @@ pub fn doctor(json: bool, build: bool) -> Result<bool> {
     for s in &all {
         let built = if s.built { "yes" } else { "no" };
         if s.devices.is_empty() {
+            let note = match (&s.build_note, s.backend.as_str()) {
+                (Some(n), _) => n.clone(),
+                // Its devices are other machines': none until a server is named.
+                (None, "remote") => "another machine's devices: `cargo xtask serve` there, then \
+                                     --device remote:ws://HOST:PORT (docs/remote.md)"
+                    .into(),
+                (None, _) => String::new(),
+            };
             println!(
-                "| {} | {built} | – | – | no | – | – | – | {} |",
-                s.backend,
-                s.build_note.clone().unwrap_or_default()
+                "| {} | {built} | – | – | no | – | – | – | {note} |",
+                s.backend
             );
         }
         for d in &s.devices {

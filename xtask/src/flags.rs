@@ -91,6 +91,10 @@ pub struct CommonArgs {
     /// same.
     #[arg(long = "loop", value_name = "LOOP", value_delimiter = ',')]
     pub training_loop: Option<Vec<TrainingLoop>>,
+    /// The token of the remote servers (`--device remote:...`), or KILN_REMOTE_TOKEN. It goes
+    /// to the runners in their environment, never into a run directory.
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
 }
 
 /// `--target-accuracy`: a share of the test set, or `none`.
@@ -142,6 +146,10 @@ pub enum Cmd {
         /// directory, print the plan, run nothing (`--resume DIR` runs it later).
         #[arg(long, conflicts_with = "resume")]
         plan_only: bool,
+        /// Remote devices to add to the matrix, comma-separated: remote:ws://HOST:PORT or
+        /// remote:ws://HOST:PORT#INDEX (`cargo xtask serve` on that machine; docs/remote.md).
+        #[arg(long = "device", value_delimiter = ',', value_name = "SPECS")]
+        remote: Vec<String>,
     },
     /// Run one cell.
     Bench {
@@ -151,10 +159,11 @@ pub enum Cmd {
         /// no other cell flag may be given with it, only --out.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare", "devices", "data_parallel"])]
         cell: Option<PathBuf>,
-        /// Backend name.
-        #[arg(long, required_unless_present = "cell")]
+        /// Backend name (implied by a remote device).
+        #[arg(long, required_unless_present_any = ["cell", "device"])]
         backend: Option<String>,
-        /// Device spec (see `cargo xtask doctor`); default: the backend's default device.
+        /// Device spec (see `cargo xtask doctor`); default: the backend's default device. A
+        /// device another machine serves is remote:ws://HOST:PORT[#INDEX] (docs/remote.md).
         #[arg(long)]
         device: Option<String>,
         /// Graphics API of the wgpu backend: vulkan, metal, dx12 or webgpu.
@@ -187,6 +196,29 @@ pub enum Cmd {
     /// final weights' deviation from the reference with a pass/warn/fail verdict
     /// (docs/verify.md). Exits 1 when a row fails.
     Verify(VerifyArgs),
+    /// Host this machine's devices for other machines' remote cells (`--device
+    /// remote:ws://HOST:PORT`) with Burn's remote server over WebSocket, and Kiln's link (this
+    /// machine's fingerprint, pings) on the next port; runs until stopped (docs/remote.md).
+    Serve {
+        /// The backend that computes: flex, ndarray, wgpu, or cuda, rocm (built with the
+        /// remote server in a target directory of their own).
+        #[arg(long)]
+        backend: String,
+        /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
+        /// (`#0`, `#1`). Default: the backend's default device.
+        #[arg(long, value_delimiter = ',', value_name = "SPECS")]
+        devices: Vec<String>,
+        /// Port of Burn's server; Kiln's link listens on the next one.
+        #[arg(long, default_value_t = 3000)]
+        port: u16,
+        /// Address to listen on (default 127.0.0.1, this machine only); any other needs a
+        /// token.
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+        /// The token clients must give, or KILN_REMOTE_TOKEN.
+        #[arg(long, value_name = "T")]
+        token: Option<String>,
+    },
     /// Show every backend: built or not, its devices, available or not and why.
     Doctor {
         /// Print JSON instead of a table.

@@ -14,6 +14,7 @@ mod flags;
 mod kit;
 mod llvm;
 mod report;
+mod serve;
 mod test;
 mod time;
 mod torch;
@@ -56,8 +57,46 @@ pub fn revision() -> (Option<String>, Option<bool>) {
     }
 }
 
+/// Hand the remote token and a run's remote devices to every runner it starts (probes
+/// included) in their environment: never in a request file, which a run directory keeps.
+fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
+    let (common, devices): (&CommonArgs, Vec<String>) = match cmd {
+        Cmd::BenchAll { common, remote, .. } => (common, remote.clone()),
+        Cmd::Bench { common, device, .. } => (
+            common,
+            device
+                .iter()
+                .filter(|d| d.starts_with("remote:"))
+                .cloned()
+                .collect(),
+        ),
+        _ => return Ok(()),
+    };
+    if let Some(bad) = devices.iter().find(|d| !d.starts_with("remote:")) {
+        anyhow::bail!(
+            "bench-all --device {bad:?}: bench-all picks each backend's devices itself \
+             (--all-devices for every one); --device adds remote ones, \
+             remote:ws://HOST:PORT[#INDEX]. A local device: `cargo xtask bench --device`"
+        );
+    }
+    // SAFETY: called first in main, before any thread exists (the interrupt handler's included).
+    unsafe {
+        if let Some(t) = &common.token {
+            std::env::set_var(kiln_results::REMOTE_TOKEN_VAR, t);
+        }
+        if !devices.is_empty() {
+            std::env::set_var(kiln_results::REMOTE_DEVICES_VAR, devices.join(","));
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = remote_environment(&cli.command) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     bench::install_interrupt_handler();
     let result = match cli.command {
         Cmd::BenchAll {
@@ -76,6 +115,7 @@ fn main() -> ExitCode {
             resume: None,
             all_devices,
             plan_only,
+            remote,
         } => bench::bench_all(
             &common,
             backends,
@@ -83,6 +123,7 @@ fn main() -> ExitCode {
             precisions,
             all_devices,
             plan_only,
+            !remote.is_empty(),
         ),
         Cmd::Bench {
             common,
@@ -93,7 +134,7 @@ fn main() -> ExitCode {
         Cmd::Bench {
             common,
             cell: None,
-            backend: Some(backend),
+            backend,
             device,
             api,
             model: Some(model),
@@ -101,19 +142,21 @@ fn main() -> ExitCode {
             bare,
             devices,
             data_parallel,
-        } => bench::bench_one(
-            &common,
-            bench::OneCell {
-                backend: &backend,
-                device,
-                api,
-                model,
-                precision,
-                bare,
-                devices,
-                data_parallel,
-            },
-        ),
+        } => bench::one_backend(backend, device.as_deref()).and_then(|backend| {
+            bench::bench_one(
+                &common,
+                bench::OneCell {
+                    backend: &backend,
+                    device,
+                    api,
+                    model,
+                    precision,
+                    bare,
+                    devices,
+                    data_parallel,
+                },
+            )
+        }),
         Cmd::Bench { .. } => Err(anyhow::anyhow!(
             "`bench` needs --backend and --model, or --cell FILE"
         )),
@@ -123,6 +166,19 @@ fn main() -> ExitCode {
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
+        Cmd::Serve {
+            backend,
+            devices,
+            port,
+            bind,
+            token,
+        } => serve::serve(serve::Serve {
+            backend,
+            devices,
+            port,
+            bind,
+            token,
+        }),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),
         Cmd::Report {
             paths,

@@ -164,6 +164,7 @@ impl Binding for DriverGpu {
             spec: format!("{}:{index}", self.name),
             kind: DeviceKind::DiscreteGpu,
             runtime: Some((self.runtime)()),
+            remote: None,
         })
     }
 

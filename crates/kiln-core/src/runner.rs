@@ -54,6 +54,8 @@ pub struct Selected {
     pub kind: DeviceKind,
     /// How a GPU runtime is set up (API, driver, fusion, autotune).
     pub runtime: Option<kiln_results::Runtime>,
+    /// A device another machine serves: that machine and the link.
+    pub remote: Option<kiln_results::Remote>,
 }
 
 impl Selected {
@@ -65,6 +67,7 @@ impl Selected {
             name: fingerprint::cpu_model(),
             kind: DeviceKind::Cpu,
             runtime: None,
+            remote: None,
         }
     }
 }
@@ -317,6 +320,7 @@ struct Cell<'a> {
     threads: usize,
     device_kind: Option<DeviceKind>,
     runtime: Option<kiln_results::Runtime>,
+    remote: Option<kiln_results::Remote>,
     backend_version: String,
     flops_per_sample: Option<u64>,
     peak: Option<kiln_results::Calibration>,
@@ -353,6 +357,7 @@ impl Cell<'_> {
             measurements,
             loop_overhead: None,
             data_parallel: None,
+            remote: self.remote.clone(),
         }
     }
 
@@ -399,6 +404,7 @@ fn run_cell(
     };
     cell.device_kind = Some(selected.kind);
     cell.runtime = selected.runtime;
+    cell.remote = selected.remote;
     if !device.supports_dtype(dtype(precision.compute())) {
         return Ok(cell.record(
             Status::Skipped,
@@ -683,6 +689,7 @@ fn bench_with_args(
         threads: binding.threads(),
         device_kind: None,
         runtime: None,
+        remote: None,
         backend_version: binding.version().into(),
         flops_per_sample: None,
         peak: None,

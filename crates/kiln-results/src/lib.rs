@@ -30,3 +30,11 @@ pub use vocab::{
     AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, ModelKind,
     Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
 };
+
+/// The variable holding the token of remote servers (`cargo xtask serve --token`), for the
+/// runners xtask starts and for `serve` itself.
+pub const REMOTE_TOKEN_VAR: &str = "KILN_REMOTE_TOKEN";
+
+/// The variable listing the remote devices the remote runner's probe reports
+/// (`remote:ws://HOST:PORT[#INDEX]`, comma-separated).
+pub const REMOTE_DEVICES_VAR: &str = "KILN_REMOTE_DEVICES";

@@ -197,6 +197,9 @@ pub struct Observed {
     /// A data-parallel cell's devices and strategy.
     #[serde(default)]
     pub data_parallel: Option<crate::DataParallel>,
+    /// A remote device's server and link.
+    #[serde(default)]
+    pub remote: Option<crate::Remote>,
 }
 
 impl Observed {
@@ -214,7 +217,8 @@ impl Observed {
         r.dataset = self.dataset;
         r.data = self.data;
         fingerprint.backend_version = self.backend_version;
-        if self.device_kind.is_some_and(DeviceKind::is_gpu) {
+        // A remote GPU is the server's: its fingerprint is in `remote`, not this machine's.
+        if self.device_kind.is_some_and(DeviceKind::is_gpu) && self.remote.is_none() {
             fingerprint.gpu_name = Some(r.device_name.clone());
             fingerprint.gpu_driver = self.runtime.as_ref().and_then(|rt| rt.driver.clone());
             fingerprint.gpu_memory_bytes = self.device_memory_bytes;
@@ -234,6 +238,7 @@ impl Observed {
         r.args = self.args;
         r.loop_overhead = self.loop_overhead;
         r.data_parallel = self.data_parallel;
+        r.remote = self.remote;
         r.obtained.budget_seconds = request.budget_seconds;
         let mut notes = Vec::new();
         notes.extend(self.reason);
@@ -315,6 +320,7 @@ mod tests {
     fn observed_on(device: &str, kind: DeviceKind, m: Measurements) -> Observed {
         Observed {
             data_parallel: None,
+            remote: None,
             status: Status::Ok,
             reason: None,
             device: device.into(),

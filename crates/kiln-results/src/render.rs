@@ -293,6 +293,14 @@ pub(crate) fn device_cell(r: &Record) -> String {
             dp.devices.len()
         );
     }
+    if let Some(remote) = &r.remote {
+        let _ = write!(
+            device,
+            " [remote: RTT {:.2} ms, sync {:.2} ms]",
+            remote.rtt_seconds * 1e3,
+            remote.sync_seconds * 1e3
+        );
+    }
     device
 }
 
@@ -1223,6 +1231,37 @@ mod tests {
         assert_eq!(section.rows.len(), 1, "{:?}", section.rows);
         assert!(section.rows[0][5].contains(" ± "), "{:?}", section.rows);
         assert!(section.rows[0][3].contains("2 runs"), "{:?}", section.rows);
+    }
+
+    #[test]
+    fn a_remote_row_is_labelled_with_its_link() {
+        let mut r = Record::not_run(
+            &crate::CellId::new(
+                crate::ModelKind::MnistCnn,
+                "remote",
+                "remote:ws://127.0.0.1:3000",
+                crate::Precision::F32,
+                128,
+            ),
+            Status::Ok,
+            "",
+        );
+        r.device_name = "flex cpu (EPYC) on gpu-box".into();
+        r.remote = Some(crate::Remote {
+            url: "ws://127.0.0.1:3000".into(),
+            index: 0,
+            backend: "flex".into(),
+            device: "cpu".into(),
+            device_name: "EPYC".into(),
+            fingerprint: crate::Fingerprint::default(),
+            rtt_seconds: 0.000_25,
+            sync_seconds: 0.0012,
+        });
+        assert_eq!(
+            device_cell(&r),
+            "remote:ws://127.0.0.1:3000 (flex cpu (EPYC) on gpu-box) [remote: RTT 0.25 ms, sync \
+             1.20 ms]"
+        );
     }
 
     #[test]

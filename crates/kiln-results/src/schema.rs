@@ -521,6 +521,11 @@ pub struct Record {
     /// batches over them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_parallel: Option<DataParallel>,
+    /// Set on a cell trained on a device another machine serves (`--device remote:ws://...`):
+    /// that machine, its device and the link. `fingerprint` stays the client's, where the
+    /// runner, its autodiff graph and its memory were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<Remote>,
 }
 
 /// How a data-parallel cell trained on several devices.
@@ -533,6 +538,28 @@ pub struct DataParallel {
     pub strategy: String,
     /// Samples per optimizer step over all devices (each device takes `batch_size`).
     pub global_batch_size: usize,
+}
+
+/// A remote device as the client reached it (`cargo xtask serve` on the other machine).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Remote {
+    /// Burn's remote server as given (`ws://host:port`).
+    pub url: String,
+    /// The device's position in the list the server hosts.
+    pub index: usize,
+    /// The backend the server computes with (`flex`, `cuda`, ...), and its device's spec and
+    /// name there.
+    pub backend: String,
+    pub device: String,
+    pub device_name: String,
+    /// The machine that did the arithmetic, as Kiln's server reported it.
+    pub fingerprint: Fingerprint,
+    /// Median round trip of Kiln's own link to the server (one small request and its answer
+    /// over TCP), measured before the cell.
+    pub rtt_seconds: f64,
+    /// Median time to read back one float through Burn's remote backend (an upload, an op and
+    /// a read over the session), measured before the cell: what every sync costs at least.
+    pub sync_seconds: f64,
 }
 
 fn one() -> usize {
@@ -603,6 +630,7 @@ impl Record {
             args: Vec::new(),
             training_loop: cell.training_loop,
             data_parallel: None,
+            remote: None,
         }
     }
 

@@ -142,6 +142,7 @@ mod linked {
             name: entry.name.clone(),
             kind: entry.kind,
             runtime: entry.runtime.clone(),
+            remote: None,
         })
     }
 

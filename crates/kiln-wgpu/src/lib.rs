@@ -321,6 +321,7 @@ impl Binding for WgpuBinding {
             name: adapter.name.clone(),
             kind: adapter.device_kind(),
             runtime: Some(adapter.runtime()),
+            remote: None,
         })
     }
 

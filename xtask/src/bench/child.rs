@@ -157,7 +157,7 @@ pub fn cell_stem(id: &CellId) -> String {
         "{}-{}-{}-{}-b{}",
         id.model,
         id.backend,
-        id.device.replace([':', '/'], "_").replace(',', "+"),
+        id.device.replace([':', '/', '#'], "_").replace(',', "+"),
         id.precision,
         id.batch_size
     );

@@ -63,6 +63,10 @@ fn weights_type(precision: &str) -> &'static str {
 /// (backends spell one GPU's spec differently, `cuda:0`, `vulkan:discrete:0`, but report the same
 /// name; identical GPUs of one machine share a peak, as they share a model).
 fn device_of(r: &Record) -> String {
+    // A remote device is another machine's, whatever its kind.
+    if let Some(remote) = &r.remote {
+        return format!("{} on {}", remote.device_name, remote.fingerprint.hostname);
+    }
     match r.device_kind {
         Some(k) if !k.is_gpu() => "cpu".into(),
         _ => r.device_name.clone(),
@@ -462,11 +466,16 @@ pub fn bench_all(
     precisions: Option<Vec<Precision>>,
     all_devices: bool,
     plan_only: bool,
+    remote: bool,
 ) -> Result<bool> {
     let (profile, cfg) = config(common, false)?;
     let models = models.unwrap_or_else(|| profile.models().to_vec());
     let backends_named = backend_names.is_some();
-    let wanted = wanted_backends(backend_names.as_deref())?;
+    let mut wanted = wanted_backends(backend_names.as_deref())?;
+    // `--device remote:...` adds the remote backend; its probe reports those devices.
+    if remote && !wanted.iter().any(|b| b.name == "remote") {
+        wanted.push(backends::find("remote")?);
+    }
     let matrix = plan::Matrix {
         models: models
             .iter()
@@ -660,6 +669,21 @@ fn data_parallel_devices(
         );
     }
     Ok(Some(available.into_iter().take(n).collect()))
+}
+
+/// The backend of `bench`: `--backend`, or `remote` for a remote device.
+pub fn one_backend(backend: Option<String>, device: Option<&str>) -> Result<String> {
+    let remote = device.is_some_and(|d| d.starts_with("remote:"));
+    match backend {
+        Some(b) if remote && b != "remote" => bail!(
+            "--device {}: a remote device trains on the remote backend (Burn's remote client), \
+             not on {b}: drop --backend, or give --backend remote",
+            device.unwrap_or_default()
+        ),
+        Some(b) => Ok(b),
+        None if remote => Ok("remote".into()),
+        None => bail!("`bench` needs --backend (or a remote:ws://HOST:PORT --device)"),
+    }
 }
 
 /// `cargo xtask bench`: one cell.

@@ -285,6 +285,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
 fn common() -> CommonArgs {
     CommonArgs {
         training_loop: None,
+        token: None,
         quick: false,
         out: None,
         epochs: None,

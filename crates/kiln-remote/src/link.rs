@@ -1,0 +1,287 @@
+//! Kiln's own link to a `serve` process, beside Burn's remote server: JSON lines over TCP on the
+//! port after Burn's. It tells a client which machine and device it is about to train on (Burn's
+//! protocol does not say), checks the same token as Burn's server, and answers pings, so the
+//! client can measure the round trip before a cell.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use kiln_results::{DeviceReport, Fingerprint};
+use serde::{Deserialize, Serialize};
+
+/// How long a client waits to connect to, or hear from, Kiln's server.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Pings whose median is the round trip (after one that opens the path).
+const PINGS: usize = 10;
+
+/// What a client asks.
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(tag = "ask", rename_all = "kebab-case")]
+pub enum Ask {
+    /// The server's machine and devices; refused without the server's token.
+    Info { token: Option<String> },
+    /// An empty round trip.
+    Ping,
+}
+
+/// What the server hosts, and on which machine.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Info {
+    /// The backend the served devices compute with (`flex`).
+    pub backend: String,
+    pub backend_version: String,
+    /// The served devices, in the order a client indexes them (`#0`, `#1`, ...).
+    pub devices: Vec<DeviceReport>,
+    /// The server's machine.
+    pub fingerprint: Fingerprint,
+}
+
+/// What the server answers.
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(tag = "answer", rename_all = "kebab-case")]
+pub enum Answer {
+    Info(Box<Info>),
+    Pong,
+    Refused { why: String },
+}
+
+/// Compare tokens without an early exit on the first differing byte.
+fn same_token(given: &str, expected: &str) -> bool {
+    let (a, b) = (given.as_bytes(), expected.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The answer to one ask.
+fn answer(ask: &str, info: &Info, token: Option<&str>) -> Answer {
+    match serde_json::from_str::<Ask>(ask) {
+        Ok(Ask::Ping) => Answer::Pong,
+        Ok(Ask::Info { token: given }) => match (token, given.as_deref()) {
+            (None, _) => Answer::Info(Box::new(info.clone())),
+            (Some(expected), Some(given)) if same_token(given, expected) => {
+                Answer::Info(Box::new(info.clone()))
+            }
+            (Some(_), Some(_)) => Answer::Refused {
+                why: "wrong token".into(),
+            },
+            (Some(_), None) => Answer::Refused {
+                why: "this server needs a token and none was given".into(),
+            },
+        },
+        Err(e) => Answer::Refused {
+            why: format!("not a Kiln request: {e}"),
+        },
+    }
+}
+
+/// Answer every connection to `listener`, each on a thread of its own, forever.
+pub fn serve(listener: TcpListener, info: Info, token: Option<String>) {
+    let info = std::sync::Arc::new(info);
+    let token = std::sync::Arc::new(token);
+    for stream in listener.incoming().flatten() {
+        let (info, token) = (info.clone(), token.clone());
+        std::thread::spawn(move || {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+            let Ok(write) = stream.try_clone() else {
+                return;
+            };
+            let mut write = std::io::BufWriter::new(write);
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let reply = answer(&line, &info, token.as_deref().as_deref());
+                let Ok(text) = serde_json::to_string(&reply) else {
+                    return;
+                };
+                if writeln!(write, "{text}")
+                    .and_then(|()| write.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// A connection to Kiln's server at `addr` (`host:port`).
+pub struct Client {
+    addr: String,
+    read: BufReader<TcpStream>,
+    write: TcpStream,
+}
+
+impl Client {
+    /// Connect, or say why not.
+    pub fn connect(addr: &str) -> Result<Client, String> {
+        let unreachable = |why: String| {
+            format!(
+                "cannot reach Kiln's server at {addr} ({why}): is `cargo xtask serve` running \
+                 there, and is its port after Burn's reachable from here?"
+            )
+        };
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| unreachable(e.to_string()))?
+            .collect();
+        let mut last = String::from("the name has no address");
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, TIMEOUT) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    stream
+                        .set_read_timeout(Some(TIMEOUT))
+                        .map_err(|e| unreachable(e.to_string()))?;
+                    let write = stream.try_clone().map_err(|e| unreachable(e.to_string()))?;
+                    return Ok(Client {
+                        addr: addr.to_string(),
+                        read: BufReader::new(stream),
+                        write,
+                    });
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(unreachable(last))
+    }
+
+    fn ask(&mut self, ask: &Ask) -> Result<Answer, String> {
+        let text = serde_json::to_string(ask).map_err(|e| e.to_string())?;
+        let lost =
+            |e: std::io::Error| format!("Kiln's server at {} stopped answering: {e}", self.addr);
+        writeln!(self.write, "{text}").map_err(lost)?;
+        let mut line = String::new();
+        let n = self.read.read_line(&mut line).map_err(lost)?;
+        if n == 0 {
+            return Err(format!(
+                "Kiln's server at {} closed the connection",
+                self.addr
+            ));
+        }
+        serde_json::from_str(&line).map_err(|e| {
+            format!(
+                "{} answered something that is not Kiln's link ({e}): is it a `cargo xtask \
+                 serve` of the same Kiln?",
+                self.addr
+            )
+        })
+    }
+
+    /// The server's machine and devices, with `token`.
+    pub fn info(&mut self, token: Option<&str>) -> Result<Info, String> {
+        match self.ask(&Ask::Info {
+            token: token.map(str::to_string),
+        })? {
+            Answer::Info(info) => Ok(*info),
+            Answer::Refused { why } => Err(format!(
+                "the server at {} refused this client: {why} (give the server's token with \
+                 --token T or KILN_REMOTE_TOKEN)",
+                self.addr
+            )),
+            Answer::Pong => Err(format!("{} answered a ping to an info request", self.addr)),
+        }
+    }
+
+    /// The median round trip of [`PINGS`] pings, after one.
+    pub fn round_trip(&mut self) -> Result<f64, String> {
+        let mut times = Vec::with_capacity(PINGS);
+        for i in 0..=PINGS {
+            let started = Instant::now();
+            match self.ask(&Ask::Ping)? {
+                Answer::Pong => {}
+                other => return Err(format!("{} answered {other:?} to a ping", self.addr)),
+            }
+            if i > 0 {
+                times.push(started.elapsed().as_secs_f64());
+            }
+        }
+        Ok(median(&mut times))
+    }
+}
+
+/// The median of `xs` (which it sorts); 0 for none.
+pub fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> Info {
+        Info {
+            backend: "flex".into(),
+            backend_version: "0.22.1".into(),
+            devices: Vec::new(),
+            fingerprint: Fingerprint::default(),
+        }
+    }
+
+    #[test]
+    fn a_token_server_answers_only_its_token() {
+        let ask = |t: Option<&str>| {
+            serde_json::to_string(&Ask::Info {
+                token: t.map(str::to_string),
+            })
+            .unwrap()
+        };
+        assert!(matches!(
+            answer(&ask(Some("s3")), &info(), Some("s3")),
+            Answer::Info(_)
+        ));
+        assert!(matches!(
+            answer(&ask(Some("s4")), &info(), Some("s3")),
+            Answer::Refused { why } if why == "wrong token"
+        ));
+        assert!(matches!(
+            answer(&ask(Some("s")), &info(), Some("s3")),
+            Answer::Refused { .. }
+        ));
+        assert!(matches!(
+            answer(&ask(None), &info(), Some("s3")),
+            Answer::Refused { .. }
+        ));
+        assert!(matches!(answer(&ask(None), &info(), None), Answer::Info(_)));
+        assert!(matches!(
+            answer("GET / HTTP/1.1", &info(), None),
+            Answer::Refused { .. }
+        ));
+    }
+
+    #[test]
+    fn a_client_gets_the_info_and_a_round_trip_over_tcp() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || serve(listener, info(), Some("tok".into())));
+        let mut client = Client::connect(&addr).unwrap();
+        assert!(client.round_trip().unwrap() > 0.0);
+        assert_eq!(client.info(Some("tok")).unwrap().backend, "flex");
+        let refused = client.info(Some("nope")).unwrap_err();
+        assert!(refused.contains("wrong token"), "{refused}");
+        assert!(refused.contains("KILN_REMOTE_TOKEN"), "{refused}");
+    }
+
+    #[test]
+    fn nothing_listening_is_a_clear_error() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let Err(why) = Client::connect(&format!("127.0.0.1:{port}")) else {
+            panic!("connected to a closed port");
+        };
+        assert!(why.contains("cargo xtask serve"), "{why}");
+    }
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&mut []), 0.0);
+    }
+}

@@ -1,0 +1,198 @@
+//! `kiln-remote serve`: host this machine's devices for remote clients with Burn's remote server
+//! (WebSocket), and Kiln's link (the machine's fingerprint, pings) on the next port.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+
+use burn::server::{RemoteServer, TokenAuthorizer, WebSocketTransport};
+use clap::Parser;
+use kiln_core::Binding;
+use kiln_results::{DeviceReport, fingerprint};
+
+use crate::link;
+
+/// The variable a token may come in instead of `--token` (it then stays out of `ps`).
+pub use kiln_results::REMOTE_TOKEN_VAR as TOKEN_VAR;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kiln-remote serve",
+    about = "Host this machine's devices for Kiln's remote cells (`--device remote:ws://HOST:PORT`)"
+)]
+pub struct ServeArgs {
+    /// The backend that computes: flex, ndarray or wgpu (cuda, rocm when built with them).
+    #[arg(long)]
+    pub backend: String,
+    /// Device specs of the backend (`cargo xtask doctor`), comma-separated; a client picks one
+    /// by position (`#0`, `#1`). Default: the backend's default device.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Port of Burn's remote server; Kiln's link listens on the next one.
+    #[arg(long, default_value_t = 3000)]
+    pub port: u16,
+    /// Address to listen on. Loopback by default; any other needs a token.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub bind: IpAddr,
+    /// The token clients must give (or KILN_REMOTE_TOKEN). Required off loopback.
+    #[arg(long)]
+    pub token: Option<String>,
+}
+
+/// The bindings this build can serve, by name.
+pub fn binding(name: &str) -> Option<&'static dyn Binding> {
+    match name {
+        "flex" => Some(&kiln_flex::FlexBinding),
+        "ndarray" => Some(&kiln_ndarray::NdarrayBinding),
+        "wgpu" => Some(&kiln_wgpu::WgpuBinding),
+        #[cfg(feature = "cuda")]
+        "cuda" => Some(&kiln_cuda::CUDA),
+        #[cfg(feature = "rocm")]
+        "rocm" => Some(&kiln_rocm::ROCM),
+        _ => None,
+    }
+}
+
+/// The backends [`binding`] knows, for messages.
+fn servable() -> String {
+    let mut names = vec!["flex", "ndarray", "wgpu"];
+    if cfg!(feature = "cuda") {
+        names.push("cuda");
+    }
+    if cfg!(feature = "rocm") {
+        names.push("rocm");
+    }
+    names.join(", ")
+}
+
+/// The token to require: `--token`, else the variable; an empty one is none.
+pub fn token(given: Option<String>) -> Option<String> {
+    given
+        .or_else(|| std::env::var(TOKEN_VAR).ok())
+        .filter(|t| !t.is_empty())
+}
+
+/// Why the server must not start on `bind` with `token`, if it must not.
+pub fn refuse_open(bind: IpAddr, token: Option<&str>) -> Option<String> {
+    (!bind.is_loopback() && token.is_none()).then(|| {
+        format!(
+            "refusing to serve on {bind} without a token: anyone who reaches this port could \
+             run work on these devices. Give --token T (or {TOKEN_VAR}), or serve on \
+             127.0.0.1 (the default) and reach it through an SSH tunnel"
+        )
+    })
+}
+
+/// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.
+pub fn run(args: ServeArgs) -> Result<(), String> {
+    let token = token(args.token);
+    if let Some(why) = refuse_open(args.bind, token.as_deref()) {
+        return Err(why);
+    }
+    let binding = binding(&args.backend).ok_or_else(|| {
+        format!(
+            "serve cannot host {:?}: this build serves {} (libtorch cannot host Burn's remote \
+             sessions; cuda and rocm need `cargo xtask serve` on a machine with their driver)",
+            args.backend,
+            servable()
+        )
+    })?;
+    let specs = if args.devices.is_empty() {
+        vec!["default".to_string()]
+    } else {
+        args.devices.clone()
+    };
+    let probed = binding.probe();
+    let mut devices = Vec::new();
+    let mut reports = Vec::new();
+    for spec in &specs {
+        let selected = binding
+            .device(spec)
+            .map_err(|why| format!("{} device {spec}: {why}", binding.name()))?;
+        let report = probed
+            .iter()
+            .find(|d| d.spec == selected.spec)
+            .cloned()
+            .unwrap_or_else(|| DeviceReport {
+                spec: selected.spec.clone(),
+                name: selected.name.clone(),
+                kind: selected.kind,
+                available: true,
+                reason: None,
+                precisions: kiln_core::runner::supported_precisions(&selected.device),
+                default: false,
+                memory_bytes: None,
+                runtime: selected.runtime.clone(),
+            });
+        reports.push(report);
+        devices.push(selected.device);
+    }
+    let burn_addr = SocketAddr::new(args.bind, args.port);
+    let next = args.port.checked_add(1).ok_or_else(|| {
+        format!(
+            "--port {}: Kiln's link needs the port after it; give a lower one",
+            args.port
+        )
+    })?;
+    let link_addr = SocketAddr::new(args.bind, next);
+    let burn_listener = TcpListener::bind(burn_addr)
+        .map_err(|e| format!("cannot listen on {burn_addr} for Burn's server: {e}"))?;
+    let link_listener = TcpListener::bind(link_addr)
+        .map_err(|e| format!("cannot listen on {link_addr} for Kiln's link: {e}"))?;
+    let info = link::Info {
+        backend: binding.name().into(),
+        backend_version: binding.version().into(),
+        devices: reports.clone(),
+        fingerprint: fingerprint::collect(binding.threads(), kiln_core::BURN_VERSION),
+    };
+    let link_token = token.clone();
+    std::thread::spawn(move || link::serve(link_listener, info, link_token));
+
+    let reach = if args.bind.is_loopback() {
+        "this machine only (--bind 0.0.0.0 with --token serves the network)".to_string()
+    } else {
+        format!("every machine that reaches {}", args.bind)
+    };
+    for (i, d) in reports.iter().enumerate() {
+        eprintln!("kiln: #{i}: {} {} ({})", binding.name(), d.spec, d.name);
+    }
+    eprintln!(
+        "kiln: serving on ws://{burn_addr} (Burn's remote server) and {link_addr} (Kiln's \
+         link), to {reach}; {}. Stop with Ctrl+C.",
+        if token.is_some() {
+            "clients must give the token"
+        } else {
+            "no token"
+        }
+    );
+    // The line a script waits for: both ports are listening.
+    println!("kiln-remote: serving ws://{burn_addr}");
+    let mut server = RemoteServer::new(devices);
+    if let Some(t) = token {
+        server = server.with_authorizer(TokenAuthorizer::new(t).map_err(|e| e.to_string())?);
+    }
+    server
+        .serve(WebSocketTransport::from_listener(burn_listener))
+        .map_err(|e| format!("Burn's remote server stopped: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_address_needs_a_token_and_loopback_does_not() {
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        let why = refuse_open(any, None).unwrap();
+        assert!(why.contains("0.0.0.0") && why.contains("--token"), "{why}");
+        assert!(refuse_open(any, Some("t")).is_none());
+        assert!(refuse_open("127.0.0.1".parse().unwrap(), None).is_none());
+        assert!(refuse_open("::1".parse().unwrap(), None).is_none());
+        assert!(refuse_open("192.168.1.4".parse().unwrap(), None).is_some());
+    }
+
+    #[test]
+    fn an_unknown_backend_names_the_ones_served() {
+        assert!(binding("flex").is_some());
+        assert!(binding("tch").is_none());
+        assert!(servable().contains("wgpu"));
+    }
+}

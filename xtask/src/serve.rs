@@ -1,0 +1,113 @@
+//! `cargo xtask serve`: build the remote runner with the backend to host, then run its `serve`
+//! until stopped (docs/remote.md).
+
+use std::net::IpAddr;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::backends::{self, Requirement, Source};
+use crate::build;
+
+/// The remote runner's package, which holds the server.
+const PACKAGE: &str = "kiln-remote";
+
+/// What `cargo xtask serve` was asked.
+pub struct Serve {
+    pub backend: String,
+    pub devices: Vec<String>,
+    pub port: u16,
+    pub bind: Option<String>,
+    pub token: Option<String>,
+}
+
+/// Why `bind` with `token` must not serve, before anything is built.
+fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
+    let Some(text) = bind else {
+        return Ok(());
+    };
+    let addr: IpAddr = text.parse().with_context(|| {
+        format!("--bind {text:?}: give an IP address (127.0.0.1, 0.0.0.0, 192.168.1.4, ::)")
+    })?;
+    let token = token
+        .map(str::to_string)
+        .or_else(|| std::env::var(kiln_results::REMOTE_TOKEN_VAR).ok())
+        .filter(|t| !t.is_empty());
+    if !addr.is_loopback() && token.is_none() {
+        bail!(
+            "refusing to serve on {addr} without a token: anyone who reaches this port could \
+             run work on these devices. Give --token T (or KILN_REMOTE_TOKEN), or serve on \
+             127.0.0.1 (the default) and reach it through an SSH tunnel"
+        );
+    }
+    Ok(())
+}
+
+/// Build what hosts `backend` and run it; returns whether it stopped cleanly.
+pub fn serve(s: Serve) -> Result<bool> {
+    check_bind(s.bind.as_deref(), s.token.as_deref())?;
+    let b = backends::find(&s.backend)?;
+    let program = match &b.source {
+        Source::Cargo {
+            requires: Some(Requirement::Driver(d)),
+            ..
+        } => {
+            d.met()
+                .map_err(|why| anyhow::anyhow!("cannot serve {}: {why}", b.name))?;
+            // The driver backend's Burn carries the remote server only in this build of its own.
+            let dir = backends::target_dir().join(format!("{}-remote", d.feature));
+            build::build_with_feature(PACKAGE, &d.feature, &dir)?
+        }
+        Source::Cargo { requires: None, .. } if b.name != "remote" => {
+            build::build_all()?;
+            backends::runner(backends::find("remote")?)
+                .map_err(anyhow::Error::msg)?
+                .program
+        }
+        _ => bail!(
+            "cannot serve {}: Burn's remote server hosts flex, ndarray, wgpu, cuda and rocm \
+             devices (libtorch cannot host remote sessions, and the PyTorch reference is not \
+             Burn)",
+            b.name
+        ),
+    };
+    let mut cmd = Command::new(&program);
+    cmd.arg("serve")
+        .args(["--backend", &s.backend])
+        .args(["--port", &s.port.to_string()]);
+    if !s.devices.is_empty() {
+        cmd.args(["--devices", &s.devices.join(",")]);
+    }
+    if let Some(bind) = &s.bind {
+        cmd.args(["--bind", bind]);
+    }
+    if let Some(token) = &s.token {
+        // In the environment, not the arguments `ps` shows.
+        cmd.env(kiln_results::REMOTE_TOKEN_VAR, token);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {}", program.display()))?;
+    Ok(status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_address_without_a_token_is_refused_before_any_build() {
+        if std::env::var_os(kiln_results::REMOTE_TOKEN_VAR).is_some() {
+            return;
+        }
+        let why = check_bind(Some("0.0.0.0"), None).unwrap_err().to_string();
+        assert!(why.contains("without a token"), "{why}");
+        assert!(check_bind(Some("0.0.0.0"), Some("t")).is_ok());
+        assert!(check_bind(Some("127.0.0.1"), None).is_ok());
+        assert!(check_bind(None, None).is_ok());
+        let bad = check_bind(Some("localhost:3"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("--bind"), "{bad}");
+    }
+}
