@@ -108,7 +108,8 @@ enum Layer {
     GlobalAvg(AdaptiveAvgPool2d),
     Linear(Linear),
     Add,
-    CrossEntropy(CrossEntropyLoss),
+    // Boxed: with the remote device in Burn's device type, it is the largest variant by far.
+    CrossEntropy(Box<CrossEntropyLoss>),
 }
 
 impl Layer {
@@ -154,7 +155,7 @@ impl Layer {
             } => Layer::Linear(LinearConfig::new(in_features, out_features).init(device)),
             LayerOp::ResidualAdd => Layer::Add,
             LayerOp::CrossEntropy => {
-                Layer::CrossEntropy(CrossEntropyLossConfig::new().init(device))
+                Layer::CrossEntropy(Box::new(CrossEntropyLossConfig::new().init(device)))
             }
             LayerOp::Adam { .. } => {
                 return Err(CoreError::Config("the optimizer is not a layer".into()));

@@ -88,7 +88,7 @@ pub fn serve(listener: TcpListener, info: Info, token: Option<String>) {
             };
             let mut write = std::io::BufWriter::new(write);
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let reply = answer(&line, &info, token.as_deref().as_deref());
+                let reply = answer(&line, &info, token.as_deref());
                 let Ok(text) = serde_json::to_string(&reply) else {
                     return;
                 };

@@ -548,3 +548,31 @@ fn data_parallel_takes_the_first_n_available_devices_or_says_how_many_there_are(
         given
     );
 }
+
+#[test]
+fn a_remote_device_implies_the_remote_backend_and_no_other() {
+    let spec = Some("remote:ws://gpu:3000#1");
+    assert_eq!(one_backend(None, spec).unwrap(), "remote");
+    assert_eq!(one_backend(Some("remote".into()), spec).unwrap(), "remote");
+    let err = one_backend(Some("flex".into()), spec)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("drop --backend"), "{err}");
+    assert_eq!(
+        one_backend(Some("flex".into()), Some("cpu")).unwrap(),
+        "flex"
+    );
+    assert!(one_backend(None, Some("cpu")).is_err());
+    // A remote spec names its cell's files without `:`, `/` or `#`.
+    let id = CellId::new(
+        ModelKind::MnistCnn,
+        "remote",
+        "remote:ws://gpu:3000#1",
+        Precision::F32,
+        128,
+    );
+    assert_eq!(
+        cell_stem(&id),
+        "mnist-cnn-remote-remote_ws___gpu_3000_1-f32-b128"
+    );
+}
