@@ -1262,6 +1262,17 @@ mod tests {
             "remote:ws://127.0.0.1:3000 (flex cpu (EPYC) on gpu-box) [remote: RTT 0.25 ms, sync \
              1.20 ms]"
         );
+        // The server is one of the report's machines, once however many rows it served.
+        if let Some(remote) = r.remote.as_mut() {
+            remote.fingerprint.hostname = "gpu-box".into();
+            remote.fingerprint.cpu_model = "EPYC".into();
+        }
+        let lines = machine_lines(&[r.clone(), r]);
+        let servers: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("Remote server gpu-box at ws://127.0.0.1:3000: flex cpu"))
+            .collect();
+        assert_eq!(servers.len(), 1, "{lines:?}");
     }
 
     #[test]

@@ -364,8 +364,40 @@ pub(crate) fn epoch_ratio(a: &Record, b: &Record) -> Option<(f64, String)> {
     })
 }
 
-/// One line per machine: CPU, cores, threads, memory, OS, Burn and Kiln versions.
+/// One line per machine: CPU, cores, threads, memory, OS, Burn and Kiln versions; then one per
+/// remote server the rows trained on (the machine that did their arithmetic).
 pub fn machine_lines(all: &[Record]) -> Vec<String> {
+    let mut lines = local_machine_lines(all);
+    let mut seen: Vec<&str> = Vec::new();
+    for remote in all.iter().filter_map(|r| r.remote.as_ref()) {
+        if seen.contains(&remote.url.as_str()) {
+            continue;
+        }
+        seen.push(&remote.url);
+        let fp = &remote.fingerprint;
+        lines.push(format!(
+            "Remote server {} at {}: {} {} ({}) on {} ({} logical cores), {}, {}; Burn {}, Kiln {} ({}).",
+            fp.hostname,
+            remote.url,
+            remote.backend,
+            remote.device,
+            remote.device_name,
+            fp.cpu_model,
+            fp.logical_cores,
+            fp.memory_bytes
+                .map(human_bytes)
+                .unwrap_or_else(|| "memory unknown".into()),
+            fp.os,
+            fp.burn_version,
+            fp.kiln_version,
+            fp.kiln_commit,
+        ));
+    }
+    lines
+}
+
+/// [`machine_lines`] of the machines that ran the runners.
+fn local_machine_lines(all: &[Record]) -> Vec<String> {
     machines(all)
         .iter()
         .filter_map(|name| {
