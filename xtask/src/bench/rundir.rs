@@ -80,12 +80,33 @@ pub fn append_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// A command line with the value of `--token` replaced: a run directory is shared, a token is
+/// not.
+pub(super) fn redacted(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut secret = false;
+    for a in args {
+        if secret {
+            out.push("<redacted>".into());
+            secret = false;
+        } else if a == "--token" {
+            out.push(a);
+            secret = true;
+        } else if a.starts_with("--token=") {
+            out.push("--token=<redacted>".into());
+        } else {
+            out.push(a);
+        }
+    }
+    out
+}
+
 /// Write `run.json`, which marks `out` as a Kiln run and lets `--resume` finish it.
 pub(super) fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell]) -> Result<()> {
     let run_file = RunFile {
         kiln_run: 1,
         created_at: time::unix_now(),
-        command: std::env::args().collect(),
+        command: redacted(std::env::args()),
         config: cfg.clone(),
         cells: cells.to_vec(),
     };

@@ -576,3 +576,26 @@ fn a_remote_device_implies_the_remote_backend_and_no_other() {
         "mnist-cnn-remote-remote_ws___gpu_3000_1-f32-b128"
     );
 }
+
+#[test]
+fn a_token_never_reaches_run_json() {
+    let args = [
+        "xtask",
+        "bench-all",
+        "--token",
+        "s3",
+        "--quick",
+        "--token=s4",
+    ];
+    assert_eq!(
+        rundir::redacted(args.iter().map(|a| a.to_string())),
+        [
+            "xtask",
+            "bench-all",
+            "--token",
+            "<redacted>",
+            "--quick",
+            "--token=<redacted>"
+        ]
+    );
+}
