@@ -105,7 +105,7 @@ pub fn build_plain() -> Result<()> {
         .collect();
     eprintln!(
         "kiln: building the runners ({}) in release mode; a first build compiles Burn (about \
-         20 minutes on 2 cores; cargo's progress follows)",
+         45 minutes on 2 cores; cargo's progress follows)",
         plain.join(", ")
     );
     let mut cmd = cargo();
