@@ -33,12 +33,8 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
         .map(str::to_string)
         .or_else(|| std::env::var(kiln_results::REMOTE_TOKEN_VAR).ok())
         .filter(|t| !t.is_empty());
-    if !addr.is_loopback() && token.is_none() {
-        bail!(
-            "refusing to serve on {addr} without a token: anyone who reaches this port could \
-             run work on these devices. Give --token T (or KILN_REMOTE_TOKEN), or serve on \
-             127.0.0.1 (the default) and reach it through an SSH tunnel"
-        );
+    if let Some(why) = kiln_results::remote_bind_refusal(addr, token.as_deref()) {
+        bail!("{why}");
     }
     Ok(())
 }

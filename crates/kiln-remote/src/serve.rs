@@ -72,13 +72,7 @@ pub fn token(given: Option<String>) -> Option<String> {
 
 /// Why the server must not start on `bind` with `token`, if it must not.
 pub fn refuse_open(bind: IpAddr, token: Option<&str>) -> Option<String> {
-    (!bind.is_loopback() && token.is_none()).then(|| {
-        format!(
-            "refusing to serve on {bind} without a token: anyone who reaches this port could \
-             run work on these devices. Give --token T (or {TOKEN_VAR}), or serve on \
-             127.0.0.1 (the default) and reach it through an SSH tunnel"
-        )
-    })
+    kiln_results::remote_bind_refusal(bind, token)
 }
 
 /// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.

@@ -38,3 +38,16 @@ pub const REMOTE_TOKEN_VAR: &str = "KILN_REMOTE_TOKEN";
 /// The variable listing the remote devices the remote runner's probe reports
 /// (`remote:ws://HOST:PORT[#INDEX]`, comma-separated).
 pub const REMOTE_DEVICES_VAR: &str = "KILN_REMOTE_DEVICES";
+
+/// Why a remote server must not listen on `bind` with `token`, if it must not: any address
+/// that is not loopback needs a token (`cargo xtask serve` checks before it builds, the server
+/// again before it listens).
+pub fn remote_bind_refusal(bind: std::net::IpAddr, token: Option<&str>) -> Option<String> {
+    (!bind.is_loopback() && token.is_none_or(str::is_empty)).then(|| {
+        format!(
+            "refusing to serve on {bind} without a token: anyone who reaches this port could \
+             run work on these devices. Give --token T (or {REMOTE_TOKEN_VAR}), or serve on \
+             127.0.0.1 (the default) and reach it through an SSH tunnel"
+        )
+    })
+}
