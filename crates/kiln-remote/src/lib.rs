@@ -7,8 +7,6 @@
 //! server hosts, 0 by default); the token, when the server has one, comes from
 //! `KILN_REMOTE_TOKEN` (`cargo xtask bench --token T` sets it for the runner).
 
-use std::time::Instant;
-
 use burn::prelude::*;
 use burn::remote::{ConnectError, RemoteHost};
 use kiln_core::Binding;
@@ -77,11 +75,11 @@ impl Spec {
 
 /// The server's token as this client has it.
 fn token() -> Option<String> {
-    serve::token(None)
+    kiln_results::remote_token(None)
 }
 
-/// What Kiln's link says of the server, checked for `spec`'s device, and the round trip.
-fn reach(spec: &Spec) -> Result<(link::Info, DeviceReport, f64), String> {
+/// Kiln's link to the server, what it says of the server, and `spec`'s device there.
+fn reach(spec: &Spec) -> Result<(link::Client, link::Info, DeviceReport), String> {
     let mut client = link::Client::connect(&spec.link)?;
     let info = client.info(token().as_deref())?;
     let device = info.devices.get(spec.index).cloned().ok_or_else(|| {
@@ -93,8 +91,7 @@ fn reach(spec: &Spec) -> Result<(link::Info, DeviceReport, f64), String> {
             spec.index
         )
     })?;
-    let rtt = client.round_trip()?;
-    Ok((info, device, rtt))
+    Ok((client, info, device))
 }
 
 /// Why Burn's server did not connect, in words a user can act on.
@@ -109,17 +106,12 @@ fn connect_error(url: &str, e: ConnectError) -> String {
 }
 
 /// The median time to read back one float computed on `device`.
-fn sync_seconds(device: &Device) -> f64 {
+fn sync_seconds(device: &Device) -> Result<f64, String> {
     let one = Tensor::<1>::from_floats([1.0], device);
-    let mut times = Vec::with_capacity(SYNCS);
-    for i in 0..=SYNCS {
-        let started = Instant::now();
+    link::median_seconds(SYNCS, || {
         let _ = (one.clone() + 1.0).into_data();
-        if i > 0 {
-            times.push(started.elapsed().as_secs_f64());
-        }
-    }
-    link::median(&mut times)
+        Ok(())
+    })
 }
 
 /// How a remote device appears in `--probe` and in row labels: `flex cpu (NAME) on HOST`.
@@ -150,7 +142,7 @@ impl Binding for RemoteBinding {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|spec| match Spec::parse(spec).and_then(|s| reach(&s)) {
-                Ok((info, device, _)) => DeviceReport {
+                Ok((_, info, device)) => DeviceReport {
                     spec: spec.to_string(),
                     name: describe(&info, &device),
                     default: true,
@@ -179,7 +171,8 @@ impl Binding for RemoteBinding {
             ));
         }
         let parsed = Spec::parse(spec)?;
-        let (info, served, rtt) = reach(&parsed)?;
+        let (mut client, info, served) = reach(&parsed)?;
+        let rtt = client.round_trip()?;
         let mut host = RemoteHost::websocket(&parsed.url);
         if let Some(t) = token() {
             host = host.with_credential(t);
@@ -188,7 +181,7 @@ impl Binding for RemoteBinding {
             .device_index(parsed.index)
             .init()
             .map_err(|e| connect_error(&parsed.url, e))?;
-        let sync = sync_seconds(&device);
+        let sync = sync_seconds(&device)?;
         Ok(Selected {
             device,
             spec: spec.to_string(),

@@ -183,29 +183,26 @@ impl Client {
 
     /// The median round trip of [`PINGS`] pings, after one.
     pub fn round_trip(&mut self) -> Result<f64, String> {
-        let mut times = Vec::with_capacity(PINGS);
-        for i in 0..=PINGS {
-            let started = Instant::now();
-            match self.ask(&Ask::Ping)? {
-                Answer::Pong => {}
-                other => return Err(format!("{} answered {other:?} to a ping", self.addr)),
-            }
-            if i > 0 {
-                times.push(started.elapsed().as_secs_f64());
-            }
-        }
-        Ok(median(&mut times))
+        median_seconds(PINGS, || match self.ask(&Ask::Ping)? {
+            Answer::Pong => Ok(()),
+            other => Err(format!("{} answered {other:?} to a ping", self.addr)),
+        })
     }
 }
 
-/// The median of `xs` (which it sorts); 0 for none.
-pub fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    match xs.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => xs[n / 2],
-        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+/// The median seconds of `n` runs of `f`, after one run that is not counted (it opens the path:
+/// a connection's first use, a first allocation).
+pub fn median_seconds(n: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let mut times = Vec::with_capacity(n);
+    for i in 0..=n {
+        let started = Instant::now();
+        f()?;
+        if i > 0 {
+            times.push(started.elapsed().as_secs_f64());
+        }
     }
+    times.sort_by(f64::total_cmp);
+    Ok(kiln_results::stats::median_of_sorted(&times).unwrap_or(0.0))
 }
 
 #[cfg(test)]
@@ -279,9 +276,16 @@ mod tests {
     }
 
     #[test]
-    fn median_of_even_and_odd_counts() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&mut []), 0.0);
+    fn the_median_leaves_out_the_first_run_and_stops_at_an_error() {
+        let mut calls = 0;
+        let t = median_seconds(4, || {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, 5);
+        assert!(t >= 0.0);
+        let err = median_seconds(4, || Err("gone".into())).unwrap_err();
+        assert_eq!(err, "gone");
     }
 }

@@ -53,32 +53,17 @@ pub fn binding(name: &str) -> Option<&'static dyn Binding> {
 
 /// The backends [`binding`] knows, for messages.
 fn servable() -> String {
-    let mut names = vec!["flex", "ndarray", "wgpu"];
-    if cfg!(feature = "cuda") {
-        names.push("cuda");
-    }
-    if cfg!(feature = "rocm") {
-        names.push("rocm");
-    }
-    names.join(", ")
-}
-
-/// The token to require: `--token`, else the variable; an empty one is none.
-pub fn token(given: Option<String>) -> Option<String> {
-    given
-        .or_else(|| std::env::var(TOKEN_VAR).ok())
-        .filter(|t| !t.is_empty())
-}
-
-/// Why the server must not start on `bind` with `token`, if it must not.
-pub fn refuse_open(bind: IpAddr, token: Option<&str>) -> Option<String> {
-    kiln_results::remote_bind_refusal(bind, token)
+    ["flex", "ndarray", "wgpu", "cuda", "rocm"]
+        .into_iter()
+        .filter(|name| binding(name).is_some())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.
 pub fn run(args: ServeArgs) -> Result<(), String> {
-    let token = token(args.token);
-    if let Some(why) = refuse_open(args.bind, token.as_deref()) {
+    let token = kiln_results::remote_token(args.token);
+    if let Some(why) = kiln_results::remote_bind_refusal(args.bind, token.as_deref()) {
         return Err(why);
     }
     let binding = binding(&args.backend).ok_or_else(|| {
@@ -171,17 +156,6 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_open_address_needs_a_token_and_loopback_does_not() {
-        let any: IpAddr = "0.0.0.0".parse().unwrap();
-        let why = refuse_open(any, None).unwrap();
-        assert!(why.contains("0.0.0.0") && why.contains("--token"), "{why}");
-        assert!(refuse_open(any, Some("t")).is_none());
-        assert!(refuse_open("127.0.0.1".parse().unwrap(), None).is_none());
-        assert!(refuse_open("::1".parse().unwrap(), None).is_none());
-        assert!(refuse_open("192.168.1.4".parse().unwrap(), None).is_some());
-    }
 
     #[test]
     fn an_unknown_backend_names_the_ones_served() {

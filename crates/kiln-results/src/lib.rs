@@ -39,6 +39,13 @@ pub const REMOTE_TOKEN_VAR: &str = "KILN_REMOTE_TOKEN";
 /// (`remote:ws://HOST:PORT[#INDEX]`, comma-separated).
 pub const REMOTE_DEVICES_VAR: &str = "KILN_REMOTE_DEVICES";
 
+/// The remote token in use: `given` (`--token`), else `KILN_REMOTE_TOKEN`; an empty one is none.
+pub fn remote_token(given: Option<String>) -> Option<String> {
+    given
+        .or_else(|| std::env::var(REMOTE_TOKEN_VAR).ok())
+        .filter(|t| !t.is_empty())
+}
+
 /// Why a remote server must not listen on `bind` with `token`, if it must not: any address
 /// that is not loopback needs a token (`cargo xtask serve` checks before it builds, the server
 /// again before it listens).
@@ -50,4 +57,21 @@ pub fn remote_bind_refusal(bind: std::net::IpAddr, token: Option<&str>) -> Optio
              127.0.0.1 (the default) and reach it through an SSH tunnel"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn an_open_address_needs_a_token_and_loopback_does_not() {
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        let why = remote_bind_refusal(any, None).unwrap();
+        assert!(why.contains("0.0.0.0") && why.contains("--token"), "{why}");
+        assert!(remote_bind_refusal(any, Some("t")).is_none());
+        assert!(remote_bind_refusal("127.0.0.1".parse().unwrap(), None).is_none());
+        assert!(remote_bind_refusal("::1".parse().unwrap(), None).is_none());
+        assert!(remote_bind_refusal("192.168.1.4".parse().unwrap(), None).is_some());
+    }
 }

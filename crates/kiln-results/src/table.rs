@@ -376,7 +376,7 @@ pub fn machine_lines(all: &[Record]) -> Vec<String> {
         seen.push(&remote.url);
         let fp = &remote.fingerprint;
         lines.push(format!(
-            "Remote server {} at {}: {} {} ({}) on {} ({} logical cores), {}, {}; Burn {}, Kiln {} ({}).",
+            "Remote server {} at {}: {} {} ({}) on {} ({} logical cores), {}.",
             fp.hostname,
             remote.url,
             remote.backend,
@@ -384,13 +384,7 @@ pub fn machine_lines(all: &[Record]) -> Vec<String> {
             remote.device_name,
             fp.cpu_model,
             fp.logical_cores,
-            fp.memory_bytes
-                .map(human_bytes)
-                .unwrap_or_else(|| "memory unknown".into()),
-            fp.os,
-            fp.burn_version,
-            fp.kiln_version,
-            fp.kiln_commit,
+            memory_os_and_build(fp)
         ));
     }
     lines
@@ -422,7 +416,9 @@ fn local_machine_lines(all: &[Record]) -> Vec<String> {
                     .collect();
                     format!(
                         "{} family {} model {} stepping {}; ISA {}; {}",
-                        cpu.vendor.clone().unwrap_or_else(|| "vendor unknown".into()),
+                        cpu.vendor
+                            .clone()
+                            .unwrap_or_else(|| "vendor unknown".into()),
                         num(cpu.family),
                         num(cpu.model),
                         num(cpu.stepping),
@@ -443,23 +439,31 @@ fn local_machine_lines(all: &[Record]) -> Vec<String> {
                     .into(),
             };
             Some(format!(
-                "Machine {name}: {} [{hardware}] ({} logical cores, {} threads used), {}, {}; Burn {}, Kiln {} ({}{}).",
+                "Machine {name}: {} [{hardware}] ({} logical cores, {} threads used), {}.",
                 fp.cpu_model,
                 fp.logical_cores,
                 fp.threads,
-                fp.memory_bytes
-                    .map(human_bytes)
-                    .unwrap_or_else(|| "memory unknown".into()),
-                fp.os,
-                fp.burn_version,
-                fp.kiln_version,
-                fp.kiln_commit,
-                if fp.kiln_dirty == Some(true) {
-                    ", dirty tree"
-                } else {
-                    ""
-                }
+                memory_os_and_build(fp)
             ))
         })
         .collect()
+}
+
+/// The end of a machine line: memory, OS, and the Burn and Kiln that made the record.
+fn memory_os_and_build(fp: &crate::Fingerprint) -> String {
+    format!(
+        "{}, {}; Burn {}, Kiln {} ({}{})",
+        fp.memory_bytes
+            .map(human_bytes)
+            .unwrap_or_else(|| "memory unknown".into()),
+        fp.os,
+        fp.burn_version,
+        fp.kiln_version,
+        fp.kiln_commit,
+        if fp.kiln_dirty == Some(true) {
+            ", dirty tree"
+        } else {
+            ""
+        }
+    )
 }
