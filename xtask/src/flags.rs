@@ -97,6 +97,29 @@ pub struct CommonArgs {
     pub token: Option<String>,
 }
 
+/// `cargo xtask serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The backend that computes: flex, ndarray, wgpu, or cuda, rocm (built with the
+    /// remote server in a target directory of their own).
+    #[arg(long)]
+    pub backend: String,
+    /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
+    /// (`#0`, `#1`). Default: the backend's default device.
+    #[arg(long, value_delimiter = ',', value_name = "SPECS")]
+    pub devices: Vec<String>,
+    /// Port of Burn's server; Kiln's link listens on the next one.
+    #[arg(long, default_value_t = 3000)]
+    pub port: u16,
+    /// Address to listen on (default 127.0.0.1, this machine only); any other needs a
+    /// token.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// The token clients must give, or KILN_REMOTE_TOKEN.
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+}
+
 /// `--target-accuracy`: a share of the test set, or `none`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TargetAccuracy {
@@ -199,26 +222,7 @@ pub enum Cmd {
     /// Host this machine's devices for other machines' remote cells (`--device
     /// remote:ws://HOST:PORT`) with Burn's remote server over WebSocket, and Kiln's link (this
     /// machine's fingerprint, pings) on the next port; runs until stopped (docs/remote.md).
-    Serve {
-        /// The backend that computes: flex, ndarray, wgpu, or cuda, rocm (built with the
-        /// remote server in a target directory of their own).
-        #[arg(long)]
-        backend: String,
-        /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
-        /// (`#0`, `#1`). Default: the backend's default device.
-        #[arg(long, value_delimiter = ',', value_name = "SPECS")]
-        devices: Vec<String>,
-        /// Port of Burn's server; Kiln's link listens on the next one.
-        #[arg(long, default_value_t = 3000)]
-        port: u16,
-        /// Address to listen on (default 127.0.0.1, this machine only); any other needs a
-        /// token.
-        #[arg(long, value_name = "ADDR")]
-        bind: Option<String>,
-        /// The token clients must give, or KILN_REMOTE_TOKEN.
-        #[arg(long, value_name = "T")]
-        token: Option<String>,
-    },
+    Serve(ServeArgs),
     /// Show every backend: built or not, its devices, available or not and why.
     Doctor {
         /// Print JSON instead of a table.

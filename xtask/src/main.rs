@@ -60,25 +60,28 @@ pub fn revision() -> (Option<String>, Option<bool>) {
 /// Hand the remote token and a run's remote devices to every runner it starts (probes
 /// included) in their environment: never in a request file, which a run directory keeps.
 fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
+    let remote = |d: &&String| d.starts_with("remote:");
     let (common, devices): (&CommonArgs, Vec<String>) = match cmd {
-        Cmd::BenchAll { common, remote, .. } => (common, remote.clone()),
-        Cmd::Bench { common, device, .. } => (
+        Cmd::BenchAll {
             common,
-            device
-                .iter()
-                .filter(|d| d.starts_with("remote:"))
-                .cloned()
-                .collect(),
-        ),
+            remote: devices,
+            ..
+        } => {
+            // bench-all's --device only adds remote devices.
+            if let Some(bad) = devices.iter().find(|d| !remote(d)) {
+                anyhow::bail!(
+                    "bench-all --device {bad:?}: bench-all picks each backend's devices itself \
+                     (--all-devices for every one); --device adds remote ones, \
+                     remote:ws://HOST:PORT[#INDEX]. A local device: `cargo xtask bench --device`"
+                );
+            }
+            (common, devices.clone())
+        }
+        Cmd::Bench { common, device, .. } => {
+            (common, device.iter().filter(remote).cloned().collect())
+        }
         _ => return Ok(()),
     };
-    if let Some(bad) = devices.iter().find(|d| !d.starts_with("remote:")) {
-        anyhow::bail!(
-            "bench-all --device {bad:?}: bench-all picks each backend's devices itself \
-             (--all-devices for every one); --device adds remote ones, \
-             remote:ws://HOST:PORT[#INDEX]. A local device: `cargo xtask bench --device`"
-        );
-    }
     // SAFETY: called first in main, before any thread exists (the interrupt handler's included).
     unsafe {
         if let Some(t) = &common.token {
@@ -166,19 +169,7 @@ fn main() -> ExitCode {
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),
-        Cmd::Serve {
-            backend,
-            devices,
-            port,
-            bind,
-            token,
-        } => serve::serve(serve::Serve {
-            backend,
-            devices,
-            port,
-            bind,
-            token,
-        }),
+        Cmd::Serve(args) => serve::serve(args),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),
         Cmd::Report {
             paths,

@@ -8,18 +8,10 @@ use anyhow::{Context, Result, bail};
 
 use crate::backends::{self, Requirement, Source};
 use crate::build;
+use crate::flags::ServeArgs;
 
 /// The remote runner's package, which holds the server.
 const PACKAGE: &str = "kiln-remote";
-
-/// What `cargo xtask serve` was asked.
-pub struct Serve {
-    pub backend: String,
-    pub devices: Vec<String>,
-    pub port: u16,
-    pub bind: Option<String>,
-    pub token: Option<String>,
-}
 
 /// Why `bind` with `token` must not serve, before anything is built.
 fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
@@ -29,10 +21,7 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
     let addr: IpAddr = text.parse().with_context(|| {
         format!("--bind {text:?}: give an IP address (127.0.0.1, 0.0.0.0, 192.168.1.4, ::)")
     })?;
-    let token = token
-        .map(str::to_string)
-        .or_else(|| std::env::var(kiln_results::REMOTE_TOKEN_VAR).ok())
-        .filter(|t| !t.is_empty());
+    let token = kiln_results::remote_token(token.map(str::to_string));
     if let Some(why) = kiln_results::remote_bind_refusal(addr, token.as_deref()) {
         bail!("{why}");
     }
@@ -40,7 +29,7 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
 }
 
 /// Build what hosts `backend` and run it; returns whether it stopped cleanly.
-pub fn serve(s: Serve) -> Result<bool> {
+pub fn serve(s: ServeArgs) -> Result<bool> {
     check_bind(s.bind.as_deref(), s.token.as_deref())?;
     let b = backends::find(&s.backend)?;
     let program = match &b.source {
