@@ -75,31 +75,143 @@ fn answer(ask: &str, info: &Info, token: Option<&str>) -> Answer {
     }
 }
 
-/// Answer every connection to `listener`, each on a thread of its own, forever.
+/// The longest request line the server reads (an info request with a token is well under
+/// 1 KiB): a longer one is refused and its connection closed, so no client makes the server
+/// hold more than this per connection.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Connections answered at once (a thread each); past it, a new one gets one refusal line and
+/// is closed.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long one request may take to arrive, from its first byte's wait to its newline: an idle
+/// or trickling connection gives its place back after this.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Why a request line could not be read.
+#[derive(Debug, PartialEq)]
+enum LineError {
+    TooLong,
+    TooSlow,
+    Closed,
+}
+
+/// Read one line of at most [`MAX_LINE`] bytes (without its newline) within `deadline`.
+fn read_line(read: &mut BufReader<TcpStream>, deadline: Duration) -> Result<String, LineError> {
+    let until = Instant::now() + deadline;
+    let mut line = Vec::new();
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LineError::TooSlow);
+        }
+        let _ = read.get_ref().set_read_timeout(Some(left));
+        let buf = match read.fill_buf() {
+            Ok([]) => return Err(LineError::Closed),
+            Ok(buf) => buf,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(LineError::TooSlow);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(LineError::Closed),
+        };
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > MAX_LINE {
+            return Err(LineError::TooLong);
+        }
+        line.extend_from_slice(&buf[..take]);
+        read.consume(take + usize::from(done));
+        if done {
+            return Ok(String::from_utf8_lossy(&line).into_owned());
+        }
+    }
+}
+
+/// Write one answer line; false when the client is gone.
+fn send(write: &mut impl Write, reply: &Answer) -> bool {
+    let Ok(text) = serde_json::to_string(reply) else {
+        return false;
+    };
+    writeln!(write, "{text}")
+        .and_then(|()| write.flush())
+        .is_ok()
+}
+
+/// Answer the requests of one connection until it closes, errs, or breaks a bound.
+fn converse(stream: TcpStream, info: &Info, token: Option<&str>) {
+    let Ok(write) = stream.try_clone() else {
+        return;
+    };
+    let mut write = std::io::BufWriter::new(write);
+    let mut read = BufReader::new(stream);
+    loop {
+        // A request past a bound is refused and its connection closed; a bad request is
+        // refused and the connection goes on.
+        let (reply, close) = match read_line(&mut read, REQUEST_DEADLINE) {
+            Ok(line) => (answer(&line, info, token), false),
+            Err(LineError::TooLong) => (
+                Answer::Refused {
+                    why: format!("a request line longer than {} KiB", MAX_LINE / 1024),
+                },
+                true,
+            ),
+            Err(LineError::TooSlow) => (
+                Answer::Refused {
+                    why: format!(
+                        "no whole request within {} s; reconnect to ask again",
+                        REQUEST_DEADLINE.as_secs()
+                    ),
+                },
+                true,
+            ),
+            Err(LineError::Closed) => return,
+        };
+        if !send(&mut write, &reply) || close {
+            return;
+        }
+    }
+}
+
+/// Answer every connection to `listener`, each on a thread of its own, at most
+/// [`MAX_CONNECTIONS`] at once, forever.
 pub fn serve(listener: TcpListener, info: Info, token: Option<String>) {
     let info = std::sync::Arc::new(info);
     let token = std::sync::Arc::new(token);
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming().flatten() {
-        let (info, token) = (info.clone(), token.clone());
-        std::thread::spawn(move || {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
-            let Ok(write) = stream.try_clone() else {
-                return;
-            };
-            let mut write = std::io::BufWriter::new(write);
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let reply = answer(&line, &info, token.as_deref());
-                let Ok(text) = serde_json::to_string(&reply) else {
-                    return;
-                };
-                if writeln!(write, "{text}")
-                    .and_then(|()| write.flush())
-                    .is_err()
-                {
-                    return;
-                }
-            }
+        use std::sync::atomic::Ordering;
+        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let mut stream = stream;
+            send(
+                &mut stream,
+                &Answer::Refused {
+                    why: format!(
+                        "busy: {MAX_CONNECTIONS} connections are open; an idle one closes \
+                         within {} s, try again then",
+                        REQUEST_DEADLINE.as_secs()
+                    ),
+                },
+            );
+            continue;
+        }
+        let (info, token, open) = (info.clone(), token.clone(), open.clone());
+        let spawned = std::thread::Builder::new().spawn(move || {
+            converse(stream, &info, token.as_deref());
+            open.fetch_sub(1, Ordering::SeqCst);
         });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -260,6 +372,75 @@ mod tests {
         let refused = client.info(Some("nope")).unwrap_err();
         assert!(refused.contains("wrong token"), "{refused}");
         assert!(refused.contains("KILN_REMOTE_TOKEN"), "{refused}");
+    }
+
+    /// A server on a free loopback port, and its address.
+    fn server() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || serve(listener, info(), None));
+        addr
+    }
+
+    /// The first answer line the server gives on `stream`.
+    fn first_answer(stream: TcpStream) -> String {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        line
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_refused_and_the_server_keeps_answering() {
+        let addr = server();
+        let mut long = TcpStream::connect(&addr).unwrap();
+        // Four times the bound without a newline: the server stops reading at the bound.
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..4 {
+            if long.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let answer = first_answer(long);
+        assert!(answer.contains("longer than 64 KiB"), "{answer}");
+        let mut client = Client::connect(&addr).unwrap();
+        assert!(client.round_trip().is_ok());
+        // Garbage and bad JSON are refused, and the same connection goes on.
+        let mut raw = TcpStream::connect(&addr).unwrap();
+        raw.write_all(b"\x00\xffgarbage\n{\"ask\":\"nope\"}\n{\"ask\":\"ping\"}\n")
+            .unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let lines: Vec<String> = BufReader::new(raw)
+            .lines()
+            .take(3)
+            .map(Result::unwrap)
+            .collect();
+        assert!(lines[0].contains("not a Kiln request") && lines[1].contains("not a Kiln request"));
+        assert!(lines[2].contains("pong"), "{lines:?}");
+    }
+
+    #[test]
+    fn connections_past_the_bound_are_refused_and_idle_ones_give_their_place_back() {
+        let addr = server();
+        let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+            .map(|_| TcpStream::connect(&addr).unwrap())
+            .collect();
+        // The server counts a connection once it accepts it: wait for the last one.
+        std::thread::sleep(Duration::from_millis(300));
+        let refused = first_answer(TcpStream::connect(&addr).unwrap());
+        assert!(
+            refused.contains("busy: 64 connections are open"),
+            "{refused}"
+        );
+        // Each idle connection is told so and closed after the request deadline, and a
+        // client gets through again.
+        let told = first_answer(idle.into_iter().next().unwrap());
+        assert!(told.contains("no whole request within 10 s"), "{told}");
+        std::thread::sleep(Duration::from_millis(300));
+        let mut client = Client::connect(&addr).unwrap();
+        assert!(client.round_trip().is_ok());
     }
 
     #[test]
