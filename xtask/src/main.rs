@@ -13,6 +13,7 @@ mod fetch;
 mod flags;
 mod kit;
 mod llvm;
+mod readme;
 mod report;
 mod serve;
 mod test;
@@ -23,7 +24,7 @@ mod verify;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 pub use flags::CommonArgs;
 use flags::{Cli, Cmd};
@@ -94,8 +95,27 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The argument ids of `matches` given on the command line.
+fn given(matches: Option<&clap::ArgMatches>) -> Vec<String> {
+    matches
+        .map(|m| {
+            m.ids()
+                .filter(|id| {
+                    m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .map(|id| id.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let bench_all_flags = given(matches.subcommand_matches("bench-all"));
     if let Err(e) = remote_environment(&cli.command) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
@@ -109,7 +129,14 @@ fn main() -> ExitCode {
             precisions,
             resume: Some(dir),
             ..
-        } => bench::resume(&dir, &common, backends, models, precisions),
+        } => bench::resume(
+            &dir,
+            &common,
+            &bench_all_flags,
+            backends,
+            models,
+            precisions,
+        ),
         Cmd::BenchAll {
             common,
             backends,

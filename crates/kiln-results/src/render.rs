@@ -472,9 +472,15 @@ fn chunks_text(n: usize) -> String {
 /// Other processes' use of the machine during a cell, in words.
 pub fn noise_text(n: &crate::Noise) -> String {
     let mut parts = Vec::new();
-    match n.other_cpu_share {
-        Some(s) => parts.push(format!("{:.0}% of CPU used by others", s * 100.0)),
-        None => parts.push("others' CPU use unknown".into()),
+    match (n.other_cpu_share, n.window_ticks) {
+        _ if n.quiet_within_resolution() => parts.push(format!(
+            "quiet (others' CPU use below the 1-tick resolution of a {}-tick window)",
+            n.window_ticks.unwrap_or(0)
+        )),
+        // Two significant digits: 48%, 0.5%.
+        (Some(s), _) if s >= 0.1 => parts.push(format!("{:.0}% of CPU used by others", s * 100.0)),
+        (Some(s), _) => parts.push(format!("{:.1}% of CPU used by others", s * 100.0)),
+        (None, _) => parts.push("others' CPU use unknown".into()),
     }
     if let Some(s) = n.steal_share.filter(|&s| s > 0.005) {
         parts.push(format!("{:.0}% stolen by the hypervisor", s * 100.0));
@@ -766,6 +772,7 @@ const CSV_COLUMNS: &[&str] = &[
     "device_peak_backend",
     "projection_chunks",
     "other_cpu_share",
+    "other_cpu_share_resolution",
     "steal_share",
     "load_average_start",
     "busy",
@@ -858,6 +865,7 @@ pub fn csv(records: &[Record]) -> String {
                 .unwrap_or_default(),
             r.obtained.chunks.to_string(),
             opt(r.noise.as_ref().and_then(|n| n.other_cpu_share)),
+            opt(r.noise.as_ref().and_then(crate::Noise::resolution)),
             opt(r.noise.as_ref().and_then(|n| n.steal_share)),
             opt(r.noise.as_ref().and_then(|n| n.load_average_start)),
             r.noise

@@ -276,8 +276,13 @@ impl TrainingMemory {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Noise {
     /// Share of the machine's CPU time (all cores) used by processes other than the cell's
-    /// runner in its timed window, 0..1; `None`: unknown on this OS.
+    /// runner in its timed window; `None`: unknown on this OS. Not clamped: a value within
+    /// [`Noise::resolution`] of 0 (even below it) means "quiet at this resolution", not "0".
     pub other_cpu_share: Option<f64>,
+    /// The window's length in the OS's CPU-time ticks, all cores together: one tick of it is
+    /// the share's resolution.
+    #[serde(default)]
+    pub window_ticks: Option<u64>,
     /// Share stolen by the hypervisor in that window (a virtual machine's neighbours).
     #[serde(default)]
     pub steal_share: Option<f64>,
@@ -302,7 +307,20 @@ impl Noise {
     /// The share of the machine others took: other processes and the hypervisor's steal
     /// (unknown counts as none).
     pub fn busy_share(&self) -> f64 {
-        self.other_cpu_share.unwrap_or(0.0) + self.steal_share.unwrap_or(0.0)
+        self.other_cpu_share.unwrap_or(0.0).max(0.0) + self.steal_share.unwrap_or(0.0)
+    }
+
+    /// The smallest share the window can tell from none: one tick of it.
+    pub fn resolution(&self) -> Option<f64> {
+        self.window_ticks.filter(|&t| t > 0).map(|t| 1.0 / t as f64)
+    }
+
+    /// True when others' share is within one tick of none: quiet as far as it can tell.
+    pub fn quiet_within_resolution(&self) -> bool {
+        matches!(
+            (self.other_cpu_share, self.resolution()),
+            (Some(s), Some(r)) if s.abs() <= r
+        )
     }
 
     /// True when others took more than [`BUSY_SHARE`] of the machine.

@@ -76,8 +76,10 @@ pub fn sample(runner: Option<u32>) -> Option<Sample> {
     })
 }
 
-/// The shares of the machine used by others and stolen between two samples: (other, steal).
-pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64)> {
+/// The shares of the machine used by others and stolen between two samples, and the window's
+/// ticks: (other, steal, ticks). The other share is not clamped at 0: the runner's and the
+/// machine's counters tick apart, so a quiet window can read a tick below none.
+pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64, u64)> {
     let total = b.machine.total.checked_sub(a.machine.total)? as f64;
     if total <= 0.0 {
         return None;
@@ -86,8 +88,9 @@ pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64)> {
     let mine = b.runner.saturating_sub(a.runner) as f64 + b.own.saturating_sub(a.own) as f64;
     let steal = b.machine.steal.saturating_sub(a.machine.steal) as f64;
     Some((
-        ((busy - mine) / total).clamp(0.0, 1.0),
+        ((busy - mine) / total).clamp(-1.0, 1.0),
         (steal / total).clamp(0.0, 1.0),
+        total as u64,
     ))
 }
 
@@ -103,6 +106,7 @@ pub fn noise(a: Option<&Sample>, b: Option<&Sample>, window: &str) -> Noise {
     Noise {
         other_cpu_share: s.map(|s| s.0),
         steal_share: s.map(|s| s.1),
+        window_ticks: s.map(|s| s.2),
         window_seconds: (b.at - a.at).as_secs_f64(),
         window: window.into(),
         ..Noise::default()
@@ -123,7 +127,9 @@ pub fn wait_quiet(max: Duration, mut say: impl FnMut(&str)) -> (f64, Option<bool
         let Some(b) = sample(None) else {
             return (started.elapsed().as_secs_f64(), None);
         };
-        let busy = shares(&a, &b).map(|(o, s)| o + s).unwrap_or(0.0);
+        let busy = shares(&a, &b)
+            .map(|(o, s, _)| o.max(0.0) + s)
+            .unwrap_or(0.0);
         if busy <= BUSY_SHARE {
             return (started.elapsed().as_secs_f64(), Some(true));
         }
@@ -201,6 +207,37 @@ mod tests {
         );
         assert!(stolen.busy());
         assert!(noise(None, None, "x").other_cpu_share.is_none());
+    }
+
+    #[test]
+    fn a_share_within_one_tick_reads_quiet_not_zero() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(10);
+        // The runner's counter ran a tick ahead of the machine's: -1 of 2000 ticks.
+        let n = noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(999, 1001, 0), 1000, t1)),
+            "timed epochs",
+        );
+        assert_eq!(n.window_ticks, Some(2000));
+        assert!(
+            (n.other_cpu_share.unwrap() + 0.0005).abs() < 1e-12,
+            "not clamped"
+        );
+        assert!(n.quiet_within_resolution() && !n.busy());
+        let text = kiln_results::render::noise_text(&n);
+        assert!(
+            text.contains("below the 1-tick resolution of a 2000-tick window"),
+            "{text}"
+        );
+        // Ten ticks of others' use is a measured share, in words with its decimals.
+        let n = noise(
+            Some(&at(&stat(0, 0, 0), 0, t0)),
+            Some(&at(&stat(1010, 990, 0), 1000, t1)),
+            "timed epochs",
+        );
+        assert!(!n.quiet_within_resolution());
+        assert!(kiln_results::render::noise_text(&n).contains("0.5% of CPU used by others"));
     }
 
     #[test]

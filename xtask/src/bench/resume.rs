@@ -57,10 +57,58 @@ pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCe
         .collect())
 }
 
-/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record.
+/// The bench-all flags (clap's argument ids) that `--resume` applies to the run's own
+/// configuration, each compared with what the run has (a difference is refused). Every other
+/// flag given with `--resume` is refused outright, so a flag added to bench-all later is
+/// refused until it is applied here: a resumed run never mixes two configurations.
+pub const APPLIED_ON_RESUME: &[&str] = &[
+    "resume",
+    // A secret, never recorded: the run's records do not depend on it.
+    "token",
+    "quick",
+    "epochs",
+    "batch",
+    "budget",
+    "seed",
+    "data_dir",
+    "eval_limit",
+    "train_limit",
+    "accum_steps",
+    "fallback",
+    "autotune",
+    "no_autotune_cache",
+    "repeats",
+    "target_accuracy",
+    "wait_quiet",
+    "training_loop",
+    "backends",
+    "models",
+    "precisions",
+];
+
+/// The flags of `given` (argument ids) that `--resume` cannot apply, as `--flag` names.
+pub fn refused_on_resume(given: &[String]) -> Vec<String> {
+    given
+        .iter()
+        .filter(|id| !APPLIED_ON_RESUME.contains(&id.as_str()))
+        .map(|id| {
+            // The long name where clap has one (`remote` is `--device`).
+            let bench_all = <crate::flags::Cli as clap::CommandFactory>::command();
+            let long = bench_all
+                .find_subcommand("bench-all")
+                .and_then(|c| c.get_arguments().find(|a| a.get_id() == id.as_str()))
+                .and_then(|a| a.get_long().map(str::to_string));
+            format!("--{}", long.unwrap_or_else(|| id.replace('_', "-")))
+        })
+        .collect()
+}
+
+/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record;
+/// `given` names the flags given on the command line (clap's argument ids).
 pub fn resume(
     dir: &Path,
     common: &CommonArgs,
+    given: &[String],
     backend_names: Option<Vec<String>>,
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
@@ -131,7 +179,15 @@ pub fn resume(
     if common.wait_quiet.is_some() {
         wanted.wait_quiet_seconds = super::config::wait_quiet(common)?;
     }
+    if let Some(l) = &common.training_loop {
+        wanted.loops = super::config::loops(Some(l));
+    }
     let mut differences = config_differences(&run.config, &wanted);
+    for flag in refused_on_resume(given) {
+        differences.push(format!(
+            "{flag}: --resume cannot apply it (the run's run.json fixes its cells)"
+        ));
+    }
     let planned = |f: fn(&CellId) -> &String| {
         let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
         v.sort();
@@ -157,10 +213,6 @@ pub fn resume(
             }
         }
     }
-    if common.synthetic || common.dataset.is_some() {
-        differences
-            .push("--synthetic/--dataset: the run's datasets are fixed in its run.json".into());
-    }
     if !differences.is_empty() {
         bail!(
             "--resume {}: the flags differ from that run's configuration ({}); run --resume \
@@ -182,10 +234,12 @@ pub fn resume(
             .map(|n| backends::find(n))
             .collect::<Result<_>>()?
     };
-    let built = build_and_probe(&with_fallback_backends(
-        wanted,
-        run.config.fallback.is_some(),
-    ))?;
+    let built = build_and_probe(
+        &with_fallback_backends(wanted, run.config.fallback.is_some()),
+        remaining
+            .iter()
+            .any(|c| c.id.training_loop == Some(kiln_results::TrainingLoop::Learner)),
+    )?;
     eprintln!(
         "kiln: resuming {}: {} of {} cells left",
         dir.display(),
@@ -194,4 +248,46 @@ pub fn resume(
     );
     let done = done_runs(dir)?;
     super::execute_rest(run.cells.clone(), &built, run.config, dir, &done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_applies_or_refuses_every_bench_all_flag() {
+        let cli = <crate::flags::Cli as clap::CommandFactory>::command();
+        let ids: Vec<String> = cli
+            .find_subcommand("bench-all")
+            .expect("bench-all")
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .filter(|id| id != "help")
+            .collect();
+        for applied in APPLIED_ON_RESUME {
+            assert!(
+                ids.iter().any(|id| id == applied),
+                "{applied} is no bench-all flag"
+            );
+        }
+        let refused = refused_on_resume(&ids);
+        // Exactly the flags that are not applied, each by its command-line name.
+        assert_eq!(
+            refused.len(),
+            ids.len() - APPLIED_ON_RESUME.len(),
+            "{refused:?}"
+        );
+        for flag in [
+            "--all-devices",
+            "--device",
+            "--synthetic",
+            "--dataset",
+            "--plan-only",
+        ] {
+            assert!(
+                refused.iter().any(|r| r == flag),
+                "{flag} must be refused: {refused:?}"
+            );
+        }
+    }
 }

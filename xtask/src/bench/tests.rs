@@ -328,11 +328,11 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     let mut other = common();
     other.quick = true;
     other.epochs = Some(5);
-    let err = resume(&out, &other, None, None, None)
+    let err = resume(&out, &other, &[], None, None, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("epochs: run has 3, flags give 5"), "{err}");
-    let err = resume(&out, &common(), Some(vec!["flex".into()]), None, None)
+    let err = resume(&out, &common(), &[], Some(vec!["flex".into()]), None, None)
         .unwrap_err()
         .to_string();
     assert!(
@@ -344,13 +344,29 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     runtime.fallback = Some(FallbackTarget::Cpu);
     runtime.autotune = Some(AutotuneLevel::Full);
     runtime.no_autotune_cache = true;
-    let err = resume(&out, &runtime, None, None, None)
+    let err = resume(&out, &runtime, &[], None, None, None)
         .unwrap_err()
         .to_string();
     for field in ["fallback", "autotune", "no_autotune_cache"] {
         assert!(err.contains(&format!("{field}: run has")), "{field}: {err}");
     }
-    let err = resume(&tmp.path().join("nope"), &common(), None, None, None)
+    // A flag resume cannot apply is refused by its name, the Learner loop compared.
+    let given = ["all_devices".to_string(), "remote".to_string()];
+    let err = resume(&out, &common(), &given, None, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--all-devices: --resume cannot apply it"),
+        "{err}"
+    );
+    assert!(err.contains("--device: --resume cannot apply it"), "{err}");
+    let mut learner = common();
+    learner.training_loop = Some(vec![kiln_results::TrainingLoop::Learner]);
+    let err = resume(&out, &learner, &[], None, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("loops: run has"), "{err}");
+    let err = resume(&tmp.path().join("nope"), &common(), &[], None, None, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("not a Kiln run directory"), "{err}");
