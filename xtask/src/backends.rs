@@ -82,11 +82,6 @@ impl Requirement {
             Requirement::Driver(d) => d.met(),
         }
     }
-
-    /// The target directory its runner is built in (beside the workspace's).
-    pub fn target_dir(&self) -> PathBuf {
-        target_dir().join(self.feature())
-    }
 }
 
 /// How a backend's runner comes to exist.
@@ -113,6 +108,8 @@ pub struct Backend {
     pub default: bool,
     /// Position in tables and in the search for a CPU fallback (smaller first).
     pub order: i64,
+    /// The crates built together with it (`build-group` of its declaration).
+    pub build_group: Option<String>,
 }
 
 impl Backend {
@@ -135,17 +132,69 @@ struct Declared {
     /// Kiln's name of the backend (`--backends NAME`).
     backend: String,
     summary: String,
-    /// In `bench-all`'s default matrix.
+    /// In `bench-all`'s default matrix: `true`, `false`, or `"gpu"` (only where this machine
+    /// has a GPU; a run that names the backend still builds it).
     #[serde(default)]
-    default: bool,
+    default: InMatrix,
     /// Position in tables (smaller first).
     #[serde(default)]
     order: i64,
     /// `libtorch`, or `driver` with a `driver` table.
     #[serde(default)]
     requires: Option<Requires>,
+    /// Runner crates of one group are built (and tested) in one cargo invocation, so they
+    /// share one Burn build with their backends' features together; a crate of no group is
+    /// built alone, with only its own.
+    #[serde(default, rename = "build-group")]
+    build_group: Option<String>,
     #[serde(default)]
     driver: Option<Driver>,
+}
+
+/// `default` of a backend crate's declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(untagged)]
+enum InMatrix {
+    #[default]
+    #[serde(skip)]
+    Never,
+    Always(bool),
+    When(Condition),
+}
+
+/// What makes a backend part of the default matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Condition {
+    /// This machine has a GPU device ([`gpu_here`]).
+    Gpu,
+}
+
+/// Why this machine is thought to have a GPU (a device node of a GPU driver, or an OS whose
+/// machines all have one), or `None`. A Vulkan driver on the CPU (Mesa's lavapipe) is no GPU:
+/// wgpu runs there, slowly, only when a run names it.
+pub fn gpu_here() -> Option<String> {
+    if cfg!(any(target_os = "macos", target_os = "windows")) {
+        return Some(format!("{} has a GPU", std::env::consts::OS));
+    }
+    let nodes = ["/dev/nvidia0", "/dev/kfd"]
+        .into_iter()
+        .map(PathBuf::from)
+        .chain(
+            std::fs::read_dir("/dev/dri")
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("renderD"))
+                }),
+        );
+    nodes
+        .into_iter()
+        .find(|p| p.exists())
+        .map(|p| format!("{} exists", p.display()))
 }
 
 /// The names `requires` takes.
@@ -166,6 +215,7 @@ fn pytorch() -> Backend {
         summary: "the same protocol in PyTorch (the reference to beat)".into(),
         default: true,
         order: i64::MAX,
+        build_group: None,
     }
 }
 
@@ -241,7 +291,12 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
                 requires,
             },
             summary: declared.summary,
-            default: declared.default,
+            build_group: declared.build_group,
+            default: match declared.default {
+                InMatrix::Never | InMatrix::Always(false) => false,
+                InMatrix::Always(true) => true,
+                InMatrix::When(Condition::Gpu) => gpu_here().is_some(),
+            },
             order: declared.order,
         });
     }
@@ -423,8 +478,7 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
                     }
                     dir.join(exe)
                 }
-                (None, None) => target_dir().join("release").join(exe),
-                (None, Some(r)) => r.target_dir().join("release").join(exe),
+                (None, _) => target_dir().join("release").join(exe),
             };
             Ok(Runner {
                 program,
@@ -593,6 +647,12 @@ mod tests {
         assert!(!newname.default && !newname.needs_torch());
         let tch = found.iter().find(|b| b.name == "tch").unwrap();
         assert!(tch.needs_torch());
+        let wgpu = found.iter().find(|b| b.name == "wgpu").unwrap();
+        assert_eq!(
+            wgpu.default,
+            gpu_here().is_some(),
+            "wgpu joins the default matrix only where a GPU is"
+        );
         for (name, package, library) in [
             ("cuda", "kiln-cuda", "libcuda.so.1"),
             ("rocm", "kiln-rocm", "libamdhip64.so"),
@@ -614,6 +674,23 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_default_is_a_yes_a_no_or_a_condition() {
+        let parse = |v: serde_json::Value| {
+            serde_json::from_value::<Declared>(
+                serde_json::json!({"backend": "x", "summary": "s", "default": v}),
+            )
+            .map(|d| d.default)
+        };
+        assert_eq!(parse(true.into()).unwrap(), InMatrix::Always(true));
+        assert_eq!(parse(false.into()).unwrap(), InMatrix::Always(false));
+        assert_eq!(parse("gpu".into()).unwrap(), InMatrix::When(Condition::Gpu));
+        assert!(parse("sometimes".into()).is_err());
+        let absent: Declared =
+            serde_json::from_value(serde_json::json!({"backend": "x", "summary": "s"})).unwrap();
+        assert_eq!(absent.default, InMatrix::Never);
+    }
+
+    #[test]
     fn a_driver_gated_runner_is_built_where_its_driver_loads_and_elsewhere_says_why() {
         for (name, library, var) in [
             ("cuda", "libcuda.so.1", "KILN_BUILD_CUDA=1"),
@@ -626,11 +703,10 @@ mod tests {
             else {
                 panic!("{name} declares no requirement")
             };
-            assert_eq!(r.target_dir(), target_dir().join(name));
             match (r.met(), unbuildable(b), runner(b)) {
-                // A machine with the driver (or KILN_BUILD_X=1): built in target/<feature>.
+                // A machine with the driver (or KILN_BUILD_X=1): built in the target dir.
                 (Ok(()), None, Ok(run)) if prebuilt_dir().is_none() => {
-                    assert!(run.program.starts_with(target_dir().join(name)), "{run:?}");
+                    assert!(run.program.starts_with(target_dir()), "{run:?}");
                 }
                 (Ok(()), None, Ok(_)) => {}
                 // Without one (this project's CI): doctor and bench-all name the missing driver.

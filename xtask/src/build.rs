@@ -1,7 +1,10 @@
-//! Building the runners: one cargo invocation for every plain runner (the same feature set
-//! as the tests, so Burn compiles once), one in its own target directory for libtorch ones, and
-//! cargo's list of produced artifacts checked against the runner packages.
+//! Building the runners, only those of the backends a run asks for that this machine can run:
+//! each build group (the CPU runners) or runner alone in one cargo invocation, so its Burn has
+//! only those backends' features; all in one target directory, where cargo keeps every feature
+//! set's artifacts side by side (Burn's CPU kernels, the longest crate, compile once). Cargo's
+//! list of produced artifacts is checked against the runner packages.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,22 +13,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::backends::{Requirement, Source, all, prebuilt_dir, target_dir};
+use crate::backends::{Backend, Requirement, Source, prebuilt_dir, target_dir};
 use crate::{torch, workspace_root};
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Build every buildable runner. They are built the way `cargo xtask test` builds the
-/// workspace (`--workspace --tests`, plus `--bins`): cargo unifies Burn's features over the
-/// packages and dev-dependencies of one invocation, so building the runners any other way would
-/// compile Burn a second time with another feature set. `--bins` is not optional: with `--tests`
-/// alone cargo builds a package's plain binary only when one of its integration tests uses it.
-/// Cargo's own list of the artifacts it produced is checked against the runner packages, so a
-/// runner that a build did not make is an error here, on a warm target dir as on a cold one.
-/// The libtorch runner is built on its own, so no other runner ever links libtorch.
-pub fn build_all() -> Result<()> {
+/// The crate feature that puts burn-train's Learner into a runner (`--loop learner`).
+pub const LEARNER: &str = "learner";
+
+/// Build the runners of `wanted` that this machine can build, each with only its own Burn
+/// features (runners of one build group together, sharing one Burn); `learner` adds
+/// burn-train (`--loop learner`, data-parallel cells). A runner that cannot be built is
+/// skipped with one line saying why, not the run: the other rows go on.
+pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
     if let Some(dir) = prebuilt_dir() {
         eprintln!(
             "kiln: using prebuilt runners from {} (KILN_RUNNER_DIR)",
@@ -33,144 +35,163 @@ pub fn build_all() -> Result<()> {
         );
         return Ok(());
     }
-    build_plain()?;
-    match torch::find() {
-        Ok(t) => {
-            for b in all() {
-                if let Source::Cargo {
-                    package,
-                    requires: Some(Requirement::Libtorch),
-                } = &b.source
-                {
-                    eprintln!(
-                        "kiln: building {package} against libtorch {} (its own target dir, \
-                         {}; a first build compiles Burn again with tch, about 5 minutes)",
-                        t.lib_dir.display(),
-                        torch_target_dir().display()
-                    );
-                    let mut cmd = cargo();
-                    cmd.current_dir(workspace_root())
-                        .args(tch_build_args("build", package))
-                        .arg("--message-format=json-render-diagnostics");
-                    for (k, v) in t.build_env() {
-                        cmd.env(k, v);
+    let extra: &[&str] = if learner { &[LEARNER] } else { &[] };
+    // The plain runners, by build group (a runner of no group is a group of its own).
+    let mut groups: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+    for b in wanted {
+        let Source::Cargo { package, requires } = &b.source else {
+            continue;
+        };
+        match requires {
+            None => {
+                let group = b.build_group.as_deref();
+                match groups.iter_mut().find(|(g, _)| g.is_some() && *g == group) {
+                    Some((_, packages)) if !packages.contains(&package.as_str()) => {
+                        packages.push(package)
                     }
-                    // The workspace's crate count says nothing of this one package's build.
-                    let built = run_build(cmd, package, None).with_context(|| {
-                        format!(
-                            "building {package} against libtorch {}",
-                            t.lib_dir.display()
-                        )
-                    })?;
-                    check_built(&built, &[package.as_str()], &torch_target_dir())?;
+                    Some(_) => {}
+                    None => groups.push((group, vec![package])),
+                }
+            }
+            Some(Requirement::Libtorch) => match torch::find() {
+                Ok(t) => build_tch(package, &t, extra)?,
+                Err(why) => eprintln!("kiln: not building {package}: {why}"),
+            },
+            Some(r @ Requirement::Driver(_)) => {
+                if let Err(why) = r.met() {
+                    eprintln!("kiln: not building {package}: {why}");
+                    continue;
+                }
+                if let Err(e) = build_featured(package, r, extra) {
+                    eprintln!(
+                        "kiln: {package} was not built, so {} is skipped: {e:#}",
+                        b.name
+                    );
                 }
             }
         }
-        Err(why) => eprintln!("kiln: not building tch: {why}"),
     }
-    for b in all() {
-        if let Source::Cargo {
-            package,
-            requires: Some(r @ Requirement::Driver(_)),
-        } = &b.source
-        {
-            if let Err(why) = r.met() {
-                eprintln!("kiln: not building {package}: {why}");
-                continue;
-            }
-            // A GPU runner that cannot be built is skipped, not the run: the CPU rows go on.
-            if let Err(e) = build_featured(package, r) {
-                eprintln!(
-                    "kiln: {package} was not built, so {} is skipped: {e:#}",
-                    b.name
-                );
-            }
-        }
+    for (_, packages) in groups {
+        build_runners(&packages, extra, &target_dir())?;
     }
     Ok(())
 }
 
-/// Build the plain runners (no requirement: flex, ndarray, wgpu, ...) in one cargo invocation,
-/// the way `build_all` explains.
-pub fn build_plain() -> Result<()> {
-    let plain: Vec<&str> = all()
-        .iter()
-        .filter_map(|b| match &b.source {
-            Source::Cargo {
-                package,
-                requires: None,
-            } => Some(package.as_str()),
-            _ => None,
-        })
-        .collect();
+/// Build the libtorch runner `package` against `t`.
+fn build_tch(package: &str, t: &torch::Torch, extra: &[&str]) -> Result<()> {
     eprintln!(
-        "kiln: building the runners ({}) in release mode; a first build compiles Burn (about \
-         45 minutes on 2 cores; cargo's progress follows)",
-        plain.join(", ")
+        "kiln: building {package} against libtorch {} (a first build compiles Burn's top \
+         crates with tch and torch-sys's bindings)",
+        t.lib_dir.display(),
     );
     let mut cmd = cargo();
-    cmd.current_dir(workspace_root()).args(build_args());
-    let built = run_build(cmd, "the runners", estimate_units())?;
-    check_built(&built, &plain, &target_dir())?;
-    Ok(())
-}
-
-/// Build the runner `package` with the crate feature of its requirement `r`, in the target
-/// directory of its own (whether or not `r` is met here: the GPU kit builds for another
-/// machine); returns the binary, or why it was not built.
-pub fn build_featured(package: &str, r: &Requirement) -> Result<PathBuf> {
-    build_with_feature(package, r.feature(), &r.target_dir())
-}
-
-/// Build the runner `package` with the crate feature `feature` in the target directory `dir`;
-/// returns the binary, or why it was not built.
-pub fn build_with_feature(package: &str, feature: &str, dir: &Path) -> Result<PathBuf> {
-    eprintln!(
-        "kiln: building {package} with its `{feature}` feature (its own target dir, {}; a \
-         first build compiles Burn again with it)",
-        dir.display()
+    cmd.current_dir(workspace_root())
+        .args(tch_build_args("build", package, extra))
+        .arg("--message-format=json-render-diagnostics");
+    for (k, v) in t.build_env() {
+        cmd.env(k, v);
+    }
+    let features = qualified(
+        &[package],
+        &with_feature(Requirement::Libtorch.feature(), extra),
     );
-    let mut cmd = cargo();
-    cmd.current_dir(workspace_root()).args([
-        "build",
-        "--release",
-        "-p",
-        package,
-        "--features",
-        feature,
-        "--bins",
-        "--message-format=json-render-diagnostics",
-        "--target-dir",
-    ]);
-    cmd.arg(dir);
-    let built = run_build(cmd, package, None).context(
+    let built = run_build(cmd, package, Plan::of(&[package], &features)).with_context(|| {
+        format!(
+            "building {package} against libtorch {}",
+            t.lib_dir.display()
+        )
+    })?;
+    check_built(&built, &[package], &target_dir())
+}
+
+/// `feature` then `extra`.
+fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once(feature)
+        .chain(extra.iter().copied())
+        .collect()
+}
+
+/// Build the runner `package` with the crate feature of its requirement `r` (and `extra`)
+/// (whether or not `r` is met here: the GPU kit builds for another machine); returns the
+/// binary, or why it was not built.
+pub fn build_featured(package: &str, r: &Requirement, extra: &[&str]) -> Result<PathBuf> {
+    build_runners(&[package], &with_feature(r.feature(), extra), &target_dir()).context(
         "CubeCL's GPU runtimes build on cubecl-llvm, whose first build downloads LLVM 23 from \
          github.com; where that is unreachable, `cargo xtask setup-cubecl-llvm` lets it use a \
          system LLVM (docs/gpu.md)",
     )?;
-    check_built(&built, &[package], dir)?;
-    Ok(dir
-        .join("release")
-        .join(format!("{package}{}", std::env::consts::EXE_SUFFIX)))
+    Ok(binary(&target_dir(), package))
 }
 
-/// The cargo arguments that build the plain (non-libtorch) runners.
-pub fn build_args() -> Vec<&'static str> {
-    vec![
-        "build",
-        "--release",
-        "--workspace",
-        "--tests",
-        "--bins",
-        "--message-format=json-render-diagnostics",
-    ]
+/// Where a build in `dir` puts the runner binary of `package`.
+pub fn binary(dir: &Path, package: &str) -> PathBuf {
+    dir.join("release")
+        .join(format!("{package}{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// Build the runner binaries of `packages` in one cargo invocation (so their Burn has only
+/// their backends' features), each with the crate `features`, in the target directory `dir`.
+pub fn build_runners(packages: &[&str], features: &[&str], dir: &Path) -> Result<()> {
+    let what = packages.join(", ");
+    let with = if features.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", features.join(", "))
+    };
+    eprintln!(
+        "kiln: building {what}{with} in release mode ({}; a first build compiles Burn for \
+         them, cargo's progress follows)",
+        dir.display()
+    );
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root())
+        .args(runner_build_args(packages, features))
+        .arg("--target-dir")
+        .arg(dir);
+    let built = run_build(
+        cmd,
+        &what,
+        Plan::of(packages, &qualified(packages, features)),
+    )?;
+    check_built(&built, packages, dir)
+}
+
+/// Each of `features` for each of `packages`, as cargo takes features of several packages
+/// (`kiln-flex/learner`).
+fn qualified(packages: &[&str], features: &[&str]) -> Vec<String> {
+    packages
+        .iter()
+        .flat_map(|p| features.iter().map(move |f| format!("{p}/{f}")))
+        .collect()
+}
+
+/// The cargo arguments that build runners: their binaries only, no test targets.
+pub fn runner_build_args(packages: &[&str], features: &[&str]) -> Vec<String> {
+    let mut args = vec!["build".to_string(), "--release".into()];
+    for p in packages {
+        args.push("-p".into());
+        args.push(p.to_string());
+    }
+    args.push("--bins".into());
+    if !features.is_empty() {
+        args.push("--features".into());
+        args.push(qualified(packages, features).join(","));
+    }
+    args.push("--message-format=json-render-diagnostics".into());
+    args
+}
+
+/// The release build of xtask itself (the GPU kit carries it: a fifth of the debug one).
+pub fn build_release_xtask() -> Result<PathBuf> {
+    build_runners(&["xtask"], &[], &target_dir())?;
+    Ok(binary(&target_dir(), "xtask"))
 }
 
 /// Run a cargo build whose stdout is JSON messages; cargo's own progress and diagnostics go to
 /// the terminal, and a line every 10 seconds says how far the build is (cargo prints nothing
-/// while one large crate compiles), against `total` crates when that is known. Returns the
-/// executables it produced, by target name.
-fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(String, PathBuf)>> {
+/// while one large crate compiles): crates done of those `plan` expects, and the time left.
+/// Returns the executables it produced, by target name.
+fn run_build(mut cmd: Command, what: &str, plan: Option<Plan>) -> Result<Vec<(String, PathBuf)>> {
     // The command a user can run to see the same failure (without the JSON messages).
     let shown = std::iter::once("cargo".to_string())
         .chain(
@@ -201,7 +222,10 @@ fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(
         }
     });
     let started = Instant::now();
-    let mut log = BuildLog::default();
+    let mut log = BuildLog {
+        plan: plan.unwrap_or_default(),
+        ..BuildLog::default()
+    };
     let mut last_status = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_secs(1)) {
@@ -210,7 +234,7 @@ fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         if last_status.elapsed() >= Duration::from_secs(10) {
-            eprintln!("kiln: {}", log.status(what, total, started.elapsed()));
+            eprintln!("kiln: {}", log.status(what, started.elapsed()));
             last_status = Instant::now();
         }
     }
@@ -221,17 +245,163 @@ fn run_build(mut cmd: Command, what: &str, total: Option<usize>) -> Result<Vec<(
              `{shown}` reproduces it"
         );
     }
+    if log.compiled > 0 {
+        eprintln!(
+            "kiln: built {what}: {} crates compiled in {}",
+            log.compiled,
+            crate::time::short(started.elapsed().as_secs_f64())
+        );
+    }
     Ok(log.executables)
+}
+
+/// What one build will compile, as cargo resolves it for one package and its features: each
+/// package's compiled units (its library or binaries, its build script) and a weight, the size
+/// of its Rust sources, so that the time left can follow the work done rather than the count.
+#[derive(Default, Debug)]
+struct Plan {
+    /// Per package id (as cargo's messages name it): (source bytes, units).
+    packages: BTreeMap<String, (u64, usize)>,
+}
+
+impl Plan {
+    /// The plan of building `package` with `features`, from `cargo tree` and `cargo metadata`;
+    /// `None` where either cannot tell (the progress line then counts without a total).
+    fn of(packages: &[&str], features: &[String]) -> Option<Plan> {
+        let mut tree = cargo();
+        tree.current_dir(workspace_root())
+            .args(["tree", "--offline"]);
+        for p in packages {
+            tree.args(["-p", p]);
+        }
+        tree.args(["-e", "normal,build", "--prefix", "none", "--format", "{p}"]);
+        if !features.is_empty() {
+            tree.args(["--features", &features.join(",")]);
+        }
+        let tree = tree.stderr(Stdio::null()).output().ok()?;
+        if !tree.status.success() {
+            return None;
+        }
+        let metadata = cargo()
+            .current_dir(workspace_root())
+            .args(["metadata", "--format-version", "1", "--offline"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).ok()?;
+        Some(Plan::from_tree(
+            &String::from_utf8_lossy(&tree.stdout),
+            &metadata,
+            packages,
+        ))
+    }
+
+    /// The plan from `cargo tree --format {p}`'s lines and `cargo metadata`'s packages; `roots`
+    /// are the packages built (their binaries are units too).
+    fn from_tree(tree: &str, metadata: &serde_json::Value, roots: &[&str]) -> Plan {
+        let wanted: BTreeSet<(&str, &str)> = tree
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                Some((words.next()?, words.next()?.strip_prefix('v')?))
+            })
+            .collect();
+        let mut plan = Plan::default();
+        let packages = metadata
+            .get("packages")
+            .and_then(|p| p.as_array())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for p in packages {
+            let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            let (name, version, id) = (field("name"), field("version"), field("id"));
+            if !wanted.contains(&(name, version)) {
+                continue;
+            }
+            let kinds: Vec<&str> = p
+                .get("targets")
+                .and_then(|t| t.as_array())
+                .into_iter()
+                .flatten()
+                .flat_map(|t| {
+                    t.get("kind")
+                        .and_then(|k| k.as_array())
+                        .into_iter()
+                        .flatten()
+                })
+                .filter_map(|k| k.as_str())
+                .collect();
+            let lib = kinds
+                .iter()
+                .any(|k| matches!(*k, "lib" | "rlib" | "proc-macro"));
+            let script = kinds.contains(&"custom-build");
+            let bins = if roots.contains(&name) {
+                kinds.iter().filter(|k| **k == "bin").count()
+            } else {
+                0
+            };
+            let units = usize::from(lib) + usize::from(script) + bins;
+            let dir = Path::new(field("manifest_path"))
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            plan.packages.insert(
+                id.to_string(),
+                (source_bytes(&dir.join("src")).max(1), units.max(1)),
+            );
+        }
+        plan
+    }
+
+    fn units(&self) -> usize {
+        self.packages.values().map(|(_, u)| u).sum()
+    }
+
+    fn weight(&self) -> u64 {
+        self.packages.values().map(|(w, _)| w).sum()
+    }
+
+    /// The weight of one unit of package `id` (its sources spread over its units).
+    fn unit_weight(&self, id: &str) -> u64 {
+        self.packages
+            .get(id)
+            .map_or(0, |(w, u)| w / (*u as u64).max(1))
+    }
+}
+
+/// The size of the `.rs` files under `dir`.
+fn source_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => source_bytes(&path),
+                Ok(_) if path.extension().is_some_and(|x| x == "rs") => {
+                    e.metadata().map_or(0, |m| m.len())
+                }
+                _ => 0,
+            }
+        })
+        .sum()
 }
 
 /// What a cargo build has reported so far (`--message-format=json`).
 #[derive(Default)]
 struct BuildLog {
+    /// What the build is expected to compile.
+    plan: Plan,
     /// Executables produced, fresh or rebuilt: (target name, path).
     executables: Vec<(String, PathBuf)>,
-    /// Crates compiled by this build, and found up to date.
+    /// Units compiled by this build, and found up to date.
     compiled: usize,
     fresh: usize,
+    /// The planned weight of the units compiled, and of those found up to date.
+    compiled_weight: u64,
+    fresh_weight: u64,
     /// The last crate compiled.
     last: String,
 }
@@ -246,6 +416,8 @@ impl BuildLog {
         #[derive(serde::Deserialize)]
         struct Message {
             reason: String,
+            #[serde(default)]
+            package_id: String,
             target: Option<Target>,
             executable: Option<PathBuf>,
             #[serde(default)]
@@ -258,10 +430,13 @@ impl BuildLog {
             return;
         }
         let Some(target) = m.target else { return };
+        let weight = self.plan.unit_weight(&m.package_id);
         if m.fresh {
             self.fresh += 1;
+            self.fresh_weight += weight;
         } else {
             self.compiled += 1;
+            self.compiled_weight += weight;
             self.last.clone_from(&target.name);
         }
         if let Some(exe) = m.executable
@@ -271,62 +446,44 @@ impl BuildLog {
         }
     }
 
-    /// A status line: done, left of about `total`, and the time left at the rate so far.
-    fn status(&self, what: &str, total: Option<usize>, elapsed: Duration) -> String {
+    /// A status line: crates done of those planned, and the time left at the rate so far,
+    /// the rate counted in source weight (Burn's large crates come last).
+    fn status(&self, what: &str, elapsed: Duration) -> String {
         let done = self.compiled + self.fresh;
-        let mut line = format!(
-            "building {what}: {} crates compiled, {} up to date, {} so far",
-            self.compiled,
-            self.fresh,
-            crate::time::short(elapsed.as_secs_f64())
-        );
-        if let Some(total) = total.filter(|&t| t > done) {
-            let left = total - done;
-            line.push_str(&format!(", about {left} of ~{total} left"));
-            // Small crates come first and the large ones (Burn, CubeCL) last: the rate says
-            // little before half of the crates are done.
-            if self.compiled >= 10 && done * 2 >= total {
-                let per_crate = elapsed.as_secs_f64() / self.compiled as f64;
-                line.push_str(&format!(
-                    " (~{} at this rate)",
-                    crate::time::short(per_crate * left as f64)
-                ));
-            }
+        let total = self.plan.units();
+        let mut line = if total > 0 {
+            format!(
+                "building {what}: {} of {} crates done ({} up to date), {} so far",
+                done.min(total),
+                total,
+                self.fresh,
+                crate::time::short(elapsed.as_secs_f64())
+            )
+        } else {
+            format!(
+                "building {what}: {} crates compiled, {} up to date, {} so far",
+                self.compiled,
+                self.fresh,
+                crate::time::short(elapsed.as_secs_f64())
+            )
+        };
+        let weight = self.plan.weight();
+        let done_weight = self.compiled_weight + self.fresh_weight;
+        // Before a tenth of the work is done the rate says little (build scripts, tiny crates).
+        if weight > 0 && self.compiled_weight > 0 && done_weight * 10 >= weight {
+            let left = weight.saturating_sub(done_weight) as f64 * elapsed.as_secs_f64()
+                / self.compiled_weight as f64;
+            line.push_str(&format!(
+                ", about {} left ({}% of the code done)",
+                crate::time::short(left),
+                (done_weight * 100 / weight).min(100)
+            ));
         }
         if !self.last.is_empty() {
             line.push_str(&format!("; last: {}", self.last));
         }
         line
     }
-}
-
-/// About how many crates the build compiles: the packages cargo resolves for this platform
-/// (an estimate: build scripts and test targets add units, unused optional ones are absent).
-fn estimate_units() -> Option<usize> {
-    let host = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
-        .arg("-vV")
-        .output()
-        .ok()?;
-    let host = String::from_utf8_lossy(&host.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))?
-        .trim()
-        .to_string();
-    let out = cargo()
-        .current_dir(workspace_root())
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--filter-platform",
-        ])
-        .arg(&host)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    Some(metadata.pointer("/resolve/nodes")?.as_array()?.len())
 }
 
 /// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
@@ -363,33 +520,17 @@ pub fn check_built(
     Ok(())
 }
 
-/// Where libtorch runners are built: a target directory of their own, because their Burn
-/// feature set (with `tch`) differs from the other runners'; sharing one directory would make
-/// cargo rebuild Burn each time it switches between the two.
-pub fn torch_target_dir() -> PathBuf {
-    Requirement::Libtorch.target_dir()
-}
-
-/// The cargo arguments that build (`build`) or test (`test`) a libtorch runner; the two share
-/// one build.
-pub fn tch_build_args(command: &str, package: &str) -> Vec<String> {
-    let mut args: Vec<String> = [
-        command,
-        "--release",
-        "-p",
-        package,
-        "--features",
-        "libtorch",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+/// The cargo arguments that build (`build`) or test (`test`) a libtorch runner, with the
+/// crate features `extra` beside `libtorch`.
+pub fn tch_build_args(command: &str, package: &str, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [command, "--release", "-p", package, "--features"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(with_feature(Requirement::Libtorch.feature(), extra).join(","));
     if command == "build" {
-        args.push("--tests".into());
         args.push("--bins".into());
     }
-    args.push("--target-dir".into());
-    args.push(torch_target_dir().display().to_string());
     args
 }
 
@@ -398,44 +539,99 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_build_asks_for_binaries_not_only_tests() {
-        // With `--tests` alone, cargo skips the plain binary of a package that has no
-        // integration test (kiln-ndarray): the bug a cold clone met.
-        let args = build_args();
-        assert!(args.contains(&"--bins"), "{args:?}");
-        assert!(args.contains(&"--tests"), "{args:?}");
-        assert!(tch_build_args("build", "kiln-tch").contains(&"--bins".to_string()));
+    fn runners_are_built_as_binaries_with_no_tests_and_qualified_features() {
+        // Only the named packages: cargo then resolves Burn's features for those runners
+        // alone. `--bins`, not `--tests`: a first run needs no test binaries.
+        let args = runner_build_args(&["kiln-flex"], &[]);
+        assert_eq!(
+            args[..5],
+            ["build", "--release", "-p", "kiln-flex", "--bins"].map(String::from)
+        );
+        assert!(
+            !args.iter().any(|a| a == "--workspace" || a == "--tests"),
+            "{args:?}"
+        );
+        // A group's features name each package: cargo refuses bare ones for several.
+        let args = runner_build_args(&["kiln-flex", "kiln-ndarray"], &[LEARNER]);
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--features", "kiln-flex/learner,kiln-ndarray/learner"]),
+            "{args:?}"
+        );
+        let tch = tch_build_args("build", "kiln-tch", &[LEARNER]);
+        assert!(
+            tch.windows(2)
+                .any(|w| w == ["--features", "libtorch,learner"]),
+            "{tch:?}"
+        );
+        assert!(tch.contains(&"--bins".to_string()));
+        assert!(!tch_build_args("test", "kiln-tch", &[]).contains(&"--bins".to_string()));
+    }
+
+    /// `cargo metadata`'s JSON for three packages: the runner (lib and bin), a dependency with
+    /// a build script, and one that the tree does not list.
+    fn metadata(dir: &Path) -> serde_json::Value {
+        let package = |name: &str, kinds: &[&[&str]], sub: &str| {
+            let root = dir.join(sub);
+            std::fs::create_dir_all(root.join("src")).unwrap();
+            std::fs::write(root.join("src/lib.rs"), vec![b'x'; 3000]).unwrap();
+            serde_json::json!({
+                "name": name, "version": "1.0.0", "id": format!("id-{name}"),
+                "manifest_path": root.join("Cargo.toml"),
+                "targets": kinds.iter().map(|k| serde_json::json!({"kind": k})).collect::<Vec<_>>(),
+            })
+        };
+        serde_json::json!({"packages": [
+            package("kiln-flex", &[&["lib"], &["bin"]], "a"),
+            package("burn", &[&["lib"], &["custom-build"]], "b"),
+            package("unused", &[&["lib"]], "c"),
+        ]})
     }
 
     #[test]
-    fn the_build_status_counts_crates_and_estimates_what_is_left() {
-        let mut log = BuildLog::default();
-        let artifact = |name: &str, fresh: bool| {
+    fn the_build_status_counts_planned_crates_and_estimates_the_time_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = "kiln-flex v1.0.0 (/x)\nburn v1.0.0\nburn v1.0.0 (*)\n\n";
+        let plan = Plan::from_tree(tree, &metadata(tmp.path()), &["kiln-flex"]);
+        // kiln-flex: lib and bin; burn: lib and build script; `unused` is not in the tree.
+        assert_eq!(plan.units(), 4);
+        assert_eq!(plan.weight(), 6000);
+        let mut log = BuildLog {
+            plan,
+            ..BuildLog::default()
+        };
+        let artifact = |id: &str, name: &str, kind: &str, fresh: bool| {
             format!(
-                "{{\"reason\":\"compiler-artifact\",\"target\":{{\"name\":\"{name}\",\"kind\":[\"lib\"]}},\"executable\":null,\"fresh\":{fresh}}}"
+                "{{\"reason\":\"compiler-artifact\",\"package_id\":\"{id}\",\"target\":{{\"name\":\"{name}\",\"kind\":[\"{kind}\"]}},\"executable\":null,\"fresh\":{fresh}}}"
             )
         };
-        for i in 0..5 {
-            log.observe(&artifact(&format!("up{i}"), true));
-        }
-        for i in 0..20 {
-            log.observe(&artifact(&format!("crate{i}"), false));
-        }
-        log.observe("{\"reason\":\"build-script-executed\"}");
-        let line = log.status("the runners", Some(45), Duration::from_secs(200));
-        assert!(line.contains("20 crates compiled, 5 up to date"), "{line}");
-        assert!(line.contains("about 20 of ~45 left"), "{line}");
-        // 10 s per crate so far, 20 left.
-        assert!(line.contains("(~3m20s at this rate)"), "{line}");
-        // Before half are done, no time is guessed.
-        let line = log.status("the runners", Some(125), Duration::from_secs(200));
+        let early = log.status("kiln-flex", Duration::from_secs(5));
         assert!(
-            line.contains("about 100 of ~125 left") && !line.contains("at this rate"),
+            early.contains("0 of 4 crates done") && !early.contains("left"),
+            "{early}"
+        );
+        log.observe(&artifact(
+            "id-burn",
+            "build-script-build",
+            "custom-build",
+            true,
+        ));
+        log.observe(&artifact("id-burn", "burn", "lib", false));
+        log.observe("{\"reason\":\"build-script-executed\"}");
+        // Half the code done in 100 s, 1500 bytes of it compiled: 3000 bytes left take 200 s.
+        let line = log.status("kiln-flex", Duration::from_secs(100));
+        assert!(line.contains("2 of 4 crates done (1 up to date)"), "{line}");
+        assert!(
+            line.contains("about 3m20s left (50% of the code done)"),
             "{line}"
         );
-        assert!(line.ends_with("last: crate19"), "{line}");
-        let early = BuildLog::default().status("the runners", None, Duration::from_secs(5));
-        assert!(!early.contains("left"), "{early}");
+        assert!(line.ends_with("last: burn"), "{line}");
+        // Without a plan it still counts.
+        let bare = BuildLog::default().status("kiln-flex", Duration::from_secs(5));
+        assert!(
+            bare.contains("0 crates compiled") && !bare.contains("left"),
+            "{bare}"
+        );
     }
 
     #[test]

@@ -46,9 +46,8 @@ pub fn statuses() -> Vec<BackendStatus> {
                         requires: Some(r),
                     } => format!(
                         "not built: `cargo xtask doctor --build` builds {package} with its `{}` \
-                         feature in {}",
+                         feature",
                         r.feature(),
-                        r.target_dir().display()
                     ),
                     backends::Source::Cargo { package, .. } => format!(
                         "not built: `cargo xtask doctor --build` (or `cargo build --release -p {package}`)"
@@ -73,7 +72,7 @@ pub fn statuses() -> Vec<BackendStatus> {
 /// Print the doctor table (or JSON); `Ok(true)` when at least one device is usable.
 pub fn doctor(json: bool, build: bool) -> Result<bool> {
     if build {
-        crate::build::build_all()?;
+        crate::build::build(&crate::bench::wanted_backends(None)?, false)?;
     }
     let all = statuses();
     let usable = all.iter().any(|s| s.devices.iter().any(|d| d.available));

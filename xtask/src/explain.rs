@@ -41,7 +41,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
         " (`cargo xtask report DIR` re-renders them)",
     )?;
     let wanted = crate::bench::buildable(wanted);
-    let built = build_and_probe(&wanted)?;
+    let built = build_and_probe(&wanted, false)?;
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
     let (commit, dirty) = crate::revision();
@@ -65,6 +65,8 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             };
             let burn = runner.burn_version(&record.backend_version);
             record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
+            // The record says so too when its ops do not decompose its step.
+            record.notes.extend(record.outside_band());
             append_line(&out.join(EXPLAIN_FILE), &record)?;
             summary(&record);
             records.push(record);

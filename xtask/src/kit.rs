@@ -183,9 +183,8 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
         );
     }
     check_out(&out)?;
-    if crate::backends::prebuilt_dir().is_none() {
-        crate::build::build_plain()?;
-    }
+    // The kit's Learner and data-parallel cells need burn-train in its runners.
+    let learner = [crate::build::LEARNER];
     let mut runners = Vec::new();
     for name in RUNNERS {
         let backend = backends::find(name)?;
@@ -199,7 +198,15 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
                 wanted.as_deref().unwrap_or_default().join(",")
             )),
             // Built for the GPU machine, whatever this one has (no driver needed to build).
-            Some(r) => crate::build::build_featured(package, r).map_err(|e| format!("{e:#}")),
+            Some(r) => {
+                crate::build::build_featured(package, r, &learner).map_err(|e| format!("{e:#}"))
+            }
+            None if crate::backends::prebuilt_dir().is_none() => {
+                let dir = backends::target_dir();
+                crate::build::build_runners(&[package], &learner, &dir)
+                    .map(|()| crate::build::binary(&dir, package))
+                    .map_err(|e| format!("{e:#}"))
+            }
             None => backends::runner(backend).map(|r| r.program),
         };
         if let Err(why) = &built {
@@ -207,14 +214,15 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
         }
         runners.push((package.clone(), built));
     }
-    // The release xtask the runners' build just made (a fifth of the debug one `cargo xtask`
-    // runs), else this one.
+    // A release xtask (a fifth of the debug one `cargo xtask` runs), built here unless the
+    // runners are prebuilt.
     let release = backends::target_dir()
         .join("release")
         .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
-    let xtask = match crate::backends::prebuilt_dir().is_none() && release.is_file() {
-        true => release,
-        false => std::env::current_exe().context("cannot find xtask's own binary")?,
+    let xtask = match crate::backends::prebuilt_dir() {
+        None => crate::build::build_release_xtask()?,
+        Some(_) if release.is_file() => release,
+        Some(_) => std::env::current_exe().context("cannot find xtask's own binary")?,
     };
     let inputs = Inputs {
         xtask,

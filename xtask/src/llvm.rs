@@ -150,8 +150,9 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
                         requires: Some(r @ crate::backends::Requirement::Driver(_)),
                         ..
                     } => Some(format!(
-                        "`cargo clean -p cubecl-llvm --release --target-dir {}`",
-                        r.target_dir().display()
+                        "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",
+                        crate::backends::target_dir().display(),
+                        r.feature()
                     )),
                     _ => None,
                 })

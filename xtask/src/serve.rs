@@ -32,23 +32,20 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
 pub fn serve(s: ServeArgs) -> Result<bool> {
     check_bind(s.bind.as_deref(), s.token.as_deref())?;
     let b = backends::find(&s.backend)?;
-    let program = match &b.source {
+    // The remote runner's Burn carries the served backend: flex and ndarray in the plain
+    // build; wgpu and the GPU drivers each in a build of its own (same package, other
+    // features, so another target directory).
+    let (features, dir): (&[&str], _) = match &b.source {
         Source::Cargo {
             requires: Some(Requirement::Driver(d)),
             ..
         } => {
             d.met()
                 .map_err(|why| anyhow::anyhow!("cannot serve {}: {why}", b.name))?;
-            // The driver backend's Burn carries the remote server only in this build of its own.
-            let dir = backends::target_dir().join(format!("{}-remote", d.feature));
-            build::build_with_feature(PACKAGE, &d.feature, &dir)?
+            (&[d.feature.as_str()], Some(&d.feature))
         }
-        Source::Cargo { requires: None, .. } if b.name != "remote" => {
-            build::build_all()?;
-            backends::runner(backends::find("remote")?)
-                .map_err(anyhow::Error::msg)?
-                .program
-        }
+        Source::Cargo { requires: None, .. } if b.name == "wgpu" => (&["wgpu"], Some(&b.name)),
+        Source::Cargo { requires: None, .. } if b.name != "remote" => (&[], None),
         _ => bail!(
             "cannot serve {}: Burn's remote server hosts flex, ndarray, wgpu, cuda and rocm \
              devices (libtorch cannot host remote sessions, and the PyTorch reference is not \
@@ -56,6 +53,12 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
             b.name
         ),
     };
+    let dir = match dir {
+        Some(name) => backends::target_dir().join(format!("{name}-remote")),
+        None => backends::target_dir(),
+    };
+    build::build_runners(&[PACKAGE], features, &dir)?;
+    let program = build::binary(&dir, PACKAGE);
     let mut cmd = Command::new(&program);
     cmd.arg("serve")
         .args(["--backend", &s.backend])

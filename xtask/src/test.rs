@@ -1,17 +1,81 @@
-//! `cargo xtask test`: the README's test command. Cargo alone cannot run the libtorch tests
-//! (they need libtorch found and its build environment set), so this runs the workspace's
-//! tests, then kiln-tch's against libtorch when it is set up.
+//! `cargo xtask test`: the README's test command. The backend crates are tested by build group,
+//! the way their runners are built, so each cargo invocation compiles Burn with those backends'
+//! features only and shares its build with the runners `bench-all` uses; the crates without
+//! Burn are tested in the debug profile `cargo xtask` itself is built in; kiln-tch against
+//! libtorch when it is set up (cargo alone cannot: libtorch must be found and its build
+//! environment set).
 
 use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+use crate::backends::{self, Requirement, Source};
+use crate::build::LEARNER;
 use crate::{torch, workspace_root};
 
-fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(workspace_root());
-    cmd
+/// The crates that link no Burn backend: tested together, in the debug profile.
+const TOOLS: &[&str] = &["xtask", "kiln-results", "kiln-data"];
+
+/// One `cargo test` invocation: what it tests and its arguments before `--`.
+#[derive(Debug, PartialEq)]
+pub struct Group {
+    pub name: String,
+    pub args: Vec<String>,
+}
+
+/// The invocations, in order: the tools; each build group of backend crates (`groups`: the
+/// packages of one group, or one package alone), as its runners are built, so the tests reuse
+/// the runners' Burn; then kiln-core and the Learner tests with burn-train, in two invocations
+/// that share one Burn (flex and ndarray with the `learner` feature).
+pub fn groups(packages: &[Vec<&str>]) -> Vec<Group> {
+    let mut out = vec![Group {
+        name: "tools".into(),
+        args: ["test"]
+            .into_iter()
+            .chain(TOOLS.iter().flat_map(|p| ["-p", p]))
+            .map(String::from)
+            .collect(),
+    }];
+    for group in packages {
+        let mut args = vec!["test", "--release"];
+        args.extend(group.iter().flat_map(|p| ["-p", *p]));
+        out.push(group_of(&group.join(", "), &args));
+    }
+    out.push(group_of(
+        "kiln-core (Learner)",
+        &[
+            "test",
+            "--release",
+            "-p",
+            "kiln-core",
+            "--features",
+            LEARNER,
+        ],
+    ));
+    let cpu: Vec<&str> = ["kiln-flex", "kiln-ndarray"]
+        .into_iter()
+        .filter(|p| packages.iter().flatten().any(|q| q == p))
+        .collect();
+    if cpu.contains(&"kiln-flex") {
+        let features = cpu
+            .iter()
+            .map(|p| format!("{p}/{LEARNER}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut args = vec!["test", "--release"];
+        args.extend(cpu.iter().flat_map(|p| ["-p", *p]));
+        args.extend(["--features", &features, "--test", "learner"]);
+        out.push(group_of("kiln-flex (Learner)", &args));
+    }
+    out
+}
+
+fn group_of(name: &str, args: &[&str]) -> Group {
+    Group {
+        name: name.into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
 }
 
 /// Run the tests; `extra` goes to every `cargo test` after `--`.
@@ -21,26 +85,51 @@ pub fn run(extra: &[String]) -> Result<bool> {
     if let (Err(why), true) = (&torch, require) {
         bail!("KILN_REQUIRE_TORCH=1 but {why}");
     }
-
-    let mut cmd = cargo();
-    cmd.args(["test", "--release", "--workspace"]);
-    if let Ok(t) = &torch
-        && let Some(py) = &t.python
-    {
-        // The PyTorch reference runner's test uses this interpreter.
-        cmd.env("KILN_TORCH_PYTHON", py);
+    // The backend crates that build without libtorch, by build group.
+    let mut packages: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+    for b in backends::all() {
+        if let Source::Cargo {
+            package,
+            requires: None | Some(Requirement::Driver(_)),
+        } = &b.source
+        {
+            let group = b.build_group.as_deref();
+            match packages
+                .iter_mut()
+                .find(|(g, _)| g.is_some() && *g == group)
+            {
+                Some((_, members)) => members.push(package),
+                None => packages.push((group, vec![package])),
+            }
+        }
     }
-    cmd.arg("--").args(extra);
-    eprintln!("kiln: cargo test --release --workspace");
-    let status = cmd.status().context("cannot start cargo test")?;
-    if !status.success() {
-        return Ok(false);
+    let packages: Vec<Vec<&str>> = packages.into_iter().map(|(_, p)| p).collect();
+    let mut times = Vec::new();
+    for g in groups(&packages) {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.current_dir(workspace_root()).args(&g.args);
+        if let Ok(t) = &torch
+            && let Some(py) = &t.python
+        {
+            // The PyTorch reference runner's test uses this interpreter.
+            cmd.env("KILN_TORCH_PYTHON", py);
+        }
+        cmd.arg("--").args(extra);
+        eprintln!("kiln: cargo {}", g.args.join(" "));
+        let started = Instant::now();
+        let status = cmd.status().context("cannot start cargo test")?;
+        times.push((g.name, started.elapsed().as_secs_f64()));
+        if !status.success() {
+            print_times(&times);
+            return Ok(false);
+        }
     }
 
-    match &torch {
+    let ok = match &torch {
         Ok(t) => {
-            let mut cmd = cargo();
-            cmd.args(crate::build::tch_build_args("test", "kiln-tch"));
+            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cmd.current_dir(workspace_root())
+                .args(crate::build::tch_build_args("test", "kiln-tch", &[]));
             for (k, v) in t.build_env().into_iter().chain(t.run_env()) {
                 cmd.env(k, v);
             }
@@ -50,12 +139,68 @@ pub fn run(extra: &[String]) -> Result<bool> {
                 t.version,
                 t.lib_dir.display()
             );
+            let started = Instant::now();
             let status = cmd.status().context("cannot start cargo test")?;
-            Ok(status.success())
+            times.push(("kiln-tch".into(), started.elapsed().as_secs_f64()));
+            status.success()
         }
         Err(why) => {
             eprintln!("kiln: the libtorch tests did not run: {why}");
-            Ok(true)
+            true
         }
+    };
+    print_times(&times);
+    Ok(ok)
+}
+
+/// One line per invocation with its wall time (a cold one compiles Burn for it).
+fn print_times(times: &[(String, f64)]) {
+    for (name, seconds) in times {
+        eprintln!("kiln: tests of {name}: {}", crate::time::short(*seconds));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_build_group_is_tested_as_its_runners_are_built_and_the_tools_in_debug() {
+        let cpu = vec!["kiln-flex", "kiln-ndarray"];
+        let g = groups(&[cpu, vec!["kiln-wgpu"]]);
+        let names: Vec<&str> = g.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tools",
+                "kiln-flex, kiln-ndarray",
+                "kiln-wgpu",
+                "kiln-core (Learner)",
+                "kiln-flex (Learner)"
+            ]
+        );
+        assert!(!g[0].args.contains(&"--release".to_string()));
+        // A group's tests build what its runner build builds: those packages, no feature, so
+        // cargo reuses the runners' Burn.
+        assert_eq!(
+            g[1].args,
+            ["test", "--release", "-p", "kiln-flex", "-p", "kiln-ndarray"]
+        );
+        assert!(
+            g[3].args
+                .ends_with(&["--features".into(), "learner".into()])
+        );
+        assert!(
+            g[4].args
+                .windows(2)
+                .any(|w| w == ["--features", "kiln-flex/learner,kiln-ndarray/learner"]),
+            "{:?}",
+            g[4].args
+        );
+        assert!(
+            !groups(&[vec!["kiln-wgpu"]])
+                .iter()
+                .any(|g| g.name == "kiln-flex (Learner)")
+        );
     }
 }

@@ -7,6 +7,7 @@ pub mod check;
 pub mod cubecl;
 pub mod explain;
 pub mod gpu;
+#[cfg(feature = "learner")]
 pub mod learner;
 pub use kiln_results::fingerprint;
 pub mod memory;

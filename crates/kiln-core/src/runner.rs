@@ -21,9 +21,11 @@ use kiln_results::{
     Status, TrainingLoop, Vocabulary, parse_duration,
 };
 
+#[cfg(feature = "learner")]
+use crate::learner;
 use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Protocol};
-use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, learner, memory};
+use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, memory};
 
 /// What a thin backend crate tells the runner about its backend.
 pub trait Binding {
@@ -504,6 +506,15 @@ fn run_cell(
         cell.device_name.as_str(),
         precision_name.as_str(),
     );
+    #[cfg(not(feature = "learner"))]
+    if request.training_loop == TrainingLoop::Learner {
+        return Err(CoreError::Config(format!(
+            "this {} runner was built without burn-train's Learner; `cargo xtask bench --loop \
+             learner` builds it with it (cargo's `learner` feature of the backend crate)",
+            binding.name()
+        )));
+    }
+    #[cfg(feature = "learner")]
     if request.training_loop == TrainingLoop::Learner {
         let test_len = dataset
             .test
@@ -612,6 +623,7 @@ impl WithModel for Train<'_> {
 }
 
 /// A whole cell through burn-train (`--loop learner`), for any model.
+#[cfg(feature = "learner")]
 struct LearnerTrain<'a> {
     devices: &'a [Device],
     strategy: learner::Strategy,
@@ -620,6 +632,7 @@ struct LearnerTrain<'a> {
     sink: &'a mut dyn protocol::Sink,
 }
 
+#[cfg(feature = "learner")]
 impl WithModel for LearnerTrain<'_> {
     type Output = Result<(Measurements, Option<f64>), CoreError>;
     fn run<M: Classifier>(self, model: M) -> Self::Output {

@@ -52,6 +52,21 @@ fn run(r: &CellRequest) -> (std::process::Output, Vec<Event>, Record) {
     (out, events, record)
 }
 
+/// A runner built without burn-train (the default build) says so and how to get it, as a
+/// record that names the cause, instead of training another loop.
+#[cfg(not(feature = "learner"))]
+#[test]
+fn a_runner_without_the_learner_says_how_to_build_it() {
+    let (_, _, r) = run(&tiny());
+    assert_eq!(r.status, Status::Failed, "{:?}", r.reason);
+    let why = r.reason.unwrap_or_default();
+    assert!(
+        why.contains("built without burn-train") && why.contains("--loop learner"),
+        "{why}"
+    );
+}
+
+#[cfg(feature = "learner")]
 #[test]
 fn the_learner_trains_the_cell_and_its_record_says_so() {
     let (out, events, r) = run(&tiny());
@@ -85,6 +100,7 @@ fn the_learner_trains_the_cell_and_its_record_says_so() {
     assert_eq!(epochs, 2);
 }
 
+#[cfg(feature = "learner")]
 #[test]
 fn a_budget_cuts_the_learner_and_the_cell_is_projected_and_tested() {
     let mut r = tiny();
@@ -103,6 +119,7 @@ fn a_budget_cuts_the_learner_and_the_cell_is_projected_and_tested() {
     assert!(rec.epoch_seconds.is_some());
 }
 
+#[cfg(feature = "learner")]
 #[test]
 fn a_nan_loss_under_the_learner_is_a_diverged_cell() {
     let mut r = tiny();
@@ -120,6 +137,7 @@ fn a_nan_loss_under_the_learner_is_a_diverged_cell() {
     );
 }
 
+#[cfg(feature = "learner")]
 #[test]
 fn two_flex_devices_train_one_cell_data_parallel() {
     let mut r = tiny();

@@ -42,6 +42,7 @@ pub fn binding(name: &str) -> Option<&'static dyn Binding> {
     match name {
         "flex" => Some(&kiln_flex::FlexBinding),
         "ndarray" => Some(&kiln_ndarray::NdarrayBinding),
+        #[cfg(feature = "wgpu")]
         "wgpu" => Some(&kiln_wgpu::WgpuBinding),
         #[cfg(feature = "cuda")]
         "cuda" => Some(&kiln_cuda::CUDA),

@@ -653,6 +653,16 @@ impl ExplainRecord {
         (step > 0.0 && !self.ops.is_empty()).then(|| self.ops_total() / step)
     }
 
+    /// The band of "explained" (sum of ops ÷ measured step) inside which the ops timed alone are
+    /// read as a decomposition of the step (docs/explain.md).
+    pub const BAND: (f64, f64) = (0.70, 1.30);
+
+    /// Why the ops do not decompose the step, when the explained share is outside [`Self::BAND`]:
+    /// one line for the table and the record, with what can still be read from them.
+    pub fn outside_band(&self) -> Option<String> {
+        decomposition_note(&self.column(), self.explained()?)
+    }
+
     /// How tables name the record's column.
     pub fn column(&self) -> String {
         let device = if self.device == "cpu" || self.device == "default" {
@@ -674,6 +684,33 @@ impl ExplainRecord {
             Some(site) => format!("{} · {}", site.describe(), op.phase),
             None => format!("op #{} · {}", op.site, op.phase),
         }
+    }
+}
+
+/// The note for a column whose ops explain `share` of its measured step, when that is outside
+/// [`ExplainRecord::BAND`].
+pub fn decomposition_note(column: &str, share: f64) -> Option<String> {
+    let (low, high) = ExplainRecord::BAND;
+    let band = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
+    if share > high {
+        Some(format!(
+            "{column}: its ops timed alone add up to {:.0}% of the measured step, above {band}: \
+             here they are no decomposition of the step (alone, each op pays for cold caches, \
+             its own synchronisation and thread start-up, which the step overlaps); its shares \
+             overstate, but the ratios between backends for the same op still compare like with \
+             like",
+            100.0 * share
+        ))
+    } else if share < low {
+        Some(format!(
+            "{column}: its ops timed alone add up to only {:.0}% of the measured step, below \
+             {band}: the step spends time outside them (data gathering, allocation, \
+             synchronisation, or ops fused differently); read the ratios between backends for \
+             the same op, not the shares",
+            100.0 * share
+        ))
+    } else {
+        None
     }
 }
 
@@ -874,13 +911,24 @@ pub fn markdown(table: &ExplainTable) -> String {
         let _ = write!(out, " {} |", s.map_or("not measured".into(), ms));
     }
     let _ = write!(out, "\n| explained |");
+    let mut notes = Vec::new();
     for column in 0..table.columns.len() {
-        let text = table
-            .explained(column)
-            .map_or("—".into(), |e| format!("{:.0}%", 100.0 * e));
+        let explained = table.explained(column);
+        let outside = explained.and_then(|e| decomposition_note(&table.columns[column], e));
+        let text = explained.map_or("—".into(), |e| {
+            format!(
+                "{:.0}%{}",
+                100.0 * e,
+                if outside.is_some() { " ⚠" } else { "" }
+            )
+        });
+        notes.extend(outside);
         let _ = write!(out, " {text} |");
     }
     out.push_str("\n\n");
+    for note in notes {
+        let _ = writeln!(out, "⚠ {note}.\n");
+    }
     if let Some(r) = table.reference {
         let reference = &table.columns[r];
         let _ = writeln!(
@@ -1159,6 +1207,31 @@ mod tests {
         assert!(md.contains("| explained | 95% | 80% |"), "{md}");
         assert!(md.contains("(+40.0 ms, 91% of the gap)"), "{md}");
         assert!(t.gaps[1].is_empty(), "the reference has no gap to itself");
+    }
+
+    #[test]
+    fn a_decomposition_outside_its_band_says_so_in_the_table_and_the_record() {
+        // 0.070 s of ops against a 0.050 s step: 140% explained.
+        let over = record(
+            "flex",
+            &[(2, Phase::Forward, 0.030), (2, Phase::ParamGrad, 0.040)],
+            0.050,
+        );
+        let note = over.outside_band().expect("140% is outside the band");
+        assert!(note.contains("140%") && note.contains("70–130%"), "{note}");
+        assert!(note.contains("ratios between backends"), "{note}");
+        let md = markdown(&ExplainTable::new(&[&over]).expect("a table"));
+        assert!(md.contains("| explained | 140% ⚠ |"), "{md}");
+        assert!(
+            md.contains("⚠ flex: its ops timed alone add up to 140%"),
+            "{md}"
+        );
+        // 60%: below the band; 95%: inside, no note.
+        let under = record("tch", &[(2, Phase::Forward, 0.030)], 0.050);
+        assert!(under.outside_band().unwrap().contains("only 60%"));
+        let inside = record("tch", &[(2, Phase::Forward, 0.0475)], 0.050);
+        assert_eq!(inside.outside_band(), None);
+        assert!(!markdown(&ExplainTable::new(&[&inside]).unwrap()).contains('⚠'));
     }
 
     #[test]

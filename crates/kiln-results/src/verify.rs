@@ -144,6 +144,12 @@ pub struct VerifyRecord {
     pub wall_seconds: f64,
     #[serde(default)]
     pub fingerprint: Option<Fingerprint>,
+    /// How the run compares with the reference (`cargo xtask verify` sets it; a runner never
+    /// does), and why in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_reason: Option<String>,
 }
 
 impl VerifyRecord {
@@ -168,7 +174,14 @@ impl VerifyRecord {
             notes: Vec::new(),
             wall_seconds: 0.0,
             fingerprint: None,
+            verdict: None,
+            verdict_reason: None,
         }
+    }
+
+    /// The first step whose loss was not finite (1-based), if any.
+    pub fn first_non_finite(&self) -> Option<usize> {
+        self.losses.iter().position(Option::is_none).map(|i| i + 1)
     }
 
     /// `backend device precision`, the row's name.
@@ -298,13 +311,33 @@ impl Weights {
 
 // ------------------------------------------------------------------------------ comparison
 
-/// How a row compares with the reference.
+/// How a row compares with the reference. Only [`Verdict::Deviates`] says that a backend
+/// computes another training than the reference: `cargo xtask verify` exits 1 for it alone.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// Within the precision's pass limits of the reference.
     Pass,
+    /// Agrees, but between the pass and warn limits.
     Warn,
-    Fail,
+    /// Its loss stops being finite, and so does the reference's run in the same precision:
+    /// the precision diverges, not the backend.
+    DivergesLikeReference,
+    /// Beyond the warn limits, or not finite where the reference in its precision stays
+    /// finite, or it failed.
+    Deviates,
+    /// The backend or device cannot run this precision (the probe or the runner says so).
+    Unsupported,
+}
+
+impl Verdict {
+    /// True for the verdicts that say the backend agrees with the reference.
+    pub fn agrees(self) -> bool {
+        matches!(
+            self,
+            Verdict::Pass | Verdict::Warn | Verdict::DivergesLikeReference
+        )
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -312,7 +345,9 @@ impl fmt::Display for Verdict {
         f.write_str(match self {
             Verdict::Pass => "pass",
             Verdict::Warn => "warn",
-            Verdict::Fail => "fail",
+            Verdict::DivergesLikeReference => "diverges, like the reference",
+            Verdict::Deviates => "deviates",
+            Verdict::Unsupported => "unsupported",
         })
     }
 }
@@ -383,12 +418,15 @@ fn relative(x: f64, r: f64) -> f64 {
     (x - r).abs() / r.abs().max(1e-12)
 }
 
-/// Compare `row` (with its final weights) against the reference run.
+/// Compare `row` (with its final weights) against the reference run; `twin` is a reference run
+/// in the row's own precision (PyTorch's, or the reference backend's), which tells a precision
+/// that diverges everywhere from a backend that diverges alone.
 pub fn compare(
     reference: &VerifyRecord,
     reference_weights: &Weights,
     row: &VerifyRecord,
     row_weights: Option<&Weights>,
+    twin: Option<&VerifyRecord>,
 ) -> Deviation {
     let limits = thresholds(row.precision);
     let mut d = Deviation {
@@ -397,9 +435,14 @@ pub fn compare(
         loss_max: None,
         weights_max: None,
         weights_worst: None,
-        verdict: Verdict::Fail,
+        verdict: Verdict::Deviates,
         why: String::new(),
     };
+    if row.status == Status::Skipped {
+        d.verdict = Verdict::Unsupported;
+        d.why = row.reason.clone().unwrap_or_else(|| "not run".into());
+        return d;
+    }
     if row.status != Status::Ok {
         d.why = format!(
             "{}: {}",
@@ -451,16 +494,26 @@ pub fn compare(
         } else if value <= warn {
             Verdict::Warn
         } else {
-            Verdict::Fail
+            Verdict::Deviates
         }
     };
     let Some(loss) = d.loss_max else {
-        let step = row
-            .losses
-            .iter()
-            .position(Option::is_none)
-            .map_or(0, |i| i + 1);
+        let step = row.first_non_finite().unwrap_or(0);
         d.why = format!("the loss is not finite from step {step} on");
+        let twin = twin.filter(|t| t.status == Status::Ok && t.precision == row.precision);
+        match twin.map(|t| (t.label(), t.first_non_finite())) {
+            Some((label, Some(its))) => {
+                d.verdict = Verdict::DivergesLikeReference;
+                d.why += &format!(", as {label}'s from step {its} on");
+            }
+            Some((label, None)) => d.why += &format!(", while {label}'s stays finite"),
+            None => {
+                d.why += &format!(
+                    "; no reference ran in {} to tell the precision from the backend",
+                    row.precision
+                )
+            }
+        }
         return d;
     };
     let by_loss = grade(loss, limits.loss_pass, limits.loss_warn);
@@ -683,20 +736,21 @@ mod tests {
             &w,
             &record("ndarray", &[2.3, 2.0, 1.5, 1.0]),
             Some(&w),
+            None,
         );
         assert_eq!(same.verdict, Verdict::Pass, "{}", same.why);
         assert_eq!(same.loss_max, Some(0.0));
 
         // 0.3% off on the last step: a warning in f32, a pass in bf16.
         let drift = record("tch", &[2.3, 2.0, 1.5, 1.003]);
-        let d = compare(&reference, &w, &drift, Some(&w));
+        let d = compare(&reference, &w, &drift, Some(&w), None);
         assert_eq!(d.verdict, Verdict::Warn, "{}", d.why);
         assert!(d.why.contains("loss off by 0.30%"), "{}", d.why);
         assert_eq!(d.loss_ranges[3].2.map(|v| (v * 1e4).round()), Some(30.0));
         let mut bf16 = drift.clone();
         bf16.precision = Precision::BF16;
         assert_eq!(
-            compare(&reference, &w, &bf16, Some(&w)).verdict,
+            compare(&reference, &w, &bf16, Some(&w), None).verdict,
             Verdict::Pass
         );
 
@@ -707,31 +761,76 @@ mod tests {
             &w,
             &record("fake", &[2.3, 2.0, 1.5, 1.0]),
             Some(&wrong),
+            None,
         );
-        assert_eq!(d.verdict, Verdict::Fail);
+        assert_eq!(d.verdict, Verdict::Deviates);
         assert_eq!(d.weights_worst.as_deref(), Some("conv1.weight"));
         assert!(d.why.contains("conv1.weight"), "{}", d.why);
     }
 
     #[test]
-    fn failures_and_non_finite_losses_fail_with_their_reason() {
+    fn failures_and_non_finite_losses_deviate_with_their_reason() {
         let reference = record("flex", &[2.3, 2.0]);
         let w = weights(&[1.0]);
         let mut failed = record("wgpu", &[]);
         failed.status = Status::Failed;
         failed.reason = Some("no adapter".into());
-        let d = compare(&reference, &w, &failed, None);
-        assert_eq!(d.verdict, Verdict::Fail);
+        let d = compare(&reference, &w, &failed, None, None);
+        assert_eq!(d.verdict, Verdict::Deviates);
         assert!(d.why.contains("no adapter"));
 
         let mut nan = record("f16", &[2.3, 2.0]);
         nan.losses[1] = None;
-        let d = compare(&reference, &w, &nan, Some(&w));
-        assert_eq!(d.verdict, Verdict::Fail);
+        let d = compare(&reference, &w, &nan, Some(&w), None);
+        assert_eq!(d.verdict, Verdict::Deviates);
         assert_eq!(d.loss_ranges[1].2, None);
-        assert!(d.why.contains("from step 2"), "{}", d.why);
+        assert!(
+            d.why.contains("from step 2") && d.why.contains("no reference ran"),
+            "{}",
+            d.why
+        );
         let table = table(&reference, &[d]);
         assert!(table.contains("not finite"), "{table}");
+
+        let mut skipped = record("ndarray", &[]);
+        skipped.status = Status::Skipped;
+        skipped.reason = Some("ndarray cpu does not support f16".into());
+        let d = compare(&reference, &w, &skipped, None, None);
+        assert_eq!(d.verdict, Verdict::Unsupported);
+        assert!(!d.verdict.agrees() && d.why.contains("does not support f16"));
+    }
+
+    #[test]
+    fn a_row_that_diverges_like_the_reference_in_its_precision_agrees() {
+        let reference = record("flex", &[2.3, 2.0, 1.8]);
+        let w = weights(&[1.0]);
+        let f16 = |backend: &str, from: usize| {
+            let mut r = record(backend, &[2.3, 2.0, 1.8]);
+            r.precision = Precision::F16;
+            for l in &mut r.losses[from - 1..] {
+                *l = None;
+            }
+            r
+        };
+        // PyTorch in f16 diverges too: the precision diverges, not the backend.
+        let torch = f16("pytorch", 3);
+        let d = compare(&reference, &w, &f16("flex", 2), Some(&w), Some(&torch));
+        assert_eq!(d.verdict, Verdict::DivergesLikeReference, "{}", d.why);
+        assert!(d.verdict.agrees());
+        assert!(
+            d.why.contains("as pytorch cpu f16's from step 3 on"),
+            "{}",
+            d.why
+        );
+        // PyTorch stays finite in f16: this backend alone diverges.
+        let mut finite = record("pytorch", &[2.3, 2.0, 1.8]);
+        finite.precision = Precision::F16;
+        let d = compare(&reference, &w, &f16("wgpu", 2), Some(&w), Some(&finite));
+        assert_eq!(d.verdict, Verdict::Deviates, "{}", d.why);
+        assert!(d.why.contains("stays finite"), "{}", d.why);
+        // A twin in another precision is no twin.
+        let d = compare(&reference, &w, &f16("wgpu", 2), Some(&w), Some(&reference));
+        assert_eq!(d.verdict, Verdict::Deviates, "{}", d.why);
     }
 
     #[test]

@@ -374,11 +374,11 @@ fn probes(built: &[Built]) -> Vec<(&str, &ProbeReport)> {
     built.iter().map(|(b, _, p)| (b.name.as_str(), p)).collect()
 }
 
-/// Build the runners of `wanted` and probe them; returns each usable backend with its runner.
-/// A backend that cannot run here (libtorch missing, say) is left out with one line saying why
-/// and what fixes it.
-pub fn build_and_probe(wanted: &[&'static Backend]) -> Result<Vec<Built>> {
-    crate::build::build_all()?;
+/// Build the runners of `wanted` (with burn-train's Learner where `learner`) and probe them;
+/// returns each usable backend with its runner. A backend that cannot run here (libtorch
+/// missing, say) is left out with one line saying why and what fixes it.
+pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
+    crate::build::build(wanted, learner)?;
     let mut out = Vec::new();
     for &b in wanted {
         let runner = match backends::runner(b) {
@@ -493,7 +493,10 @@ pub fn bench_all(
         loops: cfg.loops.clone(),
     };
     let out = check_out(common.out.as_deref())?;
-    let built = build_and_probe(&with_fallback_backends(wanted, cfg.fallback.is_some()))?;
+    let built = build_and_probe(
+        &with_fallback_backends(wanted, cfg.fallback.is_some()),
+        cfg.loops.contains(&TrainingLoop::Learner),
+    )?;
     let plan::Plan { cells, skipped } = plan::plan(&matrix, &probes(&built));
     for (_, (_, note)) in &matrix.models {
         if let Some(note) = note {
@@ -602,7 +605,10 @@ pub fn bench_request(path: &Path, out: Option<&Path>) -> Result<bool> {
         bail!("backend {} cannot run here: {why}", b.name);
     }
     let out = check_out(out)?;
-    let built = build_and_probe(&with_fallback_backends(vec![b], cfg.fallback.is_some()))?;
+    let built = build_and_probe(
+        &with_fallback_backends(vec![b], cfg.fallback.is_some()),
+        request.training_loop == TrainingLoop::Learner,
+    )?;
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, std::slice::from_ref(&cell))?;
     execute(vec![cell], &built, cfg, &out)
@@ -701,7 +707,14 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         eprintln!("kiln: {note}");
     }
     let out = check_out(common.out.as_deref())?;
-    let built = build_and_probe(&with_fallback_backends(vec![b], cfg.fallback.is_some()))?;
+    // Data-parallel cells train through the Learner too.
+    let learner = cfg.loops.contains(&TrainingLoop::Learner)
+        || one.devices.is_some()
+        || one.data_parallel.is_some();
+    let built = build_and_probe(
+        &with_fallback_backends(vec![b], cfg.fallback.is_some()),
+        learner,
+    )?;
     let report = built
         .iter()
         .find(|(x, _, _)| x.name == b.name)

@@ -1,0 +1,96 @@
+//! The README stays a front page that tells the truth about the workspace: checked by tests.
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use clap::CommandFactory;
+
+    use crate::flags::Cli;
+
+    fn readme() -> String {
+        std::fs::read_to_string(crate::workspace_root().join("README.md")).unwrap()
+    }
+
+    /// The lines of the fenced block that follows `heading`.
+    fn block_after(text: &str, heading: &str) -> Vec<String> {
+        let rest = text
+            .split_once(&format!("\n{heading}\n"))
+            .unwrap_or_else(|| panic!("README.md has no {heading:?} section"))
+            .1;
+        let inside = rest
+            .split_once("```\n")
+            .and_then(|(_, r)| r.split_once("\n```"))
+            .unwrap_or_else(|| panic!("{heading}: no fenced block"))
+            .0;
+        inside.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_readme_is_a_front_page_that_opens_with_the_two_commands() {
+        let text = readme();
+        let lines = text.lines().count();
+        assert!(
+            lines <= 150,
+            "README.md has {lines} lines: move the rest to docs/"
+        );
+        let first = text
+            .split_once("```\n")
+            .and_then(|(_, r)| r.split_once("\n```"))
+            .unwrap()
+            .0;
+        assert_eq!(first, "cargo xtask bench-all --quick\ncargo xtask test");
+        for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
+            assert!(crate::workspace_root().join(license).is_file(), "{license}");
+        }
+    }
+
+    #[test]
+    fn the_layout_names_every_crate_and_nothing_that_is_gone() {
+        let root = crate::workspace_root();
+        let listed: BTreeSet<String> = block_after(&readme(), "## Layout")
+            .iter()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect();
+        for path in &listed {
+            assert!(
+                root.join(path).exists(),
+                "README's Layout names {path}, which is gone"
+            );
+        }
+        let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
+            .unwrap()
+            .map(|e| format!("crates/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        crates.extend(["xtask".into(), "bench/pytorch".into(), "docs".into()]);
+        for c in crates {
+            assert!(listed.contains(&c), "README's Layout misses {c}");
+        }
+    }
+
+    #[test]
+    fn the_commands_section_lists_every_command_and_only_those() {
+        let text = readme();
+        let section = text
+            .split_once("\n## Commands\n")
+            .expect("a Commands section")
+            .1
+            .split("\n## ")
+            .next()
+            .unwrap();
+        let listed: BTreeSet<String> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("- `cargo xtask "))
+            .filter_map(|l| l.split([' ', '`']).next().map(str::to_string))
+            .collect();
+        let known: BTreeSet<String> = Cli::command()
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        assert_eq!(
+            listed, known,
+            "README's Commands against `cargo xtask --help`"
+        );
+    }
+}
