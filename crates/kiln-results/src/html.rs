@@ -116,8 +116,10 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
         out,
         "<p class=\"sub\">{} records from {} machine{}. Click a column header to sort (a link \
          ending in <code>#sort=N</code> opens the page sorted by column N). A row that ran \
-         several times shows the median of its runs with the range and coefficient of variation \
-         between them, and its ratios an uncertainty from that spread; a single run says so. \
+         several times shows the median of its runs and a 95% interval for the median of one \
+         more run (Student's t over the runs' medians: wide from 3 runs, narrower with more \
+         --repeats), and its ratios the interval propagated from both rows; a single run says \
+         so. \
          Times are scaled to the standard epoch; a PROJECTED time comes from the steps a \
          cell's budget allowed (≈ and low confidence from fewer than 3 chunks).</p>",
         all.len(),

@@ -419,6 +419,15 @@ pub fn epoch_cell(r: &Record) -> String {
             s.cv() * 100.0
         )
     };
+    // Between runs: where the next run's median is expected (95%), not the runs' range.
+    let next = |s: &Stats| match s.prediction_interval() {
+        Some((lo, hi)) => format!(
+            "next run {}–{}",
+            human_seconds(lo.max(0.0)),
+            human_seconds(hi)
+        ),
+        None => range(s),
+    };
     let mut out = if low_confidence(r) {
         format!(
             "≈ {} ({}, low confidence)",
@@ -436,7 +445,7 @@ pub fn epoch_cell(r: &Record) -> String {
                 format!(
                     "{} ({}; {} runs{dropped})",
                     human_seconds(s.median),
-                    range(s),
+                    next(s),
                     s.n
                 )
             }
@@ -1084,19 +1093,19 @@ mod tests {
             md.contains("Speed-up vs laptop cpu, 2 cores · laptop:flex/cpu/f32"),
             "{md}"
         );
-        // 10 / 4 = 2.5; each side has a 10% relative spread between runs:
-        // 2.5 x sqrt(0.1² + 0.1²) = 0.35.
+        // 10 / 4 = 2.5; each side's runs have a 10% standard deviation, so a 95% interval for
+        // the next run of ± 4.303 · 10% · √(4/3) = 49.7%: 2.5 · √2 · 0.497 = 1.76.
         assert!(
             md.contains(
-                "| gpu-box cpu, 2 cores · gpu-box | flex / cpu | f32 | 4.00 s (3.60 s–4.40 s, \
-                 CV 10.0%; 3 runs) | 2.50× ± 0.35 |"
+                "| gpu-box cpu, 2 cores · gpu-box | flex / cpu | f32 | 4.00 s (next run \
+                 2.01 s–5.99 s; 3 runs) | 2.50× ± 1.76 |"
             ),
             "{md}"
         );
         assert!(
             md.contains(
-                "| laptop cpu, 2 cores · laptop | ndarray / cpu | f32 | 100 s (90.0 s–110 s, \
-                 CV 10.0%; 3 runs) | 0.10× ± 0.01 |"
+                "| laptop cpu, 2 cores · laptop | ndarray / cpu | f32 | 100 s (next run \
+                 50.3 s–150 s; 3 runs) | 0.10× ± 0.07 |"
             ),
             "{md}"
         );
@@ -1108,8 +1117,8 @@ mod tests {
         let md = markdown(&records, Some("gpu-box cpu, 2 cores · gpu-box:flex"));
         assert!(
             md.contains(
-                "| laptop cpu, 2 cores · laptop | flex / cpu | f32 | 10.0 s (9.00 s–11.0 s, \
-                 CV 10.0%; 3 runs) | 0.40× ± 0.06 |"
+                "| laptop cpu, 2 cores · laptop | flex / cpu | f32 | 10.0 s (next run \
+                 5.03 s–15.0 s; 3 runs) | 0.40× ± 0.28 |"
             ),
             "{md}"
         );

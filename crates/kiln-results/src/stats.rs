@@ -49,6 +49,24 @@ impl Stats {
         }
     }
 
+    /// The 95% prediction interval for one more sample: where the median of a new run falls,
+    /// when the samples are runs' medians (Student's t over them: mean ± t₀.₉₇₅,ₙ₋₁ · s ·
+    /// √(1 + 1/n)). `None` for a single sample: one run bounds no other. It is wide from few
+    /// runs (three runs: ± 5 standard deviations) and narrows with more.
+    pub fn prediction_interval(&self) -> Option<(f64, f64)> {
+        let half = self.prediction_half_width()?;
+        Some((self.mean - half, self.mean + half))
+    }
+
+    /// Half the width of [`Stats::prediction_interval`].
+    pub fn prediction_half_width(&self) -> Option<f64> {
+        if self.n < 2 {
+            return None;
+        }
+        let t = T975.get(self.n - 2).copied().unwrap_or(1.96);
+        Some(t * self.stddev * (1.0 + 1.0 / self.n as f64).sqrt())
+    }
+
     /// The same statistics with every value multiplied by `factor` (a change of unit or scale).
     pub fn scaled(&self, factor: f64) -> Stats {
         Stats {
@@ -62,6 +80,14 @@ impl Stats {
     }
 }
 
+/// Student's t, two-sided 95% (the 0.975 quantile), for 1 to 30 degrees of freedom; past 30
+/// the normal's 1.96 is within 4% of it.
+const T975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
 /// The median of values already sorted (the mean of the two middle ones for an even count);
 /// `None` for none.
 pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
@@ -73,21 +99,19 @@ pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
-/// `a / b` with its standard deviation propagated from both (first-order, independent errors),
-/// as hyperfine reports relative speed.
+/// `a / b` (of the medians) with the half-width of its 95% interval for the next runs,
+/// propagated from both sides' prediction intervals (first-order, independent errors); a side
+/// of one sample adds nothing (the caller says "single run").
 pub fn ratio_with_uncertainty(a: &Stats, b: &Stats) -> (f64, f64) {
     let ratio = a.median / b.median;
-    let rel_a = if a.mean != 0.0 {
-        a.stddev / a.mean
-    } else {
-        0.0
+    let relative = |s: &Stats| match s.prediction_half_width() {
+        Some(h) if s.mean != 0.0 => h / s.mean,
+        _ => 0.0,
     };
-    let rel_b = if b.mean != 0.0 {
-        b.stddev / b.mean
-    } else {
-        0.0
-    };
-    (ratio, ratio * (rel_a.powi(2) + rel_b.powi(2)).sqrt())
+    (
+        ratio,
+        ratio * (relative(a).powi(2) + relative(b).powi(2)).sqrt(),
+    )
 }
 
 #[cfg(test)]
@@ -110,11 +134,35 @@ mod tests {
     }
 
     #[test]
-    fn ratio_propagates_relative_errors() {
+    fn ratio_propagates_the_prediction_intervals() {
         let a = Stats::from_samples(&[9.0, 10.0, 11.0]).unwrap();
         let b = Stats::from_samples(&[5.0]).unwrap();
         let (r, u) = ratio_with_uncertainty(&a, &b);
         assert!((r - 2.0).abs() < 1e-12);
-        assert!((u - 0.2).abs() < 1e-12, "{u}");
+        // a: s = 1, half-width 4.303 · √(4/3) = 4.969 of a mean of 10; b adds nothing.
+        assert!((u - 2.0 * 0.4969).abs() < 1e-3, "{u}");
+    }
+
+    #[test]
+    fn a_prediction_interval_is_wide_from_few_runs_and_narrows_with_more() {
+        assert_eq!(
+            Stats::from_samples(&[10.0]).unwrap().prediction_interval(),
+            None
+        );
+        // The README's case: runs at 165, 168 and 168 s; the next run at 170 s lies inside.
+        let three = Stats::from_samples(&[165.0, 168.0, 168.0]).unwrap();
+        let (lo, hi) = three.prediction_interval().unwrap();
+        assert!(
+            (lo - 158.4).abs() < 0.1 && (hi - 175.6).abs() < 0.1,
+            "{lo} {hi}"
+        );
+        assert!(lo < 170.0 && 170.0 < hi);
+        // The same spread over ten runs: t falls from 4.30 to 2.26.
+        let ten = Stats::from_samples(&[
+            165.0, 168.0, 168.0, 165.0, 168.0, 168.0, 165.0, 168.0, 168.0, 167.0,
+        ])
+        .unwrap();
+        let h10 = ten.prediction_half_width().unwrap();
+        assert!(h10 < three.prediction_half_width().unwrap() / 2.0, "{h10}");
     }
 }

@@ -201,12 +201,12 @@ fn table(
         Column::EpochTime,
         if standard > 0 {
             format!(
-                "Epoch time ({}-sample epoch; median over runs, range and spread)",
+                "Epoch time ({}-sample epoch; median over runs, 95% interval for the next run)",
                 thousands(standard)
             )
         } else {
             // No row ran: there is no epoch to name.
-            "Epoch time (median over runs, range and spread)".into()
+            "Epoch time (median over runs, 95% interval for the next run)".into()
         },
     ));
     columns.push((
