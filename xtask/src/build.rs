@@ -265,12 +265,13 @@ struct Plan {
 }
 
 impl Plan {
-    /// The plan of building `package` with `features`, from `cargo tree` and `cargo metadata`;
-    /// `None` where either cannot tell (the progress line then counts without a total).
+    /// The plan of building `packages` with `features`, from `cargo tree` and `cargo metadata`;
+    /// `None` where either cannot tell (the progress line then counts without a total). Not
+    /// offline: on a fresh machine the registry holds only what xtask needed so far, and both
+    /// read the manifests that the build is about to download anyway.
     fn of(packages: &[&str], features: &[String]) -> Option<Plan> {
         let mut tree = cargo();
-        tree.current_dir(workspace_root())
-            .args(["tree", "--offline"]);
+        tree.current_dir(workspace_root()).arg("tree");
         for p in packages {
             tree.args(["-p", p]);
         }
@@ -284,7 +285,7 @@ impl Plan {
         }
         let metadata = cargo()
             .current_dir(workspace_root())
-            .args(["metadata", "--format-version", "1", "--offline"])
+            .args(["metadata", "--format-version", "1"])
             .stderr(Stdio::null())
             .output()
             .ok()?;

@@ -3,7 +3,7 @@
 //! protocol does not say), checks the same token as Burn's server, and answers pings, so the
 //! client can measure the round trip before a cell.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -174,7 +174,17 @@ fn converse(stream: TcpStream, info: &Info, token: Option<&str>) {
             ),
             Err(LineError::Closed) => return,
         };
-        if !send(&mut write, &reply) || close {
+        if !send(&mut write, &reply) {
+            return;
+        }
+        if close {
+            // Read (and drop) what the client still sends, briefly and boundedly, before
+            // closing: closing on unread data resets the connection, and the client would lose
+            // the refusal it was just sent.
+            let stream = read.get_ref();
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            let _ = std::io::copy(&mut stream.take(16 * MAX_LINE as u64), &mut std::io::sink());
             return;
         }
     }
