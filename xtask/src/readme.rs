@@ -1,4 +1,5 @@
-//! The README stays a front page that tells the truth about the workspace: checked by tests.
+//! The README stays a front page, and it and docs/architecture.md tell the truth about the
+//! workspace: checked by tests.
 
 #[cfg(test)]
 mod tests {
@@ -92,5 +93,62 @@ mod tests {
             listed, known,
             "README's Commands against `cargo xtask --help`"
         );
+    }
+
+    #[test]
+    fn the_architecture_page_names_every_crate_and_nothing_that_is_gone() {
+        let root = crate::workspace_root();
+        let text = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+        // Every `crates/...` path it names exists.
+        for name in text.split('`').skip(1).step_by(2) {
+            if let Some(rest) = name.strip_prefix("crates/") {
+                let dir = rest.split('/').next().unwrap_or_default();
+                assert!(
+                    root.join("crates").join(dir).is_dir(),
+                    "docs/architecture.md names crates/{dir}, which is gone"
+                );
+            }
+        }
+        for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                text.contains(&format!("`crates/{name}`")),
+                "docs/architecture.md misses crates/{name}"
+            );
+        }
+    }
+
+    /// docs/methodology.md says the committed rerun's medians fall inside the first repeat
+    /// set's intervals: recomputed from the records, so the sentence cannot drift from them.
+    #[test]
+    fn the_committed_rerun_falls_inside_the_first_sets_intervals() {
+        let dir = crate::workspace_root().join("docs/results");
+        let rows = |name: &str| {
+            let loaded = kiln_results::read::load(&[dir.join(name).join("results.jsonl")]).unwrap();
+            kiln_results::repeats::combine(&loaded.records)
+        };
+        let first = rows("2026-11-30-epyc-f26-quick-repeats3");
+        let second = rows("2026-11-30-epyc-f26-quick-repeats3-rerun");
+        let mut checked = 0;
+        for a in first.iter().filter(|r| r.between_runs.is_some()) {
+            let b = second
+                .iter()
+                .find(|b| b.backend == a.backend && b.between_runs.is_some())
+                .unwrap();
+            let (lo, hi) = a
+                .epoch_seconds
+                .as_ref()
+                .unwrap()
+                .prediction_interval()
+                .unwrap();
+            let next = b.epoch_seconds.as_ref().unwrap().median;
+            assert!(
+                lo <= next && next <= hi,
+                "{}: {next} outside {lo}–{hi}",
+                a.backend
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 3, "flex, tch and pytorch");
     }
 }
