@@ -214,10 +214,10 @@ pub fn serve(listener: TcpListener, info: Info, token: Option<String>) {
             );
             continue;
         }
-        let (info, token, open) = (info.clone(), token.clone(), open.clone());
+        let (info, token, held) = (info.clone(), token.clone(), open.clone());
         let spawned = std::thread::Builder::new().spawn(move || {
             converse(stream, &info, token.as_deref());
-            open.fetch_sub(1, Ordering::SeqCst);
+            held.fetch_sub(1, Ordering::SeqCst);
         });
         if spawned.is_err() {
             open.fetch_sub(1, Ordering::SeqCst);
