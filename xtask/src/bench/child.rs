@@ -428,7 +428,8 @@ pub(super) fn run_cell(
                         0,
                         &label,
                         &format!(
-                            "first step: compiling and autotuning kernels (GPU backends) · {}",
+                            "first step · {} (a GPU backend compiles and autotunes its \
+                             kernels in it)",
                             time::short(clock.elapsed())
                         ),
                         "",
