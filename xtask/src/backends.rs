@@ -361,6 +361,24 @@ pub fn all() -> &'static [Backend] {
     })
 }
 
+/// Packages gathered by build group (`(group, package)` pairs, in order of first appearance):
+/// the packages of one group together, a package of no group alone, each package once.
+pub fn by_build_group<'a>(
+    items: impl IntoIterator<Item = (Option<&'a str>, &'a str)>,
+) -> Vec<Vec<&'a str>> {
+    let mut groups: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+    for (group, package) in items {
+        if groups.iter().any(|(_, members)| members.contains(&package)) {
+            continue;
+        }
+        match groups.iter_mut().find(|(g, _)| g.is_some() && *g == group) {
+            Some((_, members)) => members.push(package),
+            None => groups.push((group, vec![package])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
 /// Backend names, comma-separated, for messages.
 pub fn names() -> String {
     all()
@@ -671,6 +689,26 @@ mod tests {
             );
         }
         assert_eq!(names.last(), Some(&"pytorch"), "the reference comes last");
+    }
+
+    #[test]
+    fn packages_gather_by_build_group_each_once_and_in_order() {
+        let groups = by_build_group([
+            (Some("cpu"), "kiln-flex"),
+            (None, "kiln-wgpu"),
+            (Some("cpu"), "kiln-ndarray"),
+            (None, "kiln-remote"),
+            (Some("cpu"), "kiln-flex"),
+            (None, "kiln-wgpu"),
+        ]);
+        assert_eq!(
+            groups,
+            vec![
+                vec!["kiln-flex", "kiln-ndarray"],
+                vec!["kiln-wgpu"],
+                vec!["kiln-remote"]
+            ]
+        );
     }
 
     #[test]

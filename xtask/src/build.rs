@@ -36,23 +36,14 @@ pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
         return Ok(());
     }
     let extra: &[&str] = if learner { &[LEARNER] } else { &[] };
-    // The plain runners, by build group (a runner of no group is a group of its own).
-    let mut groups: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+    // The plain runners, gathered by build group below.
+    let mut plain = Vec::new();
     for b in wanted {
         let Source::Cargo { package, requires } = &b.source else {
             continue;
         };
         match requires {
-            None => {
-                let group = b.build_group.as_deref();
-                match groups.iter_mut().find(|(g, _)| g.is_some() && *g == group) {
-                    Some((_, packages)) if !packages.contains(&package.as_str()) => {
-                        packages.push(package)
-                    }
-                    Some(_) => {}
-                    None => groups.push((group, vec![package])),
-                }
-            }
+            None => plain.push((b.build_group.as_deref(), package.as_str())),
             Some(Requirement::Libtorch) => match torch::find() {
                 Ok(t) => build_tch(package, &t, extra)?,
                 Err(why) => eprintln!("kiln: not building {package}: {why}"),
@@ -71,7 +62,7 @@ pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
             }
         }
     }
-    for (_, packages) in groups {
+    for packages in crate::backends::by_build_group(plain) {
         build_runners(&packages, extra, &target_dir())?;
     }
     Ok(())

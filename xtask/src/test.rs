@@ -86,24 +86,14 @@ pub fn run(extra: &[String]) -> Result<bool> {
         bail!("KILN_REQUIRE_TORCH=1 but {why}");
     }
     // The backend crates that build without libtorch, by build group.
-    let mut packages: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
-    for b in backends::all() {
-        if let Source::Cargo {
-            package,
-            requires: None | Some(Requirement::Driver(_)),
-        } = &b.source
-        {
-            let group = b.build_group.as_deref();
-            match packages
-                .iter_mut()
-                .find(|(g, _)| g.is_some() && *g == group)
-            {
-                Some((_, members)) => members.push(package),
-                None => packages.push((group, vec![package])),
-            }
-        }
-    }
-    let packages: Vec<Vec<&str>> = packages.into_iter().map(|(_, p)| p).collect();
+    let packages =
+        backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
+            Source::Cargo {
+                package,
+                requires: None | Some(Requirement::Driver(_)),
+            } => Some((b.build_group.as_deref(), package.as_str())),
+            _ => None,
+        }));
     let mut times = Vec::new();
     for g in groups(&packages) {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
