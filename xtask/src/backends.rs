@@ -496,7 +496,7 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
                     }
                     dir.join(exe)
                 }
-                (None, _) => target_dir().join("release").join(exe),
+                (None, _) => crate::build::binary(&target_dir(), package),
             };
             Ok(Runner {
                 program,

@@ -216,9 +216,7 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
     }
     // A release xtask (a fifth of the debug one `cargo xtask` runs), built here unless the
     // runners are prebuilt.
-    let release = backends::target_dir()
-        .join("release")
-        .join(format!("xtask{}", std::env::consts::EXE_SUFFIX));
+    let release = crate::build::binary(&backends::target_dir(), "xtask");
     let xtask = match crate::backends::prebuilt_dir() {
         None => crate::build::build_release_xtask()?,
         Some(_) if release.is_file() => release,
