@@ -7,7 +7,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_results::render::{low_confidence, pick_baseline};
+use kiln_results::cells::{low_confidence, pick_baseline};
 use kiln_results::stats::ratio_with_uncertainty;
 use kiln_results::table::{row_title, several_batch_sizes};
 use kiln_results::{Record, Status};

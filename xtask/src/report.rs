@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use kiln_results::Record;
+use kiln_results::cells::{human_seconds, row_label};
 use kiln_results::html::HtmlParts;
-use kiln_results::render::{human_seconds, row_label};
 
 use crate::chart;
 
@@ -255,7 +255,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                 .map(
                     |&(column, i, _)| match (column, &r.epoch_seconds, row.status) {
                         (Column::EpochTime, Some(e), Status::Ok)
-                            if kiln_results::render::low_confidence(r) =>
+                            if kiln_results::cells::low_confidence(r) =>
                         {
                             format!("≈ {} (low confidence)", human_seconds(e.median))
                         }
@@ -276,9 +276,9 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                         }
                         (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
                         (Column::Memory, _, _) => {
-                            let total = r.peak_memory_bytes.map(kiln_results::render::human_bytes);
+                            let total = r.peak_memory_bytes.map(kiln_results::cells::human_bytes);
                             match (
-                                r.training_bytes().map(kiln_results::render::human_bytes),
+                                r.training_bytes().map(kiln_results::cells::human_bytes),
                                 total,
                             ) {
                                 (Some(t), Some(total)) => format!("{t} (RSS {total})"),

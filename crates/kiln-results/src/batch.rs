@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::render::row_name;
+use crate::cells::row_name;
 use crate::schema::{Record, Status};
 use crate::table::{by_model, machines, several_batch_sizes};
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::render::human_bytes;
+use crate::cells::human_bytes;
 use crate::schema::{Record, Status};
 use crate::table::{Column, machine_lines, machines, model_tables};
 
@@ -128,8 +128,8 @@ pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String
     );
     overhead_section(&mut out, all);
     for section in [
-        crate::render::learner_section(all),
-        crate::render::scaling_section(all),
+        crate::sections::learner_section(all),
+        crate::sections::scaling_section(all),
     ] {
         derived_section(&mut out, &section);
     }
@@ -265,7 +265,7 @@ fn batch_section(out: &mut String, curves: &[crate::batch::BatchCurve]) {
     let _ = writeln!(out, "</tbody>\n</table></div>");
 }
 
-fn derived_section(out: &mut String, s: &crate::render::Section) {
+fn derived_section(out: &mut String, s: &crate::sections::Section) {
     if s.rows.is_empty() {
         return;
     }
@@ -356,7 +356,7 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
         let cpu = fp.cpu.clone().unwrap_or_default();
         let num = |n: Option<u32>| n.map_or("–".into(), |n| n.to_string());
-        let bytes = |b: Option<u64>| b.map_or("–".into(), crate::render::human_bytes_short);
+        let bytes = |b: Option<u64>| b.map_or("–".into(), crate::cells::human_bytes_short);
         for (k, v) in [
             ("host", fp.hostname.clone()),
             ("CPU", fp.cpu_model.clone()),

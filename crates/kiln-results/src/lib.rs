@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod cell;
+pub mod cells;
 pub mod explain;
 pub mod fingerprint;
 pub mod html;
@@ -15,6 +16,7 @@ pub mod read;
 pub mod render;
 pub mod repeats;
 pub mod schema;
+pub mod sections;
 pub mod stats;
 pub mod table;
 pub mod verify;

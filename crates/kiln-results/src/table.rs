@@ -2,7 +2,7 @@
 //! text and, where it is a number, the value to sort by. Markdown, HTML and the terminal are
 //! renderers of these; none computes a figure of its own.
 
-use crate::render::{
+use crate::cells::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
     human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
     pytorch_reference, row_label, row_name, thousands, warnings,

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_results::render::{human_seconds, obtained_text};
+use kiln_results::cells::{human_seconds, obtained_text};
 use kiln_results::{Calibration, CellId, DevicePeak, Event, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};

@@ -225,7 +225,7 @@ mod tests {
             "not clamped"
         );
         assert!(n.quiet_within_resolution() && !n.busy());
-        let text = kiln_results::render::noise_text(&n);
+        let text = kiln_results::cells::noise_text(&n);
         assert!(
             text.contains("below the 1-tick resolution of a 2000-tick window"),
             "{text}"
@@ -237,7 +237,7 @@ mod tests {
             "timed epochs",
         );
         assert!(!n.quiet_within_resolution());
-        assert!(kiln_results::render::noise_text(&n).contains("0.5% of CPU used by others"));
+        assert!(kiln_results::cells::noise_text(&n).contains("0.5% of CPU used by others"));
     }
 
     #[test]
