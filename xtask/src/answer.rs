@@ -15,7 +15,8 @@ use serde::de::DeserializeOwned;
 use kiln_results::{DeviceReport, ProbeReport};
 
 use crate::backends::Runner;
-use crate::{time, workspace_root};
+use crate::time;
+use crate::workspace::workspace_root;
 
 /// The output directory of a `command` run: `out`, else `results/<command>-<UTC timestamp>/`;
 /// refused when it already holds `records` (the file of such a run), the error ending with
@@ -129,7 +130,7 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
         Some(s) => format!(
             "the runner exited ({s}) without a record; its log: {} ({})",
             log_path.display(),
-            crate::bench::tail_of(&log_path, 3)
+            crate::bench::child::tail_of(&log_path, 3)
         ),
     }))
 }

@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use kiln_results::ProbeReport;
 use serde::Deserialize;
 
-use crate::{torch, workspace_root};
+use crate::torch;
+use crate::workspace::{prebuilt_dir, target_dir, workspace_root};
 
 /// What a backend crate needs before it can be built, beyond Rust and a C compiler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -407,24 +408,6 @@ pub fn unbuildable(b: &Backend) -> Option<String> {
     }
 }
 
-/// Cargo's target directory for this workspace (honours `CARGO_TARGET_DIR`).
-pub fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        let dir = PathBuf::from(dir);
-        return if dir.is_absolute() {
-            dir
-        } else {
-            workspace_root().join(dir)
-        };
-    }
-    workspace_root().join("target")
-}
-
-/// Directory of prebuilt runners, if the user points Kiln at one (`KILN_RUNNER_DIR`).
-pub fn prebuilt_dir() -> Option<PathBuf> {
-    std::env::var_os("KILN_RUNNER_DIR").map(PathBuf::from)
-}
-
 /// A program that runs cells of one backend: a binary, or an interpreter and a script.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -496,7 +479,7 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
                     }
                     dir.join(exe)
                 }
-                (None, _) => crate::build::binary(&target_dir(), package),
+                (None, _) => crate::workspace::binary(&target_dir(), package),
             };
             Ok(Runner {
                 program,

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::backends::{Backend, Requirement, Source, prebuilt_dir, target_dir};
-use crate::{torch, workspace_root};
+use crate::backends::{Backend, Requirement, Source};
+use crate::torch;
+use crate::workspace::{binary, prebuilt_dir, target_dir, workspace_root};
 
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -112,12 +113,6 @@ pub fn build_featured(package: &str, r: &Requirement, extra: &[&str]) -> Result<
          system LLVM (docs/gpu.md)",
     )?;
     Ok(binary(&target_dir(), package))
-}
-
-/// Where a build in `dir` puts the runner binary of `package`.
-pub fn binary(dir: &Path, package: &str) -> PathBuf {
-    dir.join("release")
-        .join(format!("{package}{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// Build the runner binaries of `packages` in one cargo invocation (so their Burn has only

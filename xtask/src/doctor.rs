@@ -72,7 +72,7 @@ pub fn statuses() -> Vec<BackendStatus> {
 /// Print the doctor table (or JSON); `Ok(true)` when at least one device is usable.
 pub fn doctor(json: bool, build: bool) -> Result<bool> {
     if build {
-        crate::build::build(&crate::bench::wanted_backends(None)?, false)?;
+        crate::build::build(&crate::runners::wanted_backends(None)?, false)?;
     }
     let all = statuses();
     let usable = all.iter().any(|s| s.devices.iter().any(|d| d.available));
@@ -155,7 +155,7 @@ mod tests {
         // Every thin backend crate (a kiln-* crate with a runner binary) is listed, and the
         // PyTorch reference.
         assert!(listed.contains(&"pytorch"), "{listed:?}");
-        let crates = crate::workspace_root().join("crates");
+        let crates = crate::workspace::workspace_root().join("crates");
         for entry in std::fs::read_dir(crates).unwrap() {
             let dir = entry.unwrap().path();
             let name = dir.file_name().unwrap().to_string_lossy().into_owned();

@@ -11,8 +11,10 @@ use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
 use crate::backends::Runner;
-use crate::bench::{append_line, build_and_probe, fingerprint_here};
+use crate::bench::rundir::append_line;
 pub use crate::flags::ExplainArgs;
+use crate::runners::build_and_probe;
+use crate::workspace::fingerprint_here;
 use crate::{chart, time};
 
 /// The file of explain records in a run directory.
@@ -33,18 +35,18 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             .validate()
             .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
     }
-    let wanted = crate::bench::wanted_backends(args.backends.as_deref())?;
+    let wanted = crate::runners::wanted_backends(args.backends.as_deref())?;
     let out = crate::answer::out_dir(
         args.out.as_deref(),
         "explain",
         EXPLAIN_FILE,
         " (`cargo xtask report DIR` re-renders them)",
     )?;
-    let wanted = crate::bench::buildable(wanted);
+    let wanted = crate::runners::buildable(wanted);
     let built = build_and_probe(&wanted, false)?;
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
-    let (commit, dirty) = crate::revision();
+    let (commit, dirty) = crate::workspace::revision();
     let mut records = Vec::new();
     for &model in &args.models {
         for (backend, runner, probe) in &built {

@@ -163,8 +163,12 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         };
-        let record: Record =
-            crate::bench::observed_record(*observed, &request, &Some("abc".into()), Some(false));
+        let record: Record = crate::bench::child::observed_record(
+            *observed,
+            &request,
+            &Some("abc".into()),
+            Some(false),
+        );
         assert_eq!(record.status, Status::Ok, "{:?}", record.reason);
         assert_eq!(record.backend, "pytorch");
         assert_eq!(record.dataset, "fashion-mnist-sample");

@@ -315,7 +315,7 @@ mod tests {
     /// `cargo xtask ...` commands in the README and docs: fenced lines (with `\` continuations
     /// joined) and inline code spans. Usage synopses (`[--flag]`, `a|b`) are not commands.
     fn documented_commands() -> Vec<(String, String)> {
-        let root = crate::workspace_root();
+        let root = crate::workspace::workspace_root();
         let mut files = vec![root.join("README.md")];
         let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
             .unwrap()

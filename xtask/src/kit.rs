@@ -14,7 +14,7 @@ use kiln_results::{ModelKind, Precision, TrainingLoop};
 use serde::Serialize;
 
 use crate::backends::{self, Source};
-use crate::workspace_root;
+use crate::workspace::workspace_root;
 
 /// The most a kit may weigh: a GPU machine without network is sent the repository and at most
 /// this much beside it.
@@ -170,7 +170,7 @@ pub struct Inputs {
 
 /// `cargo xtask gpu-kit [--out DIR]`: build the GPU runners and assemble the kit.
 pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool> {
-    let out = out.unwrap_or_else(|| backends::target_dir().join("gpu-kit"));
+    let out = out.unwrap_or_else(|| crate::workspace::target_dir().join("gpu-kit"));
     if let Some(unknown) = wanted
         .iter()
         .flatten()
@@ -201,10 +201,10 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
             Some(r) => {
                 crate::build::build_featured(package, r, &learner).map_err(|e| format!("{e:#}"))
             }
-            None if crate::backends::prebuilt_dir().is_none() => {
-                let dir = backends::target_dir();
+            None if crate::workspace::prebuilt_dir().is_none() => {
+                let dir = crate::workspace::target_dir();
                 crate::build::build_runners(&[package], &learner, &dir)
-                    .map(|()| crate::build::binary(&dir, package))
+                    .map(|()| crate::workspace::binary(&dir, package))
                     .map_err(|e| format!("{e:#}"))
             }
             None => backends::runner(backend).map(|r| r.program),
@@ -216,8 +216,8 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
     }
     // A release xtask (a fifth of the debug one `cargo xtask` runs), built here unless the
     // runners are prebuilt.
-    let release = crate::build::binary(&backends::target_dir(), "xtask");
-    let xtask = match crate::backends::prebuilt_dir() {
+    let release = crate::workspace::binary(&crate::workspace::target_dir(), "xtask");
+    let xtask = match crate::workspace::prebuilt_dir() {
         None => crate::build::build_release_xtask()?,
         Some(_) if release.is_file() => release,
         Some(_) => std::env::current_exe().context("cannot find xtask's own binary")?,
@@ -323,7 +323,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
     )?;
     let common = kit_common_args();
     let planned = crate::bench::write_plan(&out.join("plan"), &common, CELLS, Some(CELL_BUDGET))?;
-    let (commit, dirty) = crate::revision();
+    let (commit, dirty) = crate::workspace::revision();
     write(
         &out.join("kit.env"),
         &format!(

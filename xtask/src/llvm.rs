@@ -136,7 +136,7 @@ fn package_hint(lib: &str, major: &str) -> String {
 
 /// `cargo xtask setup-cubecl-llvm [--llvm-config PATH] [--undo]`.
 pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
-    let root = crate::workspace_root();
+    let root = crate::workspace::workspace_root();
     let dir = bundle_dir(&root)?;
     let ours = dir.join(MARKER).is_file();
     if undo {
@@ -151,7 +151,7 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
                         ..
                     } => Some(format!(
                         "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",
-                        crate::backends::target_dir().display(),
+                        crate::workspace::target_dir().display(),
                         r.feature()
                     )),
                     _ => None,
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn the_bundle_folder_is_named_by_the_locked_bundler_version() {
-        let dir = bundle_dir(&crate::workspace_root()).unwrap();
+        let dir = bundle_dir(&crate::workspace::workspace_root()).unwrap();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.starts_with("tracel-llvm-23."), "{name}");
         assert_eq!(

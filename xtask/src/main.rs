@@ -15,48 +15,20 @@ mod kit;
 mod llvm;
 mod readme;
 mod report;
+mod runners;
 mod serve;
 mod test;
 mod time;
 mod torch;
 mod verify;
+mod workspace;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
 
-pub use flags::CommonArgs;
+use flags::CommonArgs;
 use flags::{Cli, Cmd};
-
-/// The workspace root (xtask lives one level below it).
-/// The Kiln tree xtask works in: `KILN_ROOT` when set (a GPU kit, which carries the files a run
-/// reads without the source tree), else the workspace xtask was built from.
-pub fn workspace_root() -> PathBuf {
-    if let Some(root) = std::env::var_os("KILN_ROOT") {
-        return PathBuf::from(root);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// The Kiln revision that makes a run's records: `KILN_COMMIT` (and `KILN_DIRTY`, 1 or 0) when
-/// set (a GPU kit says which commit it was built from), else what git says of the workspace.
-pub fn revision() -> (Option<String>, Option<bool>) {
-    match std::env::var("KILN_COMMIT") {
-        Ok(commit) if !commit.is_empty() => {
-            let dirty = match std::env::var("KILN_DIRTY").as_deref() {
-                Ok("1") => Some(true),
-                Ok("0") => Some(false),
-                _ => None,
-            };
-            (Some(commit), dirty)
-        }
-        _ => kiln_results::fingerprint::git_state(&workspace_root()),
-    }
-}
 
 /// Hand the remote token and a run's remote devices to every runner it starts (probes
 /// included) in their environment: never in a request file, which a run directory keeps.

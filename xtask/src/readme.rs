@@ -10,7 +10,7 @@ mod tests {
     use crate::flags::Cli;
 
     fn readme() -> String {
-        std::fs::read_to_string(crate::workspace_root().join("README.md")).unwrap()
+        std::fs::read_to_string(crate::workspace::workspace_root().join("README.md")).unwrap()
     }
 
     /// The lines of the fenced block that follows `heading`.
@@ -42,13 +42,16 @@ mod tests {
             .0;
         assert_eq!(first, "cargo xtask bench-all --quick\ncargo xtask test");
         for license in ["LICENSE-MIT", "LICENSE-APACHE"] {
-            assert!(crate::workspace_root().join(license).is_file(), "{license}");
+            assert!(
+                crate::workspace::workspace_root().join(license).is_file(),
+                "{license}"
+            );
         }
     }
 
     #[test]
     fn the_layout_names_every_crate_and_nothing_that_is_gone() {
-        let root = crate::workspace_root();
+        let root = crate::workspace::workspace_root();
         let listed: BTreeSet<String> = block_after(&readme(), "## Layout")
             .iter()
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
@@ -97,7 +100,7 @@ mod tests {
 
     #[test]
     fn the_architecture_page_names_every_crate_and_nothing_that_is_gone() {
-        let root = crate::workspace_root();
+        let root = crate::workspace::workspace_root();
         let text = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
         // Every `crates/...` path it names exists.
         for name in text.split('`').skip(1).step_by(2) {
@@ -122,7 +125,7 @@ mod tests {
     /// set's intervals: recomputed from the records, so the sentence cannot drift from them.
     #[test]
     fn the_committed_rerun_falls_inside_the_first_sets_intervals() {
-        let dir = crate::workspace_root().join("docs/results");
+        let dir = crate::workspace::workspace_root().join("docs/results");
         let rows = |name: &str| {
             let loaded = kiln_results::read::load(&[dir.join(name).join("results.jsonl")]).unwrap();
             kiln_results::repeats::combine(&loaded.records)

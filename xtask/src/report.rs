@@ -159,7 +159,7 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
     records
         .iter()
         .filter_map(|r| {
-            let file = crate::bench::cell_log(run, r)?;
+            let file = crate::bench::rundir::cell_log(run, r)?;
             let name = file.file_name()?.to_string_lossy().into_owned();
             let same_dir = std::fs::canonicalize(run).ok() == std::fs::canonicalize(page_dir).ok();
             let href = if same_dir {
@@ -342,7 +342,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         text.push_str("\nCells that did not run or did not finish:\n");
         for r in not_ok {
             let log = out
-                .and_then(|o| crate::bench::cell_log(o, r))
+                .and_then(|o| crate::bench::rundir::cell_log(o, r))
                 .map(|p| format!(" (log: {})", p.display()))
                 .unwrap_or_default();
             let batch = match r.batch_size {
@@ -369,7 +369,8 @@ mod tests {
     #[test]
     fn a_run_directory_gets_every_chart_linked_from_its_report() {
         // The committed batch-size run: several batch sizes, a target accuracy.
-        let run = crate::workspace_root().join("docs/results/2026-12-01-epyc-f26-quick-batch");
+        let run =
+            crate::workspace::workspace_root().join("docs/results/2026-12-01-epyc-f26-quick-batch");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .expect("the committed run loads")
             .records;
@@ -413,7 +414,8 @@ mod tests {
 
     #[test]
     fn the_terminal_table_fits_100_columns_and_lists_what_did_not_run() {
-        let run = crate::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+        let run =
+            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;
@@ -439,7 +441,8 @@ mod tests {
     #[test]
     fn report_html_renders_in_headless_chromium_without_console_errors() {
         let Some(browser) = chromium() else { return };
-        let run = crate::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+        let run =
+            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;

@@ -54,11 +54,11 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
         ),
     };
     let dir = match dir {
-        Some(name) => backends::target_dir().join(format!("{name}-remote")),
-        None => backends::target_dir(),
+        Some(name) => crate::workspace::target_dir().join(format!("{name}-remote")),
+        None => crate::workspace::target_dir(),
     };
     build::build_runners(&[PACKAGE], features, &dir)?;
-    let program = build::binary(&dir, PACKAGE);
+    let program = crate::workspace::binary(&dir, PACKAGE);
     let mut cmd = Command::new(&program);
     cmd.arg("serve")
         .args(["--backend", &s.backend])

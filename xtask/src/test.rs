@@ -12,7 +12,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::backends::{self, Requirement, Source};
 use crate::build::LEARNER;
-use crate::{torch, workspace_root};
+use crate::torch;
+use crate::workspace::workspace_root;
 
 /// The crates that link no Burn backend: tested together, in the debug profile.
 const TOOLS: &[&str] = &["xtask", "kiln-results", "kiln-data"];

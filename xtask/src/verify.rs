@@ -15,8 +15,11 @@ use kiln_results::verify::{
 use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
 
 use crate::backends::{self, Backend, Runner};
-use crate::bench::{Built, append_line, build_and_probe, cell_stem, fingerprint_here};
+use crate::bench::rundir::append_line;
+use crate::bench::rundir::cell_stem;
 pub use crate::flags::VerifyArgs;
+use crate::runners::{Built, build_and_probe};
+use crate::workspace::fingerprint_here;
 
 /// The file of verify records in a run directory.
 pub const VERIFY_FILE: &str = "verify.jsonl";
@@ -102,11 +105,11 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
     let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
     let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
-    let mut wanted = crate::bench::wanted_backends(args.backends.as_deref())?;
+    let mut wanted = crate::runners::wanted_backends(args.backends.as_deref())?;
     if !wanted.iter().any(|b| b.name == reference_backend) {
         wanted.insert(0, backends::find(&reference_backend)?);
     }
-    let wanted = crate::bench::buildable(wanted);
+    let wanted = crate::runners::buildable(wanted);
     if !wanted.iter().any(|b| b.name == reference_backend) {
         bail!("--reference {reference_backend}: that backend cannot be built here");
     }
@@ -131,7 +134,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
-    let (commit, dirty) = crate::revision();
+    let (commit, dirty) = crate::workspace::revision();
     let rows = rows(&built, args.precisions.as_deref());
     let Some(reference_row) = rows
         .iter()

@@ -81,7 +81,7 @@ pub fn pytorch_reference<'a>(rows: &[&'a Record], r: &Record) -> Option<&'a Reco
                 && p.precision == r.precision
                 && p.batch_size == r.batch_size
                 && machine_key(p) == machine_key(r)
-                && match (crate::table::run_of(p), crate::table::run_of(r)) {
+                && match (run_of(p), run_of(r)) {
                     (Some(a), Some(b)) => a == b,
                     _ => true,
                 }
@@ -469,6 +469,11 @@ pub fn warnings(r: &Record) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The run a record belongs to (its run directory's name), where it says.
+pub fn run_of(r: &Record) -> Option<&str> {
+    r.repeat.as_ref().map(|p| p.run.as_str())
 }
 
 /// Records for tests of the renderers and of what derives rows from records.

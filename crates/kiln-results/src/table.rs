@@ -5,7 +5,7 @@
 use crate::cells::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
     human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
-    pytorch_reference, row_label, row_name, thousands, warnings,
+    pytorch_reference, row_label, row_name, run_of, thousands, warnings,
 };
 use crate::schema::{Record, Status};
 use crate::stats::ratio_with_uncertainty;
@@ -162,11 +162,6 @@ pub fn row_title(r: &Record, several_machines: bool, several_batches: bool) -> S
 /// report links a row's log by).
 pub fn cell_key(r: &Record) -> String {
     format!("{}/{}@{}", r.model, row_label(r), r.batch_size)
-}
-
-/// The run a record belongs to (its run directory's name), where it says.
-pub fn run_of(r: &Record) -> Option<&str> {
-    r.repeat.as_ref().map(|p| p.run.as_str())
 }
 
 fn table(

@@ -16,9 +16,11 @@ use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
 use super::noise;
 use super::progress::{Display, Position};
+use super::rundir::cell_stem;
 use crate::backends::Runner;
 use crate::export::export_data;
-use crate::{time, workspace_root};
+use crate::time;
+use crate::workspace::{fingerprint_here, workspace_root};
 
 /// Lines drivers print on every start that say nothing about a failure (Mesa without a
 /// desktop session); they never stand as a cell's reason.
@@ -151,39 +153,6 @@ fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> S
     )
 }
 
-/// A file name for the cell `id` (its log, its request).
-pub fn cell_stem(id: &CellId) -> String {
-    let stem = format!(
-        "{}-{}-{}-{}-b{}",
-        id.model,
-        id.backend,
-        id.device.replace([':', '/', '#'], "_").replace(',', "+"),
-        id.precision,
-        id.batch_size
-    );
-    match id.training_loop {
-        Some(l) => format!("{stem}-{l}"),
-        None => stem,
-    }
-}
-
-/// The log of the run of a cell that made `r` in the run directory `run`, if it is there (a run
-/// directory of an older Kiln names logs without the batch size).
-pub fn cell_log(run: &Path, r: &Record) -> Option<std::path::PathBuf> {
-    let suffix = match &r.repeat {
-        Some(p) if p.of > 1 => format!("-r{}", p.index),
-        _ => String::new(),
-    };
-    let stem = cell_stem(&r.cell());
-    let older = stem
-        .rsplit_once("-b")
-        .map_or(stem.as_str(), |(head, _)| head);
-    [&stem, older]
-        .iter()
-        .map(|s| run.join("logs").join(format!("{s}{suffix}.stderr")))
-        .find(|p| p.is_file())
-}
-
 /// How many processes the kernel's out-of-memory killer has killed since boot (`oom_kill` in
 /// /proc/vmstat, Linux 4.13 on); `None` where the system does not say.
 pub(super) fn oom_kills() -> Option<u64> {
@@ -288,7 +257,7 @@ pub(super) fn run_cell(
     let request_path = super::rundir::write_request(out, &request, &suffix)?;
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
-    let (commit, dirty) = crate::revision();
+    let (commit, dirty) = crate::workspace::revision();
     if let Some(commit) = &commit {
         cmd.env("KILN_COMMIT", commit);
     }
@@ -599,24 +568,6 @@ pub fn observed_record(
 ) -> Record {
     let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
     observed.into_record(request, fingerprint)
-}
-
-/// The fingerprint xtask takes for a runner's result that carries none: this machine and
-/// Kiln's revision. `burn_version` is empty for the PyTorch reference, which neither Burn nor a
-/// Rust compiler built.
-pub fn fingerprint_here(
-    threads: usize,
-    burn_version: &str,
-    commit: &Option<String>,
-    dirty: Option<bool>,
-) -> kiln_results::Fingerprint {
-    let mut fingerprint = kiln_results::fingerprint::collect(threads, burn_version);
-    if burn_version.is_empty() {
-        fingerprint.rustc_version = None;
-    }
-    fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
-    fingerprint.kiln_dirty = dirty;
-    fingerprint
 }
 
 #[cfg(test)]

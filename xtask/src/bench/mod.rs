@@ -1,7 +1,7 @@
 //! `bench-all` and `bench`: plan the matrix, run one child process per cell, append records as
 //! they arrive, fall back to the CPU where asked, write the report.
 
-mod child;
+pub(crate) mod child;
 mod config;
 mod fallback;
 mod interrupt;
@@ -9,7 +9,7 @@ mod noise;
 pub mod plan;
 mod progress;
 mod resume;
-mod rundir;
+pub(crate) mod rundir;
 #[cfg(test)]
 mod tests;
 
@@ -24,17 +24,16 @@ use kiln_results::{
 
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
+use crate::runners::{Built, build_and_probe, wanted_backends};
 #[cfg(test)]
-pub use child::observed_record;
 use child::{CellRun, run_cell, wall_clock_limit};
-pub use child::{cell_log, cell_stem, fingerprint_here, tail_of};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
 pub use interrupt::{install_interrupt_handler, interrupted};
 use progress::{Display, Position};
 pub use resume::resume;
-pub use rundir::append_line;
+use rundir::cell_stem;
 use rundir::{append_record, check_out, prepare_out, write_run_file};
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
@@ -358,9 +357,6 @@ fn cell_run(
     }
 }
 
-/// A built backend: its runner and what its probe reported.
-pub type Built = (&'static Backend, Runner, ProbeReport);
-
 /// The runner of the backend called `name`, if it was built.
 fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
     built
@@ -372,72 +368,6 @@ fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
 /// The probe reports of the built backends, by name.
 fn probes(built: &[Built]) -> Vec<(&str, &ProbeReport)> {
     built.iter().map(|(b, _, p)| (b.name.as_str(), p)).collect()
-}
-
-/// Build the runners of `wanted` (with burn-train's Learner where `learner`) and probe them;
-/// returns each usable backend with its runner. A backend that cannot run here (libtorch
-/// missing, say) is left out with one line saying why and what fixes it.
-pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
-    crate::build::build(wanted, learner)?;
-    let mut out = Vec::new();
-    for &b in wanted {
-        let runner = match backends::runner(b) {
-            Ok(r) => r,
-            Err(why) => {
-                eprintln!("kiln: skipping {}: {why}", b.name);
-                continue;
-            }
-        };
-        if !runner.exists() {
-            eprintln!(
-                "kiln: skipping {}: its runner {} was not built (the build output above says why)",
-                b.name,
-                runner.display()
-            );
-            continue;
-        }
-        eprintln!("kiln: probing {} ({})", b.name, runner.display());
-        let started = std::time::Instant::now();
-        let report = backends::probe(&runner)?;
-        let devices: Vec<String> = report
-            .devices
-            .iter()
-            .map(|d| {
-                let state = if d.available { "" } else { ", unavailable" };
-                format!("{} ({}{state})", d.spec, d.kind)
-            })
-            .collect();
-        eprintln!(
-            "kiln: {}: {} [{:.1} s]",
-            b.name,
-            devices.join(", "),
-            started.elapsed().as_secs_f64()
-        );
-        out.push((b, runner, report));
-    }
-    Ok(out)
-}
-
-/// The backends `names` lists, else every default backend.
-pub fn wanted_backends(names: Option<&[String]>) -> Result<Vec<&'static Backend>> {
-    match names {
-        Some(names) => names.iter().map(|n| backends::find(n)).collect(),
-        None => Ok(backends::all().iter().filter(|b| b.default).collect()),
-    }
-}
-
-/// The backends of `wanted` that can be built here; the others are named with the reason.
-pub fn buildable(wanted: Vec<&'static Backend>) -> Vec<&'static Backend> {
-    wanted
-        .into_iter()
-        .filter(|b| match backends::unbuildable(b) {
-            Some(why) => {
-                eprintln!("kiln: skipping {}: {why}", b.name);
-                false
-            }
-            None => true,
-        })
-        .collect()
 }
 
 /// The backends to probe besides `wanted`: with `--fallback`, every default backend, so that

@@ -8,9 +8,10 @@ use kiln_results::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, Profile, Record, parse_duration};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
-use super::{build_and_probe, with_fallback_backends};
+use super::with_fallback_backends;
 use crate::backends::{self, Backend};
 use crate::flags::{CommonArgs, TargetAccuracy};
+use crate::runners::build_and_probe;
 
 /// Describe how `stored` and `wanted` differ, field by field.
 pub(super) fn config_differences(stored: &RunConfig, wanted: &RunConfig) -> Vec<String> {

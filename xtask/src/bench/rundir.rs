@@ -5,10 +5,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kiln_results::Record;
+use kiln_results::{CellId, Record};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
-use crate::{time, workspace_root};
+use crate::time;
+use crate::workspace::workspace_root;
 
 /// Validate and create the run directory.
 pub(super) fn prepare_out(out: Option<&Path>) -> Result<PathBuf> {
@@ -59,8 +60,8 @@ pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
 pub fn append_record(path: &Path, record: &Record) -> Result<()> {
     if record.fingerprint.cpu_model.is_empty() {
         let mut record = record.clone();
-        let (commit, dirty) = crate::revision();
-        record.fingerprint = super::fingerprint_here(1, "", &commit, dirty);
+        let (commit, dirty) = crate::workspace::revision();
+        record.fingerprint = crate::workspace::fingerprint_here(1, "", &commit, dirty);
         return append_line(path, &record);
     }
     append_line(path, record)
@@ -122,9 +123,42 @@ pub(super) fn write_request(
     suffix: &str,
 ) -> Result<PathBuf> {
     let dir = out.join("cells");
-    let path = dir.join(format!("{}{suffix}.json", super::cell_stem(&request.id())));
+    let path = dir.join(format!("{}{suffix}.json", cell_stem(&request.id())));
     std::fs::create_dir_all(&dir)
         .and_then(|_| request.write(&path))
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
+}
+
+/// A file name for the cell `id` (its log, its request).
+pub fn cell_stem(id: &CellId) -> String {
+    let stem = format!(
+        "{}-{}-{}-{}-b{}",
+        id.model,
+        id.backend,
+        id.device.replace([':', '/', '#'], "_").replace(',', "+"),
+        id.precision,
+        id.batch_size
+    );
+    match id.training_loop {
+        Some(l) => format!("{stem}-{l}"),
+        None => stem,
+    }
+}
+
+/// The log of the run of a cell that made `r` in the run directory `run`, if it is there (a run
+/// directory of an older Kiln names logs without the batch size).
+pub fn cell_log(run: &Path, r: &Record) -> Option<std::path::PathBuf> {
+    let suffix = match &r.repeat {
+        Some(p) if p.of > 1 => format!("-r{}", p.index),
+        _ => String::new(),
+    };
+    let stem = cell_stem(&r.cell());
+    let older = stem
+        .rsplit_once("-b")
+        .map_or(stem.as_str(), |(head, _)| head);
+    [&stem, older]
+        .iter()
+        .map(|s| run.join("logs").join(format!("{s}{suffix}.stderr")))
+        .find(|p| p.is_file())
 }

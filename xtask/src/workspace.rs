@@ -1,0 +1,74 @@
+//! Where Kiln's files lie: the workspace xtask works in, its revision, cargo's target
+//! directory and the runner binaries in it.
+
+use std::path::{Path, PathBuf};
+
+/// The Kiln tree xtask works in: `KILN_ROOT` when set (a GPU kit, which carries the files a run
+/// reads without the source tree), else the workspace xtask was built from.
+pub fn workspace_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("KILN_ROOT") {
+        return PathBuf::from(root);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The Kiln revision that makes a run's records: `KILN_COMMIT` (and `KILN_DIRTY`, 1 or 0) when
+/// set (a GPU kit says which commit it was built from), else what git says of the workspace.
+pub fn revision() -> (Option<String>, Option<bool>) {
+    match std::env::var("KILN_COMMIT") {
+        Ok(commit) if !commit.is_empty() => {
+            let dirty = match std::env::var("KILN_DIRTY").as_deref() {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
+            };
+            (Some(commit), dirty)
+        }
+        _ => kiln_results::fingerprint::git_state(&workspace_root()),
+    }
+}
+
+/// Cargo's target directory for this workspace (honours `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        return if dir.is_absolute() {
+            dir
+        } else {
+            workspace_root().join(dir)
+        };
+    }
+    workspace_root().join("target")
+}
+
+/// Directory of prebuilt runners, if the user points Kiln at one (`KILN_RUNNER_DIR`).
+pub fn prebuilt_dir() -> Option<PathBuf> {
+    std::env::var_os("KILN_RUNNER_DIR").map(PathBuf::from)
+}
+
+/// Where a build in `dir` puts the runner binary of `package`.
+pub fn binary(dir: &Path, package: &str) -> PathBuf {
+    dir.join("release")
+        .join(format!("{package}{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// The fingerprint xtask takes for a runner's result that carries none: this machine and
+/// Kiln's revision. `burn_version` is empty for the PyTorch reference, which neither Burn nor a
+/// Rust compiler built.
+pub fn fingerprint_here(
+    threads: usize,
+    burn_version: &str,
+    commit: &Option<String>,
+    dirty: Option<bool>,
+) -> kiln_results::Fingerprint {
+    let mut fingerprint = kiln_results::fingerprint::collect(threads, burn_version);
+    if burn_version.is_empty() {
+        fingerprint.rustc_version = None;
+    }
+    fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
+    fingerprint.kiln_dirty = dirty;
+    fingerprint
+}
