@@ -28,9 +28,10 @@ use kiln_results::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
 };
 
+use crate::device::{Binding, one_shot, open_device, panic_text};
 use crate::models::{BuildModel, ChannelDropout, Classifier, WithModel};
-use crate::protocol::{self, DeviceData, Protocol, Trainer};
-use crate::runner::{Binding, one_shot, open_device, panic_text};
+use crate::protocol::{self, DeviceData, Protocol};
+use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
 /// An activation of any rank a layer takes or makes.

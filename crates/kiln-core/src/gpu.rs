@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use burn::tensor::Device;
 use kiln_results::{DeviceKind, DeviceReport, Runtime};
 
-use crate::runner::{Binding, Selected, supported_precisions};
+use crate::device::{Binding, Selected, supported_precisions};
 
 /// Lists Burn's devices of a backend, each with its name where the runtime reports one.
 pub type Enumerate = fn() -> Vec<(Device, Option<String>)>;
@@ -98,7 +98,7 @@ impl DriverGpu {
             format!(
                 "the {} driver is installed but listing its devices failed: {}",
                 self.name,
-                crate::runner::panic_text(p.as_ref())
+                crate::device::panic_text(p.as_ref())
             )
         })
     }

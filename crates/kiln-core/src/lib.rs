@@ -5,8 +5,10 @@ pub mod amp;
 pub mod calibrate;
 pub mod check;
 pub mod cubecl;
+pub mod device;
 pub mod explain;
 pub mod gpu;
+pub mod kiln_loop;
 #[cfg(feature = "learner")]
 pub mod learner;
 pub use kiln_results::fingerprint;
@@ -14,12 +16,15 @@ pub mod memory;
 pub mod models;
 pub mod protocol;
 pub mod runner;
+pub mod trainer;
 pub mod verify;
 
+pub use device::Binding;
 pub use kiln_results::{CellRequest, Precision, Record};
 pub use models::{BuildModel, Classifier, MnistCnn, ModelKind, ResNet};
-pub use protocol::{DeviceData, Protocol, Trainer};
-pub use runner::{Binding, bench};
+pub use protocol::{DeviceData, Protocol};
+pub use runner::bench;
+pub use trainer::Trainer;
 
 /// The Burn version Kiln is pinned to (see the workspace `Cargo.toml`).
 pub const BURN_VERSION: &str = "0.22.1";

@@ -18,9 +18,11 @@ pub trait Classifier: Module + Sized + 'static + std::fmt::Display + LearnerStep
 /// burn-train's training and inference steps, where the runner is built with burn-train.
 #[cfg(feature = "learner")]
 pub trait LearnerSteps:
-    burn_train::TrainStep<Input = crate::learner::Batch, Output = burn_train::ClassificationOutput>
-    + burn_train::InferenceStep<
-        Input = crate::learner::Batch,
+    burn_train::TrainStep<
+        Input = crate::learner::clock::Batch,
+        Output = burn_train::ClassificationOutput,
+    > + burn_train::InferenceStep<
+        Input = crate::learner::clock::Batch,
         Output = burn_train::ClassificationOutput,
     >
 {
@@ -29,10 +31,10 @@ pub trait LearnerSteps:
 #[cfg(feature = "learner")]
 impl<T> LearnerSteps for T where
     T: burn_train::TrainStep<
-            Input = crate::learner::Batch,
+            Input = crate::learner::clock::Batch,
             Output = burn_train::ClassificationOutput,
         > + burn_train::InferenceStep<
-            Input = crate::learner::Batch,
+            Input = crate::learner::clock::Batch,
             Output = burn_train::ClassificationOutput,
         >
 {

@@ -13,9 +13,10 @@ use kiln_results::Profile;
 use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
 
 use crate::amp::LossScaler;
+use crate::device::{Binding, amp_dtype, one_shot, open_device};
 use crate::models::{BuildModel, Classifier, WithModel};
-use crate::protocol::{DeviceData, Protocol, Trainer, read_scalar};
-use crate::runner::{Binding, amp_dtype, one_shot, open_device};
+use crate::protocol::{DeviceData, Protocol, read_scalar};
+use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
 /// The trainable parameters of `model`, named by their module path, in visiting order.

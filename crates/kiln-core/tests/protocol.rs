@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use burn::prelude::*;
 use kiln_core::MnistCnn;
-use kiln_core::protocol::{self, DeviceData, Protocol};
+use kiln_core::kiln_loop;
+use kiln_core::protocol::{DeviceData, Protocol};
 use kiln_data::Geometry;
 use kiln_results::{Event, Measurements, Method, Summary, summarize};
 
@@ -25,7 +26,7 @@ fn train_quietly(
     protocol: &Protocol,
 ) -> (Measurements, Summary) {
     let mut sink = |_: &Event| {};
-    let m = protocol::train(MnistCnn::new(device), device, data, protocol, &mut sink).unwrap();
+    let m = kiln_loop::train(MnistCnn::new(device), device, data, protocol, &mut sink).unwrap();
     let s = summarize(
         &m,
         60_000,
@@ -45,7 +46,7 @@ fn whole_epochs_after_warm_up_are_measured() {
     };
     let mut events = Vec::new();
     let mut sink = |e: &Event| events.push(e.clone());
-    let m = protocol::train(MnistCnn::new(&device), &device, &data, &protocol, &mut sink).unwrap();
+    let m = kiln_loop::train(MnistCnn::new(&device), &device, &data, &protocol, &mut sink).unwrap();
     let out = summarize(&m, 60_000, protocol.epochs, None);
     assert!(m.diverged.is_none());
     assert_eq!(out.obtained.method, Method::Measured);
@@ -108,7 +109,7 @@ fn loop_overhead_compares_the_same_steps() {
         ..Protocol::default()
     };
     let o =
-        protocol::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
+        kiln_loop::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
     assert_eq!((o.rounds, o.steps_per_round), (2, 2));
     assert!(o.kiln_step_seconds.median > 0.0 && o.bare_step_seconds.median > 0.0);
 }

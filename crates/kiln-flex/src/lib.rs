@@ -2,7 +2,7 @@
 
 use burn::tensor::Device;
 use kiln_core::Binding;
-use kiln_core::runner::{Selected, cpu_device_report};
+use kiln_core::device::{Selected, cpu_device_report};
 use kiln_results::DeviceReport;
 
 /// The flex backend: one device, the host CPU.
@@ -29,6 +29,6 @@ impl Binding for FlexBinding {
     }
 
     fn threads(&self) -> usize {
-        kiln_core::runner::rayon_threads()
+        kiln_core::device::rayon_threads()
     }
 }

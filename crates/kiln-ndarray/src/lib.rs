@@ -3,7 +3,7 @@
 
 use burn::tensor::Device;
 use kiln_core::Binding;
-use kiln_core::runner::{Selected, cpu_device_report};
+use kiln_core::device::{Selected, cpu_device_report};
 use kiln_results::DeviceReport;
 
 /// The ndarray backend: one device, the host CPU.
@@ -38,6 +38,6 @@ impl Binding for NdarrayBinding {
     }
 
     fn threads(&self) -> usize {
-        kiln_core::runner::rayon_threads()
+        kiln_core::device::rayon_threads()
     }
 }

@@ -10,7 +10,7 @@
 use burn::prelude::*;
 use burn::remote::{ConnectError, RemoteHost};
 use kiln_core::Binding;
-use kiln_core::runner::Selected;
+use kiln_core::device::Selected;
 use kiln_results::DeviceReport;
 
 pub mod link;
@@ -202,7 +202,7 @@ impl Binding for RemoteBinding {
     }
 
     fn threads(&self) -> usize {
-        kiln_core::runner::rayon_threads()
+        kiln_core::device::rayon_threads()
     }
 }
 

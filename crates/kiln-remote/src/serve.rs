@@ -97,7 +97,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
                 kind: selected.kind,
                 available: true,
                 reason: None,
-                precisions: kiln_core::runner::supported_precisions(&selected.device),
+                precisions: kiln_core::device::supported_precisions(&selected.device),
                 default: false,
                 memory_bytes: None,
                 runtime: selected.runtime.clone(),

@@ -6,7 +6,7 @@
 //! cannot run and what fixes it; `cargo xtask` enables the feature once libtorch is set up.
 
 use kiln_core::Binding;
-use kiln_core::runner::Selected;
+use kiln_core::device::Selected;
 use kiln_results::DeviceReport;
 
 /// What makes libtorch available; printed wherever tch is unavailable.
@@ -19,7 +19,7 @@ pub struct TchBinding;
 #[cfg(feature = "libtorch")]
 mod linked {
     use burn::tensor::Device;
-    use kiln_core::runner::{Selected, cpu_device_report, supported_precisions};
+    use kiln_core::device::{Selected, cpu_device_report, supported_precisions};
     use kiln_results::{DeviceKind, DeviceReport};
 
     // The one place Kiln names the deprecated libtorch devices.
@@ -133,7 +133,7 @@ mod linked {
         let d = device(&entry.spec).ok_or_else(|| format!("{spec:?} is not a tch device"))?;
         if entry.spec == "cpu" {
             // The same thread count as the other CPU cells (and the PyTorch reference).
-            tch::set_num_threads(i32::try_from(kiln_core::runner::rayon_threads()).unwrap_or(1));
+            tch::set_num_threads(i32::try_from(kiln_core::device::rayon_threads()).unwrap_or(1));
             return Ok(Selected::cpu(d));
         }
         Ok(Selected {

@@ -1,7 +1,7 @@
 //! What the integration tests share: CPU backends bound the way their crates bind them.
 
 use burn::prelude::*;
-use kiln_core::runner::{Binding, Selected};
+use kiln_core::device::{Binding, Selected};
 use kiln_results::DeviceReport;
 
 /// A CPU backend: its name and the function that gives its device.

@@ -1,0 +1,338 @@
+//! Kiln's training loop: one cell under the [`Protocol`], its clocks read after a device sync
+//! (see the protocol's module), and the loop-overhead measurement (`--bare`).
+
+use std::time::{Duration, Instant};
+
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+
+use kiln_data::rng;
+use kiln_results::{
+    Chunk, DeviceMemory, EpochSummary, Event, LoopOverhead, Measurements, Progress, Stats,
+};
+
+use crate::CoreError;
+use crate::amp::LossScaler;
+use crate::models::Classifier;
+use crate::protocol::{
+    CHUNKS_PER_BUDGET, DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync,
+};
+use crate::trainer::Trainer;
+
+/// The state of a cell while it trains.
+struct Run<'a, M: Classifier> {
+    device: &'a Device,
+    data: &'a DeviceData,
+    protocol: &'a Protocol,
+    trainer: Trainer<M>,
+    started: Instant,
+    last_progress: Instant,
+    mark: Instant,
+    steps_done: usize,
+    steps_per_epoch: usize,
+    first_step_seconds: Option<f64>,
+    chunks: Vec<Chunk>,
+    device_memory: Option<DeviceMemory>,
+}
+
+impl<'a, M: Classifier> Run<'a, M> {
+    /// A cell about to train `model` on `data` under `protocol`; its clocks start now.
+    fn new(model: M, device: &'a Device, data: &'a DeviceData, protocol: &'a Protocol) -> Self {
+        let now = Instant::now();
+        Run {
+            device,
+            data,
+            protocol,
+            trainer: {
+                let t = Trainer::new(model, device, protocol.learning_rate)
+                    .with_accumulation(protocol.accum_steps);
+                match protocol.amp {
+                    Some(dtype) => t.with_amp(dtype, LossScaler::default()),
+                    None => t,
+                }
+            },
+            started: now,
+            last_progress: now,
+            mark: now,
+            steps_done: 0,
+            steps_per_epoch: data.train_len.div_ceil(protocol.batch_size),
+            first_step_seconds: None,
+            chunks: Vec::new(),
+            device_memory: None,
+        }
+    }
+
+    /// True when the budget has run out and enough steps after the warm-up step were timed;
+    /// `open_steps` are the steps of the chunk not closed yet.
+    fn budget_exhausted(&self, open_steps: usize) -> bool {
+        let timed_steps = self.chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
+        match self.protocol.budget {
+            Some(budget) => {
+                self.started.elapsed() >= budget
+                    && self.first_step_seconds.is_some()
+                    && timed_steps >= self.protocol.min_timed_steps
+            }
+            None => false,
+        }
+    }
+
+    fn sample_device_memory(&mut self) {
+        sample_device_memory(self.device, &mut self.device_memory);
+    }
+
+    /// Sync, then close the chunk that began at `self.mark`.
+    fn close_chunk(&mut self, steps: usize, samples: usize) -> Result<(), CoreError> {
+        sync(self.device)?;
+        let now = Instant::now();
+        if steps > 0 {
+            self.chunks.push(Chunk {
+                steps,
+                samples,
+                seconds: (now - self.mark).as_secs_f64(),
+            });
+        }
+        self.mark = now;
+        self.sample_device_memory();
+        Ok(())
+    }
+
+    fn eta(&self, epoch: usize, step: usize) -> Option<f64> {
+        let per_step = self
+            .chunks
+            .last()
+            .map(|c| c.seconds / c.steps as f64)
+            .or_else(|| {
+                (self.steps_done > 0)
+                    .then(|| self.started.elapsed().as_secs_f64() / self.steps_done as f64)
+            })?;
+        let total = self.protocol.epochs * self.steps_per_epoch;
+        let done = epoch * self.steps_per_epoch + step;
+        let mut eta = per_step * total.saturating_sub(done) as f64;
+        if let Some(budget) = self.protocol.budget {
+            let left = (budget.as_secs_f64() - self.started.elapsed().as_secs_f64()).max(0.0);
+            eta = eta.min(left + per_step);
+        }
+        Some(eta)
+    }
+
+    /// One epoch of the Kiln loop. Returns the summary and whether the budget cut it short.
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        sink: &mut dyn Sink,
+    ) -> Result<(EpochSummary, bool), CoreError> {
+        let n = self.data.train_len;
+        let batch = self.protocol.batch_size;
+        let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
+        let order = Tensor::<1, Int>::from_data(TensorData::new(order, [n]), self.device);
+        let chunk_len = (self.steps_per_epoch / 10).max(1);
+        // A slow backend closes chunks by time too, so a budget-cut cell still has several
+        // chunks to project from (a projection from fewer than 3 is low confidence).
+        let chunk_time = self
+            .protocol
+            .budget
+            .map(|b| b / CHUNKS_PER_BUDGET)
+            .unwrap_or(Duration::MAX);
+        let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
+
+        sync(self.device)?;
+        let t0 = Instant::now();
+        self.mark = t0;
+        let (mut chunk_steps, mut chunk_samples) = (0, 0);
+        let (mut steps, mut samples, mut partial) = (0, 0, false);
+        for step in 0..self.steps_per_epoch {
+            let start = step * batch;
+            let end = (start + batch).min(n);
+            let mut loss = self
+                .trainer
+                .step(self.data, order.clone().slice(start..end));
+            if self.protocol.inject_nan_at_step == Some(self.steps_done + 1) {
+                loss = loss.mul_scalar(f64::NAN);
+            }
+            loss_sum = loss_sum
+                + loss
+                    .detach()
+                    .cast(FloatDType::F32)
+                    .mul_scalar((end - start) as f64);
+            steps += 1;
+            samples += end - start;
+            self.steps_done += 1;
+
+            if self.first_step_seconds.is_none() {
+                // The very first step carries compilation, autotune and cache warm-up.
+                sync(self.device)?;
+                let now = Instant::now();
+                self.first_step_seconds = Some((now - t0).as_secs_f64());
+                self.mark = now;
+                self.sample_device_memory();
+                continue;
+            }
+            chunk_steps += 1;
+            chunk_samples += end - start;
+            let last = step + 1 == self.steps_per_epoch;
+            if (chunk_steps == chunk_len || self.mark.elapsed() >= chunk_time) && !last {
+                self.close_chunk(chunk_steps, chunk_samples)?;
+                (chunk_steps, chunk_samples) = (0, 0);
+                if !read_scalar(loss_sum.clone())?.is_finite() {
+                    break;
+                }
+            }
+            if self.last_progress.elapsed() >= Duration::from_secs(2) {
+                self.last_progress = Instant::now();
+                sink.event(&Event::Progress(Progress {
+                    epoch: epoch + 1,
+                    step: step + 1,
+                    steps_per_epoch: self.steps_per_epoch,
+                    elapsed_seconds: self.started.elapsed().as_secs_f64(),
+                    eta_seconds: self.eta(epoch, step + 1),
+                }));
+            }
+            if !last && self.budget_exhausted(chunk_steps) {
+                partial = true;
+                break;
+            }
+        }
+        self.close_chunk(chunk_steps, chunk_samples)?;
+        let seconds = (self.mark - t0).as_secs_f64();
+        let mean_loss = read_scalar(loss_sum)? / samples.max(1) as f64;
+        Ok((
+            EpochSummary {
+                epoch: epoch + 1,
+                seconds,
+                steps,
+                samples,
+                partial,
+                mean_loss,
+                test_accuracy: None,
+            },
+            partial,
+        ))
+    }
+}
+
+/// Train `model` under `protocol` on `data` (already on `device`), reporting to `sink`, and
+/// return what was measured (`kiln_results::summarize` derives the numbers of a record).
+pub fn train<M: Classifier>(
+    model: M,
+    device: &Device,
+    data: &DeviceData,
+    protocol: &Protocol,
+    sink: &mut dyn Sink,
+) -> Result<Measurements, CoreError> {
+    if data.train_len == 0 {
+        return Err(CoreError::Config("the training split is empty".into()));
+    }
+    let mut run = Run::new(model, device, data, protocol);
+    // Model, optimizer and data are ready: what the runtime holds now is the baseline, and the
+    // peak from here on is training's (the high-water mark is reset where the OS allows it).
+    let peak_since_baseline = crate::memory::reset_peak();
+    let rss_baseline_bytes = crate::memory::current_rss_bytes();
+    let mut epochs: Vec<EpochSummary> = Vec::new();
+    let mut diverged = None;
+    for epoch in 0..protocol.epochs {
+        let (mut summary, partial) = run.epoch(epoch, sink)?;
+        if !summary.mean_loss.is_finite() {
+            diverged = Some(format!(
+                "the training loss became {} in epoch {}",
+                summary.mean_loss,
+                epoch + 1
+            ));
+            epochs.push(summary);
+            break;
+        }
+        // Evaluation is outside the timed region (the epoch's clock stopped at its last sync).
+        summary.test_accuracy = Some(
+            run.trainer
+                .test_accuracy(data, protocol.batch_size.max(256))?,
+        );
+        sink.event(&Event::Epoch(summary.clone()));
+        epochs.push(summary);
+        if partial {
+            break;
+        }
+    }
+    Ok(Measurements {
+        epoch_samples: data.train_len,
+        test_samples: data.test_len,
+        first_step_seconds: run.first_step_seconds,
+        epochs,
+        chunks: run.chunks,
+        diverged,
+        device_memory: run.device_memory,
+        loss_scaling: run.trainer.scaler().map(LossScaler::summary),
+        rss_baseline_bytes,
+        rss_peak_bytes: crate::memory::peak_rss_bytes(),
+        peak_since_baseline,
+    })
+}
+
+/// Compare the Kiln loop with a bare loop of the same steps (`--bare`): `rounds` alternations of
+/// `steps` steps each, after one warm-up step.
+pub fn loop_overhead<M: Classifier>(
+    model: M,
+    device: &Device,
+    data: &DeviceData,
+    protocol: &Protocol,
+    rounds: usize,
+    steps: usize,
+) -> Result<LoopOverhead, CoreError> {
+    let n = data.train_len;
+    let batch = protocol.batch_size;
+    let mut run = Run::new(model, device, data, protocol);
+    let one_epoch = Protocol {
+        epochs: 1,
+        budget: None,
+        ..protocol.clone()
+    };
+    let mut kiln = Vec::new();
+    let mut bare = Vec::new();
+    let mut quiet = |_: &Event| {};
+    // Each round: the instrumented Kiln epoch loop over a sub-epoch of `steps` steps, then the
+    // bare loop over the same steps, both synced at their ends.
+    let sub = DeviceData {
+        train_x: data.train_x.clone(),
+        train_y: data.train_y.clone(),
+        test_x: data.test_x.clone(),
+        test_y: data.test_y.clone(),
+        train_len: (steps * batch).min(n),
+        test_len: 0,
+    };
+    let order = Tensor::<1, Int>::from_data(
+        TensorData::new(rng::epoch_permutation(n, protocol.seed, 0), [n]),
+        device,
+    );
+    // Warm-up.
+    let _ = run.trainer.step(data, order.clone().slice(0..batch.min(n)));
+    sync(device)?;
+    let sub_steps = sub.train_len.div_ceil(batch);
+    for round in 0..rounds {
+        run.data = &sub;
+        run.protocol = &one_epoch;
+        run.steps_per_epoch = sub_steps;
+        run.first_step_seconds = Some(0.0);
+        let t = Instant::now();
+        run.epoch(round, &mut quiet)?;
+        kiln.push(t.elapsed().as_secs_f64() / sub_steps as f64);
+
+        sync(device)?;
+        let t = Instant::now();
+        for step in 0..sub_steps {
+            let start = step * batch;
+            let end = (start + batch).min(sub.train_len);
+            let _ = run.trainer.step(&sub, order.clone().slice(start..end));
+        }
+        sync(device)?;
+        bare.push(t.elapsed().as_secs_f64() / sub_steps as f64);
+    }
+    let kiln_stats = Stats::from_samples(&kiln)
+        .ok_or_else(|| CoreError::Config("no overhead rounds ran".into()))?;
+    let bare_stats = Stats::from_samples(&bare)
+        .ok_or_else(|| CoreError::Config("no overhead rounds ran".into()))?;
+    Ok(LoopOverhead {
+        rounds,
+        steps_per_round: sub_steps,
+        overhead_percent: (kiln_stats.median / bare_stats.median - 1.0) * 100.0,
+        kiln_step_seconds: kiln_stats,
+        bare_step_seconds: bare_stats,
+    })
+}

@@ -1,0 +1,232 @@
+//! The runner binary every backend crate provides: `kiln-<backend> --probe` reports devices;
+//! `kiln-<backend> --cell FILE` (what xtask runs) or `kiln-<backend> --model NAME ...` (flags
+//! that only build the same request) trains one cell and prints JSON lines (events, then one
+//! final record) on standard output. Human-readable notes go to standard error. [`bench`] is the
+//! same thing as a library call, for programs that embed one backend crate.
+
+mod args;
+mod cell;
+
+use args::Args;
+use cell::{Cell, run_cell};
+
+use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+
+use kiln_results::{CellRequest, DataKind, Event, ProbeReport, Record, SCHEMA_VERSION, Status};
+
+use crate::device::{Binding, panic_text};
+
+fn emit(event: &Event) {
+    let mut out = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(event) {
+        // A closed pipe means the parent is gone; there is nobody left to tell.
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// Train and time one cell on `binding`'s device as `request` says, sending progress events to
+/// `sink`, and return its record: the library form of a runner, for a program that embeds one
+/// backend crate. A request that does not validate, a failure and a panic inside the backend
+/// all become a record whose status says so; this never panics. CubeCL's autotune settings
+/// (`request.autotune`, `request.autotune_cache`) are environment variables read when a
+/// device starts: only the runner binary sets them (see [`set_runtime_env`]).
+pub fn bench(binding: &dyn Binding, request: &CellRequest, sink: &mut dyn FnMut(&Event)) -> Record {
+    bench_with_args(binding, request, Vec::new(), sink)
+}
+
+fn bench_with_args(
+    binding: &dyn Binding,
+    request: &CellRequest,
+    args: Vec<String>,
+    sink: &mut dyn FnMut(&Event),
+) -> Record {
+    let mut cell = Cell {
+        request,
+        // A data-parallel cell is its device list (`cuda:0,cuda:1`), skipped or not.
+        device: request.id().device,
+        device_name: request.device.clone(),
+        dataset: String::new(),
+        data_note: None,
+        started_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        started: Instant::now(),
+        args,
+        threads: binding.threads(),
+        device_kind: None,
+        runtime: None,
+        remote: None,
+        backend_version: binding.version().into(),
+        flops_per_sample: None,
+        peak: None,
+        data: DataKind::Synthetic,
+    };
+    if let Err(e) = request.validate() {
+        return cell.record(Status::Failed, Some(e), None);
+    }
+    if request.backend != binding.name() {
+        return cell.record(
+            Status::Failed,
+            Some(format!(
+                "the request is for backend {:?}, this is {}",
+                request.backend,
+                binding.name()
+            )),
+            None,
+        );
+    }
+    // A panic inside a backend (an unsupported op, an allocation failure) becomes this cell's
+    // failed record instead of a silent crash.
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_cell(binding, &mut cell, sink)));
+    match result {
+        Ok(Ok(record)) => record,
+        Ok(Err(e)) => {
+            eprintln!("kiln: {e}");
+            let e = e.to_string();
+            cell.record(failure_status(&e), Some(e), None)
+        }
+        Err(panic) => {
+            let text = panic_text(panic.as_ref());
+            cell.record(
+                failure_status(&text),
+                Some(format!("the backend panicked: {text}")),
+                None,
+            )
+        }
+    }
+}
+
+/// A failure's status: out of memory when its text says so (a result at this batch size),
+/// else failed.
+fn failure_status(text: &str) -> Status {
+    if kiln_results::says_out_of_memory(text) {
+        Status::OutOfMemory
+    } else {
+        Status::Failed
+    }
+}
+
+/// The runner's `main`: parse arguments, probe or train, print JSON lines.
+pub fn main(binding: &dyn Binding) -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let args = match Args::try_parse_from(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    if args.probe {
+        let report = ProbeReport {
+            backend: binding.name().into(),
+            backend_version: binding.version().into(),
+            devices: binding.probe(),
+        };
+        match serde_json::to_string(&report) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("kiln: cannot encode the probe report: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    if let Some(path) = &args.explain {
+        return answer(
+            path,
+            "explain",
+            kiln_results::explain::ExplainRequest::read,
+            |r| {
+                let record = crate::explain::explain(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        );
+    }
+    if let Some(path) = &args.verify {
+        return answer(
+            path,
+            "verify",
+            kiln_results::verify::VerifyRequest::read,
+            |r| {
+                let record = crate::verify::verify(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        );
+    }
+    let request = match &args.cell {
+        Some(path) => CellRequest::read(path),
+        None => args.request(binding.name()),
+    };
+    let request = match request {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    set_runtime_env(&request);
+    let record = bench_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
+    debug_assert_eq!(record.schema, SCHEMA_VERSION);
+    let failed = record.status == Status::Failed;
+    emit(&Event::Final(Box::new(record)));
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `--explain FILE` and `--verify FILE`: read the request with `read`, answer it with `run`
+/// and print the record (`what`) as one JSON line; exit 1 when it failed.
+fn answer<Q>(
+    path: &std::path::Path,
+    what: &str,
+    read: fn(&std::path::Path) -> Result<Q, String>,
+    run: impl FnOnce(&Q) -> (serde_json::Result<String>, Status),
+) -> ExitCode {
+    let request = match read(path) {
+        Ok(r) => r,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let (line, status) = run(&request);
+    match line {
+        Ok(line) => println!("{line}"),
+        Err(e) => {
+            eprintln!("kiln: cannot encode the {what} record: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if status == Status::Failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Turn the request's runtime settings into the environment CubeCL reads when a device starts.
+/// Only for a process's `main`, before any other thread starts: setting the environment while
+/// other threads read it is undefined behaviour.
+pub fn set_runtime_env(request: &CellRequest) {
+    let mut vars = Vec::new();
+    if let Some(level) = request.autotune {
+        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.name()));
+    }
+    if !request.autotune_cache {
+        vars.push(("CUBECL_AUTOTUNE_CACHE", "false"));
+    }
+    for (key, value) in vars {
+        // SAFETY: called from `main` before any device, thread pool or other thread starts,
+        // so nothing reads the environment concurrently.
+        unsafe { std::env::set_var(key, value) };
+    }
+}
