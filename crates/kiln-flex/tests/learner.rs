@@ -5,7 +5,9 @@
 use std::process::Command;
 
 use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
-use kiln_results::{Method, TrainingLoop};
+#[cfg(feature = "learner")]
+use kiln_results::Method;
+use kiln_results::TrainingLoop;
 
 fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
