@@ -4,10 +4,10 @@
 
 use std::process::Command;
 
-use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
 #[cfg(feature = "learner")]
 use kiln_results::Method;
 use kiln_results::TrainingLoop;
+use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
 
 fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
