@@ -206,12 +206,32 @@ enum Requires {
     Driver,
 }
 
+/// The PyTorch reference runner: a Python package directory that the torch environment's
+/// interpreter runs (`python bench/pytorch/kiln_torch`, its `__main__.py`).
+pub const REFERENCE_RUNNER: &str = "bench/pytorch/kiln_torch";
+
+/// The reference runner's source files, relative to the workspace root (what a GPU kit carries).
+pub fn reference_files() -> Result<Vec<String>> {
+    let dir = workspace_root().join(REFERENCE_RUNNER);
+    let mut files = Vec::new();
+    for entry in
+        std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
+    {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".py") {
+            files.push(format!("{REFERENCE_RUNNER}/{name}"));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// The PyTorch reference runner: not a Burn backend, so no crate declares it.
 fn pytorch() -> Backend {
     Backend {
         name: "pytorch".into(),
         source: Source::Python {
-            script: "bench/pytorch/kiln_torch.py",
+            script: REFERENCE_RUNNER,
         },
         summary: "the same protocol in PyTorch (the reference to beat)".into(),
         default: true,

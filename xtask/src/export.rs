@@ -115,9 +115,8 @@ mod tests {
     fn the_reference_runner_shuffles_like_kiln_data() {
         let Some(py) = python() else { return };
         let code = format!(
-            "import importlib.util as u; s = u.spec_from_file_location('k', {:?}); \
-             m = u.module_from_spec(s); s.loader.exec_module(m); \
-             print(m.epoch_permutation(50, 42, 3))",
+            "import sys; sys.path.insert(0, {:?}); from cell import epoch_permutation; \
+             print(epoch_permutation(50, 42, 3))",
             script().display().to_string()
         );
         let out = Command::new(py).args(["-c", &code]).output().unwrap();

@@ -116,7 +116,7 @@ pub const RUN_SCRIPT: &str = "bench/gpu-kit/run.sh";
 /// The files of a kit, relative to its folder, whatever could be built: `run.sh` depends on
 /// these names. A runner that could not be built is `bin/<runner>.missing` instead of
 /// `bin/<runner>.xz`.
-pub fn expected_files(runners: &[(&str, bool)]) -> Vec<String> {
+pub fn expected_files(runners: &[(&str, bool)]) -> Result<Vec<String>> {
     let mut files: Vec<String> = [
         "run.sh",
         "README.txt",
@@ -124,7 +124,6 @@ pub fn expected_files(runners: &[(&str, bool)]) -> Vec<String> {
         "kit.env",
         "backends.json",
         "bin/xtask.xz",
-        "bench/pytorch/kiln_torch.py",
         "plan/run.json",
     ]
     .iter()
@@ -137,8 +136,9 @@ pub fn expected_files(runners: &[(&str, bool)]) -> Vec<String> {
             format!("bin/{package}.missing")
         });
     }
+    files.extend(crate::backends::reference_files()?);
     files.sort();
-    files
+    Ok(files)
 }
 
 /// What `kit.json` says of a kit.
@@ -296,8 +296,9 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
             }
         }
     }
-    let script = out.join("bench/pytorch/kiln_torch.py");
-    copy(&root.join("bench/pytorch/kiln_torch.py"), &script)?;
+    for file in crate::backends::reference_files()? {
+        copy(&root.join(&file), &out.join(&file))?;
+    }
     let run_sh = out.join("run.sh");
     copy(&root.join(RUN_SCRIPT), &run_sh)?;
     #[cfg(unix)]
@@ -346,7 +347,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         .iter()
         .map(|(p, built)| (p.as_str(), built.is_ok()))
         .collect();
-    let absent: Vec<String> = expected_files(&runner_files)
+    let absent: Vec<String> = expected_files(&runner_files)?
         .into_iter()
         .filter(|f| f != "kit.json" && !files.iter().any(|(have, _)| have == f))
         .collect();
@@ -569,7 +570,7 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            expected_files(&[("kiln-cuda", false), ("kiln-wgpu", true)])
+            expected_files(&[("kiln-cuda", false), ("kiln-wgpu", true)]).unwrap()
         );
         assert_eq!(total, files.iter().map(|(_, n)| n).sum::<u64>());
         // One request per planned cell, and the plan names each of them.

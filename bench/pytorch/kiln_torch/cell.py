@@ -1,0 +1,245 @@
+"""One cell under the protocol: the sample order of kiln-data (SplitMix64 Fisher-Yates per
+epoch), the data file xtask exports, and the timed training loop."""
+
+import json
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from common import emit
+from machine import current_rss_bytes, peak_rss_bytes, reset_peak_rss, sync
+
+
+MIN_TIMED_STEPS = 2
+MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK64
+
+    def next_u64(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, bound):
+        zone = MASK64 - (MASK64 % bound)
+        while True:
+            x = self.next_u64()
+            if x < zone:
+                return x % bound
+
+
+def epoch_permutation(n, seed, epoch):
+    rng = SplitMix64(seed ^ ((epoch * 0xD1B54A32D192ED03) & MASK64))
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = rng.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+
+
+def load_data(path, train_limit, eval_limit):
+    with open(path, "rb") as f:
+        magic = f.readline()
+        if magic.strip() != b"KILNDATA 1":
+            raise SystemExit("%s is not a Kiln data file (KILNDATA 1)" % path)
+        header = json.loads(f.readline())
+        c, h, w = header["channels"], header["height"], header["width"]
+        px = c * h * w
+        n_train, n_test = header["train"], header["test"]
+        blob = f.read()
+    expected = (n_train + n_test) * (px + 1)
+    if len(blob) != expected:
+        raise SystemExit("%s is cut short: %d of %d data bytes" % (path, len(blob), expected))
+    raw = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    o = 0
+    train_x = raw[o:o + n_train * px].view(n_train, c, h, w); o += n_train * px
+    train_y = raw[o:o + n_train]; o += n_train
+    test_x = raw[o:o + n_test * px].view(n_test, c, h, w); o += n_test * px
+    test_y = raw[o:o + n_test]
+    if train_limit:
+        train_x, train_y = train_x[:train_limit], train_y[:train_limit]
+    if eval_limit:
+        test_x, test_y = test_x[:eval_limit], test_y[:eval_limit]
+    mean = torch.tensor(header["mean"]).view(1, c, 1, 1)
+    std = torch.tensor(header["std"]).view(1, c, 1, 1)
+    norm = lambda x: (x.float() / 255.0 - mean) / std
+    return header, norm(train_x), train_y.long(), norm(test_x), test_y.long()
+
+
+# ---------------------------------------------------------------- the protocol
+class Cell:
+    def __init__(self, args, device, model, x, y, tx, ty):
+        self.args, self.device, self.model = args, device, model
+        self.x, self.y, self.tx, self.ty = x, y, tx, ty
+        self.n = x.shape[0]
+        self.batch = args.batch
+        self.steps_per_epoch = -(-self.n // self.batch)
+        self.budget = args.budget
+        self.started = time.perf_counter()
+        self.last_progress = self.started
+        self.first_step = None
+        self.chunks = []  # (steps, samples, seconds)
+        self.steps_done = 0
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+        p = args.precision
+        self.amp = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(p)
+        self.pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(p)
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=65536.0, growth_interval=2000) if self.amp else None
+        self.skipped = 0
+        self.applied = 0
+
+    def budget_exhausted(self, open_steps):
+        timed = sum(c[0] for c in self.chunks) + open_steps
+        return (self.budget is not None and time.perf_counter() - self.started >= self.budget
+                and self.first_step is not None and timed >= MIN_TIMED_STEPS)
+
+    def step(self, idx):
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        k = self.args.accum_steps
+        micro = max(-(-len(idx) // k), 1)
+        total = None
+        for start in range(0, len(idx), micro):
+            part = idx[start:start + micro]
+            share = len(part) / len(idx)
+            xb, yb = self.x[part], self.y[part]
+            if self.pure is not None:
+                xb = xb.to(self.pure)
+            if self.amp is not None:
+                with torch.autocast(self.device.type, dtype=self.amp):
+                    logits = self.model(xb)
+                loss = F.cross_entropy(logits.float(), yb) * share
+                self.scaler.scale(loss).backward()
+            else:
+                loss = F.cross_entropy(self.model(xb), yb) * share
+                loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if self.scaler is not None:
+            before = self.scaler.get_scale()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            if self.scaler.get_scale() < before:
+                self.skipped += 1
+            else:
+                self.applied += 1
+        else:
+            self.opt.step()
+        return total
+
+    def epoch(self, epoch):
+        order = torch.tensor(epoch_permutation(self.n, self.args.seed, epoch), device=self.device)
+        chunk_len = max(self.steps_per_epoch // 10, 1)
+        # A slow cell closes chunks by time too (a twelfth of the budget), as the Rust runners do.
+        chunk_time = self.budget / 12 if self.budget is not None else math.inf
+        loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        sync(self.device)
+        t0 = time.perf_counter()
+        mark = t0
+        chunk_steps = chunk_samples = steps = samples = 0
+        partial = False
+        for s in range(self.steps_per_epoch):
+            start, end = s * self.batch, min((s + 1) * self.batch, self.n)
+            loss = self.step(order[start:end])
+            loss_sum = loss_sum + loss.float() * (end - start)
+            steps += 1
+            samples += end - start
+            self.steps_done += 1
+            if self.first_step is None:
+                sync(self.device)
+                now = time.perf_counter()
+                self.first_step = now - t0
+                mark = now
+                continue
+            chunk_steps += 1
+            chunk_samples += end - start
+            last = s + 1 == self.steps_per_epoch
+            if (chunk_steps == chunk_len or time.perf_counter() - mark >= chunk_time) and not last:
+                sync(self.device)
+                now = time.perf_counter()
+                self.chunks.append((chunk_steps, chunk_samples, now - mark))
+                mark = now
+                chunk_steps = chunk_samples = 0
+                if not math.isfinite(loss_sum.item()):
+                    break
+            if time.perf_counter() - self.last_progress >= 2.0:
+                self.last_progress = time.perf_counter()
+                emit({"event": "progress", "epoch": epoch + 1, "step": s + 1,
+                      "steps_per_epoch": self.steps_per_epoch,
+                      "elapsed_seconds": self.last_progress - self.started, "eta_seconds": self.eta(epoch, s + 1)})
+            if not last and self.budget_exhausted(chunk_steps):
+                partial = True
+                break
+        sync(self.device)
+        now = time.perf_counter()
+        if chunk_steps > 0:
+            self.chunks.append((chunk_steps, chunk_samples, now - mark))
+        mark = now
+        mean_loss = loss_sum.item() / max(samples, 1)
+        return {"epoch": epoch + 1, "seconds": mark - t0, "steps": steps, "samples": samples,
+                "partial": partial, "mean_loss": mean_loss, "test_accuracy": None}, partial
+
+    def eta(self, epoch, step):
+        if self.chunks:
+            per_step = self.chunks[-1][2] / self.chunks[-1][0]
+        elif self.steps_done:
+            per_step = (time.perf_counter() - self.started) / self.steps_done
+        else:
+            return None
+        left = self.args.epochs * self.steps_per_epoch - (epoch * self.steps_per_epoch + step)
+        eta = per_step * max(left, 0)
+        if self.budget is not None:
+            eta = min(eta, max(self.budget - (time.perf_counter() - self.started), 0) + per_step)
+        return eta
+
+    def test_accuracy(self, batch):
+        if self.tx.shape[0] == 0:
+            return 0.0
+        self.model.eval()
+        correct = 0
+        with torch.no_grad():
+            for start in range(0, self.tx.shape[0], batch):
+                xb = self.tx[start:start + batch]
+                if self.pure is not None:
+                    xb = xb.to(self.pure)
+                if self.amp is not None:
+                    with torch.autocast(self.device.type, dtype=self.amp):
+                        logits = self.model(xb)
+                else:
+                    logits = self.model(xb)
+                correct += (logits.argmax(1) == self.ty[start:start + batch]).sum().item()
+        return correct / self.tx.shape[0]
+
+
+def train(cell):
+    """Train the cell; return what was measured (kiln-results' Measurements): Kiln derives the
+    statistics, the projection and the record from it, with the same rules as for Rust cells."""
+    # Model, optimizer and data are ready: the baseline; the peak from here on is training's.
+    since_baseline = reset_peak_rss()
+    baseline = current_rss_bytes()
+    epochs, diverged = [], None
+    for e in range(cell.args.epochs):
+        summary, partial = cell.epoch(e)
+        if not math.isfinite(summary["mean_loss"]):
+            diverged = "the training loss became %s in epoch %d" % (summary["mean_loss"], e + 1)
+            epochs.append(summary)
+            break
+        summary["test_accuracy"] = cell.test_accuracy(max(cell.batch, 256))
+        emit(dict(event="epoch", **summary))
+        epochs.append(summary)
+        if partial:
+            break
+    return {"epoch_samples": cell.n, "test_samples": cell.tx.shape[0],
+            "first_step_seconds": cell.first_step, "epochs": epochs,
+            "chunks": [{"steps": st, "samples": sa, "seconds": se} for st, sa, se in cell.chunks],
+            "diverged": diverged, "device_memory": None, "loss_scaling": None,
+            "rss_baseline_bytes": baseline, "rss_peak_bytes": peak_rss_bytes(),
+            "peak_since_baseline": since_baseline}
