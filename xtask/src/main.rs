@@ -12,6 +12,7 @@ mod export;
 mod fetch;
 mod flags;
 mod kit;
+mod layout;
 mod llvm;
 mod readme;
 mod report;

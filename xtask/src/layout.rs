@@ -1,0 +1,282 @@
+//! The code's layout holds, checked by tests: no source file over 500 lines of code (blank
+//! lines, comments and tests apart), and no import circle between the files of a crate (the
+//! crate root, which declares the modules and re-exports their names, apart).
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    use crate::workspace::workspace_root;
+
+    const MAX_CODE_LINES: usize = 500;
+
+    /// Every file under `dir` whose name ends with `ext`, recursively.
+    fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files(&path, ext, out);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The source directories of the workspace's crates: `crates/*/src` and `xtask/src`.
+    fn source_roots() -> Vec<PathBuf> {
+        let root = workspace_root();
+        let mut roots = vec![root.join("xtask/src")];
+        for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            roots.push(entry.path().join("src"));
+        }
+        roots.sort();
+        roots
+    }
+
+    /// A Rust file's code before its test module, without blank and comment-only lines.
+    fn rust_code(text: &str) -> Vec<&str> {
+        text.lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .filter(|l| {
+                let t = l.trim();
+                !t.is_empty() && !t.starts_with("//")
+            })
+            .collect()
+    }
+
+    /// A file that holds only tests (`tests.rs`, declared under `#[cfg(test)]`).
+    fn is_test_file(path: &Path) -> bool {
+        path.file_name().is_some_and(|n| n == "tests.rs")
+    }
+
+    #[test]
+    fn no_source_file_is_over_500_lines_of_code() {
+        let mut sources = Vec::new();
+        for dir in source_roots() {
+            files(&dir, "rs", &mut sources);
+        }
+        files(&workspace_root().join("bench"), "py", &mut sources);
+        let mut over = Vec::new();
+        for path in sources.iter().filter(|p| !is_test_file(p)) {
+            let text = std::fs::read_to_string(path).unwrap();
+            let n = if path.extension().is_some_and(|e| e == "py") {
+                text.lines()
+                    .filter(|l| !l.trim().is_empty() && !l.trim().starts_with('#'))
+                    .count()
+            } else {
+                rust_code(&text).len()
+            };
+            if n > MAX_CODE_LINES {
+                over.push(format!("{} ({n})", path.display()));
+            }
+        }
+        assert!(
+            sources.len() > 50,
+            "found only {} source files",
+            sources.len()
+        );
+        assert!(
+            over.is_empty(),
+            "over {MAX_CODE_LINES} lines of code: {}; split them where one concept ends",
+            over.join(", ")
+        );
+    }
+
+    /// A module path (`["bench", "child"]`) for each file of the crate in `src`.
+    fn modules(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+        let mut all = Vec::new();
+        files(src, "rs", &mut all);
+        let mut out = BTreeMap::new();
+        for path in all {
+            let rel = path.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|p| p == "mod") {
+                parts.pop();
+            }
+            // Binaries under src/bin are crates of their own; the crate root stays out.
+            if parts.first().is_some_and(|p| p == "bin") || parts == ["lib"] || parts == ["main"] {
+                continue;
+            }
+            out.insert(parts, path);
+        }
+        out
+    }
+
+    /// The module paths that `code` (of the module `me`) names: `crate::a::b`, `super::c`,
+    /// `self::d` and a child's `e::f`, each resolved to the longest known module.
+    fn references(
+        code: &[&str],
+        me: &[String],
+        known: &BTreeMap<Vec<String>, PathBuf>,
+    ) -> BTreeSet<Vec<String>> {
+        let text = code
+            .iter()
+            .filter(|l| !l.trim_start().starts_with("pub use"))
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = BTreeSet::new();
+        let bytes = text.as_bytes();
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let mut i = 0;
+        while i < bytes.len() {
+            // Not a path's start: inside a word, after `::`, or a visibility (`pub(super)`).
+            let visibility = bytes[..i].ends_with(b"pub(") || bytes[..i].ends_with(b"pub(in ");
+            if !word(bytes[i])
+                || (i > 0 && (word(bytes[i - 1]) || bytes[i - 1] == b':'))
+                || visibility
+            {
+                i += 1;
+                continue;
+            }
+            // A path starts here: read `seg::seg::...`, and a `{` group's first names.
+            let mut segments = Vec::new();
+            let mut j = i;
+            loop {
+                let start = j;
+                while j < bytes.len() && word(bytes[j]) {
+                    j += 1;
+                }
+                segments.push(text[start..j].to_string());
+                if text[j..].starts_with("::") && j + 2 < bytes.len() && word(bytes[j + 2]) {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            let mut groups = vec![segments.clone()];
+            if text[j..].starts_with("::{") {
+                let close = text[j..].find('}').map_or(text.len(), |k| j + k);
+                groups = text[j + 3..close]
+                    .split(',')
+                    .map(|item| {
+                        let mut p = segments.clone();
+                        p.extend(
+                            item.trim()
+                                .split("::")
+                                .map(str::trim)
+                                .filter(|s| !s.is_empty())
+                                .map(String::from),
+                        );
+                        p
+                    })
+                    .collect();
+                j = close;
+            }
+            for path in groups {
+                let absolute: Vec<String> = match path.first().map(String::as_str) {
+                    Some("crate") => path[1..].to_vec(),
+                    Some("super") => {
+                        let mut base = me.to_vec();
+                        let mut rest = &path[..];
+                        while rest.first().is_some_and(|s| s == "super") {
+                            base.pop();
+                            rest = &rest[1..];
+                        }
+                        base.extend(rest.iter().cloned());
+                        base
+                    }
+                    Some("self") => me.iter().chain(&path[1..]).cloned().collect(),
+                    Some(_) if path.len() > 1 => me.iter().chain(&path).cloned().collect(),
+                    _ => continue,
+                };
+                let target = (1..=absolute.len())
+                    .rev()
+                    .map(|n| absolute[..n].to_vec())
+                    .find(|p| known.contains_key(p));
+                if let Some(t) = target.filter(|t| t.as_slice() != me) {
+                    out.insert(t);
+                }
+            }
+            i = j.max(i + 1);
+        }
+        out
+    }
+
+    /// The circles of `edges`, each once, as its files in order.
+    fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+        let mut found = BTreeSet::new();
+        for start in edges.keys() {
+            // Depth-first from `start`, back to it.
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
+            let mut seen = BTreeSet::new();
+            while let Some((node, path)) = stack.pop() {
+                for next in edges.get(&node).into_iter().flatten() {
+                    if next == start {
+                        let mut circle: Vec<String> = path.iter().map(|p| p.join("::")).collect();
+                        let min = (0..circle.len()).min_by_key(|&k| &circle[k]).unwrap_or(0);
+                        circle.rotate_left(min);
+                        found.insert(circle);
+                    } else if seen.insert(next.clone()) {
+                        let mut longer = path.clone();
+                        longer.push(next.clone());
+                        stack.push((next.clone(), longer));
+                    }
+                }
+            }
+        }
+        found.into_iter().collect()
+    }
+
+    #[test]
+    fn no_crate_has_an_import_circle() {
+        let mut all = Vec::new();
+        for src in source_roots() {
+            let known = modules(&src);
+            let mut edges = BTreeMap::new();
+            for (me, path) in &known {
+                let text = std::fs::read_to_string(path).unwrap();
+                edges.insert(me.clone(), references(&rust_code(&text), me, &known));
+            }
+            for circle in circles(&edges) {
+                all.push(format!("{}: {}", src.display(), circle.join(" -> ")));
+            }
+        }
+        assert!(all.is_empty(), "import circles:\n{}", all.join("\n"));
+    }
+
+    #[test]
+    fn a_circle_is_found_and_named() {
+        let known: BTreeMap<Vec<String>, PathBuf> = ["a", "b", "c", "c::d"]
+            .iter()
+            .map(|m| (m.split("::").map(String::from).collect(), PathBuf::new()))
+            .collect();
+        let a = vec!["a".to_string()];
+        let d = vec!["c".to_string(), "d".to_string()];
+        let refs = references(
+            &[
+                "use crate::{b::X, c::d::Y};",
+                "pub(super) fn f(x: super::a::T) {}",
+            ],
+            &a,
+            &known,
+        );
+        assert_eq!(
+            refs.iter().map(|p| p.join("::")).collect::<Vec<_>>(),
+            ["b", "c::d"]
+        );
+        assert_eq!(
+            references(&["use super::super::a::Z;", "super::f();"], &d, &known)
+                .iter()
+                .map(|p| p.join("::"))
+                .collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        let mut edges = BTreeMap::new();
+        edges.insert(a.clone(), refs);
+        edges.insert(d.clone(), BTreeSet::from([a.clone()]));
+        assert_eq!(
+            circles(&edges),
+            vec![vec!["a".to_string(), "c::d".to_string()]]
+        );
+        edges.insert(d, BTreeSet::new());
+        assert!(circles(&edges).is_empty());
+    }
+}
