@@ -25,7 +25,6 @@ use kiln_results::{
 use crate::backends::{self, Backend, Runner};
 use crate::flags::CommonArgs;
 use crate::runners::{Built, build_and_probe, wanted_backends};
-#[cfg(test)]
 use child::{CellRun, run_cell, wall_clock_limit};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
@@ -33,6 +32,7 @@ use fallback::fallback_reason;
 pub use interrupt::{install_interrupt_handler, interrupted};
 use progress::{Display, Position};
 pub use resume::resume;
+#[cfg(test)]
 use rundir::cell_stem;
 use rundir::{append_record, check_out, prepare_out, write_run_file};
 
