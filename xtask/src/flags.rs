@@ -307,6 +307,16 @@ pub enum Cmd {
     },
 }
 
+/// The flag a clap id of `subcommand` stands for, as a user types it (`training_loop`: `--loop`).
+pub fn flag_name(subcommand: &str, id: &str) -> String {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand(subcommand)
+        .and_then(|c| c.get_arguments().find(|a| a.get_id() == id).cloned())
+        .and_then(|a| a.get_long().map(|l| format!("--{l}")))
+        .unwrap_or_else(|| format!("--{}", id.replace('_', "-")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

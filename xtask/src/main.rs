@@ -89,6 +89,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let bench_all_flags = given(matches.subcommand_matches("bench-all"));
+    let bench_flags = given(matches.subcommand_matches("bench"));
     if let Err(e) = remote_environment(&cli.command) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
@@ -132,7 +133,7 @@ fn main() -> ExitCode {
             common,
             cell: Some(file),
             ..
-        } => bench::cell_only(&common)
+        } => bench::cell_only(&bench_flags)
             .and_then(|_| bench::bench_request(&file, common.out.as_deref())),
         Cmd::Bench {
             common,

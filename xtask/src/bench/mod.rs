@@ -746,37 +746,19 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     execute(cells, &built, cfg, &out)
 }
 
-/// An error when `common` sets anything besides `--out`: with `bench --cell FILE` the file is
-/// the whole cell.
-pub fn cell_only(common: &CommonArgs) -> Result<()> {
-    let given: Vec<&str> = [
-        ("--quick", common.quick),
-        ("--epochs", common.epochs.is_some()),
-        ("--batch", common.batch.is_some()),
-        ("--budget", common.budget.is_some()),
-        ("--seed", common.seed.is_some()),
-        ("--data-dir", common.data_dir.is_some()),
-        ("--synthetic", common.synthetic),
-        ("--dataset", common.dataset.is_some()),
-        ("--eval-limit", common.eval_limit.is_some()),
-        ("--accum-steps", common.accum_steps.is_some()),
-        ("--train-limit", common.train_limit.is_some()),
-        ("--fallback", common.fallback.is_some()),
-        ("--autotune", common.autotune.is_some()),
-        ("--no-autotune-cache", common.no_autotune_cache),
-        ("--repeats", common.repeats.is_some()),
-        ("--wait-quiet", common.wait_quiet.is_some()),
-        ("--target-accuracy", common.target_accuracy.is_some()),
-        ("--loop", common.training_loop.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(flag, set)| set.then_some(flag))
-    .collect();
-    if !given.is_empty() {
+/// With `bench --cell FILE` the file is the whole cell: any flag given beside it (`given`, the
+/// flags' clap ids, as `main` reads them) other than `--out` and `--token` is refused by name.
+pub fn cell_only(given: &[String]) -> Result<()> {
+    let extra: Vec<String> = given
+        .iter()
+        .filter(|id| !matches!(id.as_str(), "cell" | "out" | "token"))
+        .map(|id| crate::flags::flag_name("bench", id))
+        .collect();
+    if !extra.is_empty() {
         bail!(
             "--cell FILE is the whole cell: {} cannot be given with it (edit the file, or use \
              --backend/--model and flags instead)",
-            given.join(", ")
+            extra.join(", ")
         );
     }
     Ok(())

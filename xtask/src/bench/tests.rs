@@ -410,14 +410,12 @@ fn a_request_bench_cannot_carry_whole_is_refused_before_any_build() {
     assert!(!tmp.path().join("run").exists(), "nothing was created");
 
     // Beside --cell, a cell-shaping flag is refused by name; --out alone is fine.
-    let mut flags = common();
-    flags.epochs = Some(2);
-    flags.fallback = Some(FallbackTarget::Cpu);
-    let err = cell_only(&flags).unwrap_err().to_string();
-    assert!(err.contains("--epochs, --fallback"), "{err}");
-    let mut out_only = common();
-    out_only.out = Some(tmp.path().join("elsewhere"));
-    assert!(cell_only(&out_only).is_ok());
+    let ids = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let err = cell_only(&ids(&["cell", "epochs", "fallback", "training_loop"]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--epochs, --fallback, --loop"), "{err}");
+    assert!(cell_only(&ids(&["cell", "out", "token"])).is_ok());
 }
 
 #[test]
