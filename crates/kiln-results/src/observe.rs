@@ -21,8 +21,10 @@ pub struct Chunk {
     pub seconds: f64,
 }
 
-/// What a cell's training loop measured, before any statistic.
+/// What a cell's training loop measured, before any statistic. A runner writes it (the PyTorch
+/// reference in Python too): a field this struct does not have is an error, not a loss.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Measurements {
     /// Samples in one epoch of the data actually trained on.
     pub epoch_samples: usize,
@@ -160,7 +162,9 @@ pub fn time_to_accuracy(epochs: &[EpochSummary], target: f64) -> crate::TimeToAc
 
 /// Everything a runner reports about a cell it ran (or could not run): the facts of its device
 /// and data, and its measurements. [`Observed::into_record`] turns it into the cell's record.
+/// A field this struct does not have (a misspelt key from the Python runner) is an error.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Observed {
     /// `ok` when the cell trained (or `--bare` measured), else why not.
     pub status: Status,
@@ -341,6 +345,29 @@ mod tests {
             args: vec![],
             measurements: Some(m),
             loop_overhead: None,
+        }
+    }
+
+    #[test]
+    fn a_misspelt_field_from_a_runner_is_an_error_naming_it() {
+        let o = observed_on(
+            "cpu",
+            DeviceKind::Cpu,
+            measured(vec![epoch(1, 1.0, false)], vec![]),
+        );
+        let line = serde_json::to_string(&crate::Event::Observed(Box::new(o))).unwrap();
+        let back: crate::Event = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back, crate::Event::Observed(_)));
+        for (good, bad) in [
+            ("\"wall_seconds\"", "\"wall_secnds\""),
+            ("\"rss_peak_bytes\"", "\"rss_peak\""),
+        ] {
+            let wrong = line.replacen(good, bad, 1);
+            assert_ne!(wrong, line);
+            let err = serde_json::from_str::<crate::Event>(&wrong)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&bad[1..bad.len() - 1]), "{err}");
         }
     }
 
