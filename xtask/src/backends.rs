@@ -11,7 +11,7 @@ use kiln_results::ProbeReport;
 use serde::Deserialize;
 
 use crate::torch;
-use crate::workspace::{prebuilt_dir, target_dir, workspace_root};
+use crate::workspace::{cargo, prebuilt_dir, target_dir, workspace_root};
 
 /// What a backend crate needs before it can be built, beyond Rust and a C compiler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -533,10 +533,6 @@ pub fn runner(b: &Backend) -> Result<Runner, String> {
             })
         }
     }
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 /// Ask a built runner for its devices, with a time limit. Its stdout and stderr are drained by

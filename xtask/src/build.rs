@@ -15,11 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::backends::{Backend, Requirement, Source};
 use crate::torch;
-use crate::workspace::{binary, prebuilt_dir, target_dir, workspace_root};
-
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-}
+use crate::workspace::{binary, cargo, prebuilt_dir, target_dir, workspace_root};
 
 /// The crate feature that puts burn-train's Learner into a runner (`--loop learner`).
 pub const LEARNER: &str = "learner";

@@ -5,7 +5,6 @@
 //! libtorch when it is set up (cargo alone cannot: libtorch must be found and its build
 //! environment set).
 
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -97,7 +96,7 @@ pub fn run(extra: &[String]) -> Result<bool> {
         }));
     let mut times = Vec::new();
     for g in groups(&packages) {
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        let mut cmd = crate::workspace::cargo();
         cmd.current_dir(workspace_root()).args(&g.args);
         if let Ok(t) = &torch
             && let Some(py) = &t.python
@@ -118,7 +117,7 @@ pub fn run(extra: &[String]) -> Result<bool> {
 
     let ok = match &torch {
         Ok(t) => {
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            let mut cmd = crate::workspace::cargo();
             cmd.current_dir(workspace_root())
                 .args(crate::build::tch_build_args("test", "kiln-tch", &[]));
             for (k, v) in t.build_env().into_iter().chain(t.run_env()) {

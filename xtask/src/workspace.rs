@@ -2,6 +2,7 @@
 //! directory and the runner binaries in it.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The Kiln tree xtask works in: `KILN_ROOT` when set (a GPU kit, which carries the files a run
 /// reads without the source tree), else the workspace xtask was built from.
@@ -71,4 +72,9 @@ pub fn fingerprint_here(
     fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
     fingerprint.kiln_dirty = dirty;
     fingerprint
+}
+
+/// The cargo that runs xtask (`CARGO`), else the one on the path.
+pub fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }

@@ -348,7 +348,7 @@ fn time_site(
 }
 
 fn median(samples: &[f64]) -> f64 {
-    Timing::of(samples).map_or(0.0, |t| t.median_seconds)
+    kiln_results::stats::median(samples).unwrap_or(0.0)
 }
 
 /// Gradients of every trainable parameter's shape, as a backward pass would hand Adam.

@@ -323,8 +323,7 @@ pub fn median_seconds(n: usize, mut f: impl FnMut() -> Result<(), String>) -> Re
             times.push(started.elapsed().as_secs_f64());
         }
     }
-    times.sort_by(f64::total_cmp);
-    Ok(kiln_results::stats::median_of_sorted(&times).unwrap_or(0.0))
+    Ok(kiln_results::stats::median(&times).unwrap_or(0.0))
 }
 
 #[cfg(test)]

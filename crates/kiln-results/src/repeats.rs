@@ -5,7 +5,7 @@
 
 use crate::cells::machine_key;
 use crate::schema::{BetweenRuns, Record, Status};
-use crate::stats::Stats;
+use crate::stats::{Stats, median};
 
 /// From this many timed runs on, the fastest and the slowest are dropped as outliers.
 pub const DROP_EXTREMES_FROM: usize = 5;
@@ -36,10 +36,6 @@ pub fn combine(records: &[Record]) -> Vec<Record> {
         }
     }
     groups.into_iter().map(|(_, g)| combine_group(&g)).collect()
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    Stats::from_samples(values).map(|s| s.median)
 }
 
 fn combine_group(group: &[&Record]) -> Record {

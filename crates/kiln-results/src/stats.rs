@@ -88,6 +88,14 @@ const T975: [f64; 30] = [
     2.052, 2.048, 2.045, 2.042,
 ];
 
+/// The median of `values` (NaN sorts last); `None` for none. Kiln's one median: every
+/// statistic, interval and timing takes it from here.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    median_of_sorted(&sorted)
+}
+
 /// The median of values already sorted (the mean of the two middle ones for an even count);
 /// `None` for none.
 pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
