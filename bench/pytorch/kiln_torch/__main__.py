@@ -68,7 +68,8 @@ def read_cell(path):
         seed=cell["seed"], data_file=cell["data_file"], train_limit=cell["train_limit"],
         eval_limit=cell["eval_limit"], accum_steps=cell["accum_steps"],
         quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"],
-        calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"))
+        calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"),
+        timing=cell["timing"])
 
 
 def run(args, record):

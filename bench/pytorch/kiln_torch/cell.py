@@ -12,7 +12,6 @@ from common import emit
 from machine import current_rss_bytes, peak_rss_bytes, reset_peak_rss, sync
 
 
-MIN_TIMED_STEPS = 2
 MASK64 = (1 << 64) - 1
 
 
@@ -100,7 +99,7 @@ class Cell:
     def budget_exhausted(self, open_steps):
         timed = sum(c[0] for c in self.chunks) + open_steps
         return (self.budget is not None and time.perf_counter() - self.started >= self.budget
-                and self.first_step is not None and timed >= MIN_TIMED_STEPS)
+                and self.first_step is not None and timed >= self.args.timing["min_timed_steps"])
 
     def step(self, idx):
         self.model.train()
@@ -137,9 +136,11 @@ class Cell:
 
     def epoch(self, epoch):
         order = torch.tensor(epoch_permutation(self.n, self.args.seed, epoch), device=self.device)
-        chunk_len = max(self.steps_per_epoch // 10, 1)
-        # A slow cell closes chunks by time too (a twelfth of the budget), as the Rust runners do.
-        chunk_time = self.budget / 12 if self.budget is not None else math.inf
+        # The request's timing rules (kiln-results' TimingRules), the Rust runners' own: chunks of
+        # an epoch's tenth, closed by time too (a twelfth of the budget) in a slow cell.
+        timing = self.args.timing
+        chunk_len = max(self.steps_per_epoch // max(timing["chunks_per_epoch"], 1), 1)
+        chunk_time = self.budget / timing["chunks_per_budget"] if self.budget is not None else math.inf
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
         sync(self.device)
         t0 = time.perf_counter()

@@ -14,9 +14,7 @@ use kiln_results::{
 use crate::CoreError;
 use crate::amp::LossScaler;
 use crate::models::Classifier;
-use crate::protocol::{
-    CHUNKS_PER_BUDGET, DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync,
-};
+use crate::protocol::{DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync};
 use crate::trainer::Trainer;
 
 /// The state of a cell while it trains.
@@ -70,7 +68,7 @@ impl<'a, M: Classifier> Run<'a, M> {
             Some(budget) => {
                 self.started.elapsed() >= budget
                     && self.first_step_seconds.is_some()
-                    && timed_steps >= self.protocol.min_timed_steps
+                    && timed_steps >= self.protocol.timing.min_timed_steps
             }
             None => false,
         }
@@ -125,13 +123,12 @@ impl<'a, M: Classifier> Run<'a, M> {
         let batch = self.protocol.batch_size;
         let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
         let order = Tensor::<1, Int>::from_data(TensorData::new(order, [n]), self.device);
-        let chunk_len = (self.steps_per_epoch / 10).max(1);
+        let timing = self.protocol.timing;
+        let chunk_len = timing.chunk_steps(self.steps_per_epoch);
         // A slow backend closes chunks by time too, so a budget-cut cell still has several
         // chunks to project from (a projection from fewer than 3 is low confidence).
-        let chunk_time = self
-            .protocol
-            .budget
-            .map(|b| b / CHUNKS_PER_BUDGET)
+        let chunk_time = timing
+            .chunk_time(self.protocol.budget)
             .unwrap_or(Duration::MAX);
         let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
 

@@ -28,8 +28,8 @@ pub struct Protocol {
     pub learning_rate: f64,
     /// Test samples evaluated after each epoch (all when `None`).
     pub eval_limit: Option<usize>,
-    /// Steps timed after the warm-up step before a budget may stop the cell.
-    pub min_timed_steps: usize,
+    /// When the clocks are read (chunks, the budget's minimum of timed steps).
+    pub timing: kiln_results::TimingRules,
     /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
     pub inject_nan_at_step: Option<usize>,
     /// Gradient accumulation: each batch runs as this many micro-batches, one optimizer step.
@@ -51,6 +51,7 @@ impl Protocol {
             inject_nan_at_step: request.inject_nan_at_step,
             accum_steps: request.accum_steps,
             amp: crate::device::amp_dtype(request.precision),
+            timing: request.timing,
             ..Protocol::default()
         }
     }
@@ -65,7 +66,7 @@ impl Default for Protocol {
             seed: 42,
             learning_rate: 1e-3,
             eval_limit: None,
-            min_timed_steps: 2,
+            timing: kiln_results::TimingRules::KILN,
             inject_nan_at_step: None,
             accum_steps: 1,
             amp: None,
@@ -133,10 +134,6 @@ impl DeviceData {
 pub fn adam() -> ModuleOptimizer {
     AdamConfig::new().with_epsilon(1e-8).init()
 }
-
-/// A budget-cut cell gets at least this many chunks: a chunk closes after a twelfth of the
-/// budget even before its steps are done.
-pub(crate) const CHUNKS_PER_BUDGET: u32 = 12;
 
 pub(crate) fn sync(device: &Device) -> Result<(), CoreError> {
     device

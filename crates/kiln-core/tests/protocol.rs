@@ -82,7 +82,10 @@ fn a_cell_cut_by_its_budget_is_projected() {
         epochs: 5,
         batch_size: 16,
         budget: Some(Duration::from_millis(1)),
-        min_timed_steps: 3,
+        timing: kiln_results::TimingRules {
+            min_timed_steps: 3,
+            ..kiln_results::TimingRules::KILN
+        },
         ..Protocol::default()
     };
     let (m, out) = train_quietly(&device, &data, &protocol);

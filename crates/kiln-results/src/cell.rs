@@ -15,6 +15,45 @@ use crate::vocab::{
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
 
+/// The protocol's timing rules: when a runner reads its synced clocks. Every runner takes them
+/// from its request (the PyTorch reference too), so they are written once, here.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TimingRules {
+    /// A chunk of steady-state steps closes after an epoch's steps divided by this (at least
+    /// one step), so that a cell cut short by its budget can be projected.
+    pub chunks_per_epoch: usize,
+    /// A chunk also closes after the budget divided by this: a slow cell still gets chunks.
+    pub chunks_per_budget: u32,
+    /// Steps timed after the warm-up step before the budget may stop a cell.
+    pub min_timed_steps: usize,
+}
+
+impl TimingRules {
+    /// Kiln's rules: ten chunks an epoch, a twelfth of the budget, two timed steps.
+    pub const KILN: TimingRules = TimingRules {
+        chunks_per_epoch: 10,
+        chunks_per_budget: 12,
+        min_timed_steps: 2,
+    };
+
+    /// Steps in one chunk of an epoch of `steps_per_epoch` steps.
+    pub fn chunk_steps(&self, steps_per_epoch: usize) -> usize {
+        (steps_per_epoch / self.chunks_per_epoch.max(1)).max(1)
+    }
+
+    /// The longest a chunk runs under `budget` (none without a budget).
+    pub fn chunk_time(&self, budget: Option<Duration>) -> Option<Duration> {
+        budget.map(|b| b / self.chunks_per_budget.max(1))
+    }
+}
+
+impl Default for TimingRules {
+    fn default() -> Self {
+        TimingRules::KILN
+    }
+}
+
 /// One cell of the matrix, fully specified.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +123,9 @@ pub struct CellRequest {
     /// is `device` too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// When the runner reads its clocks ([`TimingRules::KILN`]).
+    #[serde(default)]
+    pub timing: TimingRules,
 }
 
 impl CellRequest {
@@ -120,6 +162,7 @@ impl CellRequest {
             inject_nan_at_step: None,
             training_loop: TrainingLoop::Kiln,
             devices: Vec::new(),
+            timing: TimingRules::KILN,
         }
     }
 

@@ -22,7 +22,7 @@ pub mod table;
 pub mod verify;
 pub mod vocab;
 
-pub use cell::{CELL_VERSION, CellRequest};
+pub use cell::{CELL_VERSION, CellRequest, TimingRules};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;

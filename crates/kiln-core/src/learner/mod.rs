@@ -336,13 +336,13 @@ pub fn train<M: Classifier>(
         state: Mutex::new(ClockState {
             devices: devices.to_vec(),
             budget: protocol.budget,
-            min_timed_steps: protocol.min_timed_steps,
+            min_timed_steps: protocol.timing.min_timed_steps,
             inject_nan_at_step: protocol.inject_nan_at_step,
             steps_per_epoch,
-            chunk_len: (steps_per_epoch / 10).max(1),
+            chunk_len: protocol.timing.chunk_steps(steps_per_epoch),
             chunk_time: protocol
-                .budget
-                .map(|b| b / crate::protocol::CHUNKS_PER_BUDGET)
+                .timing
+                .chunk_time(protocol.budget)
                 .unwrap_or(Duration::MAX),
             interrupter: interrupter.clone(),
             events,
