@@ -56,6 +56,9 @@ pub struct CommonArgs {
     /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
     #[arg(long)]
     pub accum_steps: Option<usize>,
+    /// Adam's learning rate (default 0.001, the article's); recorded in every row.
+    #[arg(long = "lr", value_name = "RATE")]
+    pub learning_rate: Option<f64>,
     /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
     /// standard epoch and labelled).
     #[arg(long)]

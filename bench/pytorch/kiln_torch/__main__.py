@@ -67,6 +67,7 @@ def read_cell(path):
         epochs=cell["epochs"], batch=cell["batch_size"], budget=cell["budget_seconds"],
         seed=cell["seed"], data_file=cell["data_file"], train_limit=cell["train_limit"],
         eval_limit=cell["eval_limit"], accum_steps=cell["accum_steps"],
+        learning_rate=cell["learning_rate"],
         quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"],
         calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"),
         timing=cell["timing"])

@@ -88,7 +88,7 @@ class Cell:
         self.first_step = None
         self.chunks = []  # (steps, samples, seconds)
         self.steps_done = 0
-        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+        self.opt = torch.optim.Adam(model.parameters(), lr=self.args.learning_rate, eps=1e-8)
         p = args.precision
         self.amp = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(p)
         self.pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(p)

@@ -47,6 +47,7 @@ impl Protocol {
             batch_size: request.batch_size,
             budget: request.budget(),
             seed: request.seed,
+            learning_rate: request.learning_rate,
             eval_limit: request.eval_limit,
             inject_nan_at_step: request.inject_nan_at_step,
             accum_steps: request.accum_steps,

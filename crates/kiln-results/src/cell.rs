@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::{LEARNING_RATE, TimingRules, default_learning_rate};
 use crate::schema::CellId;
 use crate::vocab::{
     AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, Profile, TrainingLoop,
@@ -14,45 +15,6 @@ use crate::vocab::{
 
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
-
-/// The protocol's timing rules: when a runner reads its synced clocks. Every runner takes them
-/// from its request (the PyTorch reference too), so they are written once, here.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TimingRules {
-    /// A chunk of steady-state steps closes after an epoch's steps divided by this (at least
-    /// one step), so that a cell cut short by its budget can be projected.
-    pub chunks_per_epoch: usize,
-    /// A chunk also closes after the budget divided by this: a slow cell still gets chunks.
-    pub chunks_per_budget: u32,
-    /// Steps timed after the warm-up step before the budget may stop a cell.
-    pub min_timed_steps: usize,
-}
-
-impl TimingRules {
-    /// Kiln's rules: ten chunks an epoch, a twelfth of the budget, two timed steps.
-    pub const KILN: TimingRules = TimingRules {
-        chunks_per_epoch: 10,
-        chunks_per_budget: 12,
-        min_timed_steps: 2,
-    };
-
-    /// Steps in one chunk of an epoch of `steps_per_epoch` steps.
-    pub fn chunk_steps(&self, steps_per_epoch: usize) -> usize {
-        (steps_per_epoch / self.chunks_per_epoch.max(1)).max(1)
-    }
-
-    /// The longest a chunk runs under `budget` (none without a budget).
-    pub fn chunk_time(&self, budget: Option<Duration>) -> Option<Duration> {
-        budget.map(|b| b / self.chunks_per_budget.max(1))
-    }
-}
-
-impl Default for TimingRules {
-    fn default() -> Self {
-        TimingRules::KILN
-    }
-}
 
 /// One cell of the matrix, fully specified.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -74,6 +36,9 @@ pub struct CellRequest {
     pub budget_seconds: Option<f64>,
     /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
     pub accum_steps: usize,
+    /// Adam's learning rate (`--lr`).
+    #[serde(default = "default_learning_rate")]
+    pub learning_rate: f64,
     pub seed: u64,
     /// The dataset; `None`: the model's default for the profile.
     pub dataset: Option<DatasetName>,
@@ -143,6 +108,7 @@ impl CellRequest {
             batch_size: profile.batch_size(),
             budget_seconds: profile.budget().map(|b| b.as_secs_f64()),
             accum_steps: 1,
+            learning_rate: LEARNING_RATE,
             seed: 42,
             dataset: None,
             dataset_note: None,
@@ -189,6 +155,12 @@ impl CellRequest {
             return Err(format!(
                 "--accum-steps {} must be at least 1 and divide the batch size {}",
                 self.accum_steps, self.batch_size
+            ));
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return Err(format!(
+                "--lr {}: a learning rate is a positive number (the protocol's is {LEARNING_RATE})",
+                self.learning_rate
             ));
         }
         if self.eval_limit == Some(0) || self.train_limit == Some(0) {

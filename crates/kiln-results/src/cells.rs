@@ -374,6 +374,14 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.status != Status::Ok {
         return out;
     }
+    if r.learning_rate != crate::protocol::LEARNING_RATE {
+        out.push(format!(
+            "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \
+             only with rows of the same rate",
+            r.learning_rate,
+            crate::protocol::LEARNING_RATE
+        ));
+    }
     if let Some(e) = &r.epoch_seconds {
         if e.n > 1 && e.cv() > 0.10 {
             out.push(format!(

@@ -12,6 +12,7 @@ pub mod html;
 pub mod observe;
 pub mod probe;
 pub mod profile;
+pub mod protocol;
 pub mod read;
 pub mod render;
 pub mod repeats;
@@ -22,10 +23,11 @@ pub mod table;
 pub mod verify;
 pub mod vocab;
 
-pub use cell::{CELL_VERSION, CellRequest, TimingRules};
+pub use cell::{CELL_VERSION, CellRequest};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;
+pub use protocol::{LEARNING_RATE, TimingRules};
 pub use schema::*;
 pub use stats::Stats;
 pub use vocab::{

@@ -218,6 +218,7 @@ impl Observed {
         r.micro_batch_size = request.batch_size / request.accum_steps.max(1);
         r.epochs_requested = request.epochs;
         r.seed = request.seed;
+        r.learning_rate = request.learning_rate;
         r.dataset = self.dataset;
         r.data = self.data;
         fingerprint.backend_version = self.backend_version;

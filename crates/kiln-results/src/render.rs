@@ -119,6 +119,7 @@ const CSV_COLUMNS: &[&str] = &[
     "dataset",
     "batch_size",
     "seed",
+    "learning_rate",
     "cpu_model",
     "threads",
     "kiln_commit",
@@ -196,6 +197,7 @@ pub fn csv(records: &[Record]) -> String {
             r.dataset.clone(),
             r.batch_size.to_string(),
             r.seed.to_string(),
+            r.learning_rate.to_string(),
             r.fingerprint.cpu_model.clone(),
             r.fingerprint.threads.to_string(),
             r.fingerprint.kiln_commit.clone(),
@@ -281,6 +283,16 @@ mod tests {
             .collect()
     }
     use super::tests_support::timed;
+
+    #[test]
+    fn a_row_trained_at_another_learning_rate_says_so() {
+        let mut r = crate::cells::tests_support::timed("flex", 10.0);
+        assert!(!markdown(std::slice::from_ref(&r), None).contains("learning rate"));
+        r.learning_rate = 0.01;
+        let md = markdown(&[r], None);
+        assert!(md.contains("learning rate 0.01 (`--lr`)"), "{md}");
+        assert!(csv(&[crate::cells::tests_support::timed("flex", 1.0)]).contains(",0.001,"));
+    }
 
     #[test]
     fn speedup_is_relative_to_the_flex_row_by_default() {

@@ -31,6 +31,9 @@ pub struct RunConfig {
     pub train_limit: Option<usize>,
     #[serde(default = "one")]
     pub accum_steps: usize,
+    /// Adam's learning rate (`--lr`; a run file without it: the protocol's).
+    #[serde(default = "learning_rate")]
+    pub learning_rate: f64,
     pub bare: bool,
     /// `cpu`: a cell whose device is unavailable, or which fails on an unsupported operation or
     /// type, is run again on the CPU and recorded as a fallback.
@@ -73,6 +76,10 @@ pub(super) fn loops(given: Option<&[TrainingLoop]>) -> Vec<TrainingLoop> {
         loops.push(TrainingLoop::Learner);
     }
     loops
+}
+
+fn learning_rate() -> f64 {
+    kiln_results::LEARNING_RATE
 }
 
 pub(super) fn one() -> usize {
@@ -119,6 +126,7 @@ impl PlannedCell {
         r.batch_size = self.id.batch_size;
         r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
         r.accum_steps = cfg.accum_steps;
+        r.learning_rate = cfg.learning_rate;
         r.seed = cfg.seed;
         r.dataset = Some(self.dataset);
         r.dataset_note = self.dataset_note.clone();
@@ -157,6 +165,7 @@ impl RunConfig {
             eval_limit: r.eval_limit,
             train_limit: r.train_limit,
             accum_steps: r.accum_steps,
+            learning_rate: r.learning_rate,
             bare: r.bare,
             fallback: r.fallback,
             autotune: r.autotune,
@@ -223,6 +232,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
         eval_limit: common.eval_limit,
         train_limit: common.train_limit,
         accum_steps: common.accum_steps.unwrap_or(1),
+        learning_rate: common.learning_rate.unwrap_or(kiln_results::LEARNING_RATE),
         bare,
         fallback: common.fallback,
         autotune: common.autotune,

@@ -36,6 +36,7 @@ fn cfg() -> RunConfig {
         eval_limit: None,
         train_limit: None,
         accum_steps: 1,
+        learning_rate: kiln_results::LEARNING_RATE,
         bare: false,
         fallback: None,
         autotune: None,
@@ -298,6 +299,7 @@ fn common() -> CommonArgs {
         eval_limit: None,
         train_limit: None,
         accum_steps: None,
+        learning_rate: None,
         fallback: None,
         autotune: None,
         no_autotune_cache: false,
@@ -612,4 +614,26 @@ fn a_token_never_reaches_run_json() {
             "--token=<redacted>"
         ]
     );
+}
+
+#[test]
+fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refused() {
+    let mut flags = common();
+    flags.quick = true;
+    let (_, default) = config::config(&flags, false).unwrap();
+    assert_eq!(default.learning_rate, kiln_results::LEARNING_RATE);
+    flags.learning_rate = Some(0.01);
+    let (_, cfg) = config::config(&flags, false).unwrap();
+    let request = cell("flex").request(&cfg).unwrap();
+    assert_eq!(request.learning_rate, 0.01);
+    assert!(request.validate().is_ok());
+    let observed: kiln_results::Record =
+        kiln_results::Record::not_run(&request.id(), Status::Skipped, "not run");
+    assert_eq!(observed.learning_rate, kiln_results::LEARNING_RATE);
+    for bad in [0.0, -1.0, f64::NAN] {
+        let mut r = request.clone();
+        r.learning_rate = bad;
+        let why = r.validate().unwrap_err();
+        assert!(why.contains("--lr"), "{why}");
+    }
 }

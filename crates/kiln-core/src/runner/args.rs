@@ -30,6 +30,7 @@ const CELL_FLAGS: &[&str] = &[
     "no_calibrate",
     "cached_calibration",
     "accum_steps",
+    "learning_rate",
     "inject_nan_at_step",
     "bare",
     "target_accuracy",
@@ -116,6 +117,9 @@ pub(super) struct Args {
     /// Gradient accumulation: run each batch as N micro-batches (N must divide the batch).
     #[arg(long)]
     pub(super) accum_steps: Option<usize>,
+    /// Adam's learning rate (default 0.001).
+    #[arg(long = "lr", value_name = "RATE")]
+    pub(super) learning_rate: Option<f64>,
     /// Fault injection (tests): make the loss of this step NaN.
     #[arg(long, hide = true)]
     pub(super) inject_nan_at_step: Option<usize>,
@@ -170,6 +174,7 @@ impl Args {
         r.batch_size = self.batch.unwrap_or(r.batch_size);
         r.seed = self.seed.unwrap_or(r.seed);
         r.accum_steps = self.accum_steps.unwrap_or(r.accum_steps);
+        r.learning_rate = self.learning_rate.unwrap_or(r.learning_rate);
         r.dataset = if self.synthetic {
             Some(DatasetName::Synthetic)
         } else {

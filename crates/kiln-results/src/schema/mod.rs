@@ -176,6 +176,9 @@ pub struct Record {
     pub data: DataKind,
     pub dataset: String,
     pub seed: u64,
+    /// Adam's learning rate the cell trained with (records older than `--lr`: the protocol's).
+    #[serde(default = "crate::protocol::default_learning_rate")]
+    pub learning_rate: f64,
     pub epochs: Vec<EpochSummary>,
     pub loop_overhead: Option<LoopOverhead>,
     /// Floating-point operations of one training sample (forward and backward).
@@ -282,6 +285,7 @@ impl Record {
             data: DataKind::Synthetic,
             dataset: String::new(),
             seed: 0,
+            learning_rate: crate::protocol::LEARNING_RATE,
             epochs: Vec::new(),
             loop_overhead: None,
             flops_per_sample: None,
