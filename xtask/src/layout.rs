@@ -109,12 +109,67 @@ mod tests {
         out
     }
 
+    /// The names the crate root (`src`'s lib.rs or main.rs) re-exports (`pub use a::X;`,
+    /// `pub use a::{X, Y};`, `pub use a::*;`), each with the module it comes from: a path
+    /// through the root (`crate::X`) is an import of that module.
+    fn reexports(
+        src: &Path,
+        known: &BTreeMap<Vec<String>, PathBuf>,
+    ) -> BTreeMap<String, Vec<String>> {
+        const ITEMS: &[&str] = &["fn", "struct", "enum", "const", "trait", "type", "static"];
+        let mut out = BTreeMap::new();
+        let root = ["lib.rs", "main.rs"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(src.join(f)).ok())
+            .unwrap_or_default();
+        for line in root.lines() {
+            let Some(rest) = line.trim().strip_prefix("pub use ") else {
+                continue;
+            };
+            let rest = rest.trim_end_matches(';');
+            let (module, names) = match rest.split_once("::{") {
+                Some((m, names)) => (m, names.trim_end_matches('}').to_string()),
+                None => match rest.rsplit_once("::") {
+                    Some((m, name)) => (m, name.to_string()),
+                    None => continue,
+                },
+            };
+            let module: Vec<String> = module.split("::").map(String::from).collect();
+            let Some(file) = known.get(&module) else {
+                continue;
+            };
+            for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                if name != "*" {
+                    let name = name.rsplit(" as ").next().unwrap_or(name).trim();
+                    out.insert(name.to_string(), module.clone());
+                    continue;
+                }
+                // Every public item of the module.
+                let text = std::fs::read_to_string(file).unwrap_or_default();
+                for l in rust_code(&text) {
+                    let words: Vec<&str> = l.split_whitespace().collect();
+                    if let ["pub", kind, item, ..] = words[..]
+                        && ITEMS.contains(&kind)
+                    {
+                        let item: String = item
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        out.insert(item, module.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The module paths that `code` (of the module `me`) names: `crate::a::b`, `super::c`,
     /// `self::d` and a child's `e::f`, each resolved to the longest known module.
     fn references(
         code: &[&str],
         me: &[String],
         known: &BTreeMap<Vec<String>, PathBuf>,
+        reexported: &BTreeMap<String, Vec<String>>,
     ) -> BTreeSet<Vec<String>> {
         let text = code
             .iter()
@@ -172,7 +227,11 @@ mod tests {
             }
             for path in groups {
                 let absolute: Vec<String> = match path.first().map(String::as_str) {
-                    Some("crate") => path[1..].to_vec(),
+                    // `crate::X` where the root re-exports X: X's module.
+                    Some("crate") => match path.get(1).and_then(|n| reexported.get(n)) {
+                        Some(module) if !known.contains_key(&path[1..2]) => module.clone(),
+                        _ => path[1..].to_vec(),
+                    },
                     Some("super") => {
                         let mut base = me.to_vec();
                         let mut rest = &path[..];
@@ -230,10 +289,14 @@ mod tests {
         let mut all = Vec::new();
         for src in source_roots() {
             let known = modules(&src);
+            let reexported = reexports(&src, &known);
             let mut edges = BTreeMap::new();
             for (me, path) in &known {
                 let text = std::fs::read_to_string(path).unwrap();
-                edges.insert(me.clone(), references(&rust_code(&text), me, &known));
+                edges.insert(
+                    me.clone(),
+                    references(&rust_code(&text), me, &known, &reexported),
+                );
             }
             for circle in circles(&edges) {
                 all.push(format!("{}: {}", src.display(), circle.join(" -> ")));
@@ -257,17 +320,32 @@ mod tests {
             ],
             &a,
             &known,
+            &BTreeMap::new(),
         );
         assert_eq!(
             refs.iter().map(|p| p.join("::")).collect::<Vec<_>>(),
             ["b", "c::d"]
         );
         assert_eq!(
-            references(&["use super::super::a::Z;", "super::f();"], &d, &known)
+            references(
+                &["use super::super::a::Z;", "super::f();"],
+                &d,
+                &known,
+                &BTreeMap::new()
+            )
+            .iter()
+            .map(|p| p.join("::"))
+            .collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        // Through the root: `crate::Z` where the root says `pub use b::Z`.
+        let reexported = BTreeMap::from([("Z".to_string(), vec!["b".to_string()])]);
+        assert_eq!(
+            references(&["fn g(z: crate::Z) {}"], &a, &known, &reexported)
                 .iter()
                 .map(|p| p.join("::"))
                 .collect::<Vec<_>>(),
-            ["a", "c"]
+            ["b"]
         );
         let mut edges = BTreeMap::new();
         edges.insert(a.clone(), refs);

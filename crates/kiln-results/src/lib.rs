@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cell;
 pub mod cells;
+pub mod events;
 pub mod explain;
 pub mod fingerprint;
 pub mod html;
@@ -24,6 +25,7 @@ pub mod verify;
 pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest};
+pub use events::{Event, Progress, Start};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;

@@ -1,4 +1,4 @@
-//! The result schema: what a runner prints and what `results.jsonl` holds.
+//! The result schema: what `results.jsonl` holds (a runner's output lines are in `events.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -7,50 +7,6 @@ use crate::vocab::{ModelKind, Precision, TrainingLoop};
 
 /// Version of the record layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// One line of a runner's standard output.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// The cell has loaded its data and is about to train.
-    Start(Start),
-    /// Periodic progress while training (no device sync is implied).
-    Progress(Progress),
-    /// One finished epoch, as measured.
-    Epoch(EpochSummary),
-    /// The cell's final record; exactly one per cell (Rust runners).
-    Final(Box<Record>),
-    /// What a runner that leaves the record to Kiln observed (the PyTorch reference): xtask
-    /// turns it into the final record with [`crate::Observed::into_record`].
-    Observed(Box<crate::Observed>),
-}
-
-/// What a cell announces once its data is on the device.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Start {
-    pub model: String,
-    pub backend: String,
-    pub device: String,
-    pub device_name: String,
-    pub precision: String,
-    pub dataset: String,
-    pub train_samples: usize,
-    pub test_samples: usize,
-    pub steps_per_epoch: usize,
-    pub epochs: usize,
-    pub budget_seconds: Option<f64>,
-}
-
-/// A progress tick: where training is and how long it will probably take.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Progress {
-    pub epoch: usize,
-    pub step: usize,
-    pub steps_per_epoch: usize,
-    pub elapsed_seconds: f64,
-    /// Estimated seconds left in this cell's training, bounded by its budget.
-    pub eta_seconds: Option<f64>,
-}
 
 /// How a cell ended.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,6 +367,7 @@ pub fn says_out_of_memory(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Event;
 
     #[test]
     fn a_diverged_epoch_survives_its_json_line() {
