@@ -186,7 +186,8 @@ class Cell:
         mark = now
         mean_loss = loss_sum.item() / max(samples, 1)
         return {"epoch": epoch + 1, "seconds": mark - t0, "steps": steps, "samples": samples,
-                "partial": partial, "mean_loss": mean_loss, "test_accuracy": None}, partial
+                "partial": partial, "mean_loss": mean_loss, "test_accuracy": None,
+                "rss_bytes": current_rss_bytes()}, partial
 
     def eta(self, epoch, step):
         if self.chunks:

@@ -192,6 +192,10 @@ impl<'a, M: Classifier> Run<'a, M> {
         self.close_chunk(chunk_steps, chunk_samples)?;
         let seconds = (self.mark - t0).as_secs_f64();
         let mean_loss = read_scalar(loss_sum)? / samples.max(1) as f64;
+        if let Some(bytes) = self.protocol.inject_leak_bytes_per_epoch {
+            // A leak for the tests: written (so resident) and never freed.
+            std::mem::forget(vec![1u8; usize::try_from(bytes).unwrap_or(usize::MAX)]);
+        }
         Ok((
             EpochSummary {
                 epoch: epoch + 1,
@@ -201,6 +205,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                 partial,
                 mean_loss,
                 test_accuracy: None,
+                rss_bytes: crate::memory::current_rss_bytes(),
             },
             partial,
         ))

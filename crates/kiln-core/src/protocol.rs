@@ -32,6 +32,8 @@ pub struct Protocol {
     pub timing: kiln_results::TimingRules,
     /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
     pub inject_nan_at_step: Option<usize>,
+    /// Fault injection for tests: bytes leaked after each epoch (kept, touched, never freed).
+    pub inject_leak_bytes_per_epoch: Option<u64>,
     /// Gradient accumulation: each batch runs as this many micro-batches, one optimizer step.
     pub accum_steps: usize,
     /// Mixed precision: the compute type of forward and backward (f32 master weights, dynamic
@@ -50,6 +52,7 @@ impl Protocol {
             learning_rate: request.learning_rate,
             eval_limit: request.eval_limit,
             inject_nan_at_step: request.inject_nan_at_step,
+            inject_leak_bytes_per_epoch: request.inject_leak_bytes_per_epoch,
             accum_steps: request.accum_steps,
             amp: crate::device::amp_dtype(request.precision),
             timing: request.timing,
@@ -69,6 +72,7 @@ impl Default for Protocol {
             eval_limit: None,
             timing: kiln_results::TimingRules::KILN,
             inject_nan_at_step: None,
+            inject_leak_bytes_per_epoch: None,
             accum_steps: 1,
             amp: None,
         }

@@ -355,3 +355,48 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
         "no out-of-memory line in:\n{stderr}"
     );
 }
+
+#[test]
+fn a_leak_of_every_epoch_shows_in_the_memory_per_epoch_and_is_flagged() {
+    let mut r = tiny_request();
+    r.epochs = 5;
+    let (out, steady) = run_request(&r);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(steady.epochs.len(), 5);
+    assert!(steady.epochs.iter().all(|e| e.rss_bytes.is_some()));
+    r.inject_leak_bytes_per_epoch = Some(64 << 20);
+    let (out, leaking) = run_request(&r);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let growth = kiln_results::memory_growth(&leaking.epochs).expect("the leak is flagged");
+    assert!(
+        growth.bytes_per_epoch >= (60 << 20) as f64,
+        "{growth:?} from {:?}",
+        leaking
+            .epochs
+            .iter()
+            .map(|e| e.rss_bytes)
+            .collect::<Vec<_>>()
+    );
+    let warnings = kiln_results::cells::warnings(&leaking);
+    assert!(
+        warnings.iter().any(|w| w.starts_with("memory grows")),
+        "{warnings:?}"
+    );
+    assert!(
+        kiln_results::memory_growth(&steady.epochs).is_none(),
+        "{:?}",
+        steady
+            .epochs
+            .iter()
+            .map(|e| e.rss_bytes)
+            .collect::<Vec<_>>()
+    );
+}

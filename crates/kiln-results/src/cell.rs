@@ -81,6 +81,10 @@ pub struct CellRequest {
     /// Fault injection (tests): the loss of this 1-based step is made NaN.
     #[serde(default)]
     pub inject_nan_at_step: Option<usize>,
+    /// Fault injection (tests): after each epoch the runner keeps this many more bytes it
+    /// never frees, a leak the record's memory per epoch must show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject_leak_bytes_per_epoch: Option<u64>,
     /// The training loop: Kiln's own, or burn-train's `Learner` (`--loop learner`).
     #[serde(default)]
     pub training_loop: TrainingLoop,
@@ -126,6 +130,7 @@ impl CellRequest {
             bare: false,
             target_accuracy: None,
             inject_nan_at_step: None,
+            inject_leak_bytes_per_epoch: None,
             training_loop: TrainingLoop::Kiln,
             devices: Vec::new(),
             timing: TimingRules::KILN,

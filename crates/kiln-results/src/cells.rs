@@ -374,6 +374,17 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.status != Status::Ok {
         return out;
     }
+    if let Some(g) = crate::memory::memory_growth(&r.epochs) {
+        out.push(format!(
+            "memory grows: the runner's resident set rose after every epoch from the second on, \
+             {} per epoch ({} to {} over {} epochs): a leak, or caches still filling; a longer \
+             run tells them apart",
+            human_bytes(g.bytes_per_epoch as u64),
+            human_bytes(g.first_bytes),
+            human_bytes(g.last_bytes),
+            g.epochs
+        ));
+    }
     if r.learning_rate != crate::protocol::LEARNING_RATE {
         out.push(format!(
             "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \

@@ -10,6 +10,7 @@ pub mod events;
 pub mod explain;
 pub mod fingerprint;
 pub mod html;
+pub mod memory;
 pub mod observe;
 pub mod probe;
 pub mod profile;
@@ -26,6 +27,7 @@ pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest};
 pub use events::{Event, Progress, Start};
+pub use memory::{MemoryGrowth, memory_growth};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;

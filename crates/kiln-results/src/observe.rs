@@ -303,6 +303,7 @@ mod tests {
             partial,
             mean_loss: 1.0,
             test_accuracy: Some(0.5),
+            rss_bytes: None,
         }
     }
 

@@ -134,6 +134,7 @@ const CSV_COLUMNS: &[&str] = &[
     "repeats",
     "run",
     "training_memory_bytes",
+    "memory_growth_bytes_per_epoch",
     "rss_baseline_bytes",
     "rss_peak_training_bytes",
     "parent_max_rss_bytes",
@@ -221,6 +222,7 @@ pub fn csv(records: &[Record]) -> String {
                 .unwrap_or_default(),
             r.repeat.as_ref().map(|p| p.run.clone()).unwrap_or_default(),
             optu(r.training_bytes()),
+            opt(crate::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
             optu(r.training_memory.as_ref().and_then(|m| m.baseline_bytes)),
             optu(r.training_memory.as_ref().and_then(|m| m.peak_bytes)),
             optu(

@@ -93,6 +93,7 @@ mod tests {
                 partial: false,
                 mean_loss: 1.0,
                 test_accuracy: Some(0.5 + 0.1 * e as f64),
+                rss_bytes: None,
             })
             .collect();
         r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {

@@ -379,6 +379,7 @@ mod tests {
             partial: false,
             mean_loss: f64::NAN,
             test_accuracy: None,
+            rss_bytes: None,
         };
         let line = serde_json::to_string(&Event::Epoch(e)).unwrap();
         assert!(line.contains("\"mean_loss\":null"), "{line}");

@@ -27,6 +27,10 @@ pub struct EpochSummary {
     #[serde(deserialize_with = "null_as_nan")]
     pub mean_loss: f64,
     pub test_accuracy: Option<f64>,
+    /// The runner's resident set size when the epoch's training ended (where the OS says), so
+    /// that memory growing epoch after epoch shows ([`crate::memory_growth`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// The Kiln loop against a bare loop of the same operations (`--bare`).
