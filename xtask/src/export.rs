@@ -173,6 +173,11 @@ mod tests {
         assert_eq!(record.dataset, "fashion-mnist-sample");
         assert_eq!((record.train_samples, record.test_samples), (96, 64));
         assert_eq!(record.epochs.len(), 1);
+        assert!(
+            record.epochs.iter().all(|e| e.rss_bytes.is_some()),
+            "{:?}",
+            record.epochs
+        );
         assert!(record.test_accuracy.is_some() && record.epoch_seconds.is_some());
         // The record's derived numbers follow the shared rules; the fingerprint is Kiln's.
         assert_eq!(record.obtained.method, kiln_results::Method::Measured);
