@@ -56,26 +56,21 @@ impl Protocol {
             accum_steps: request.accum_steps,
             amp: crate::device::amp_dtype(request.precision),
             timing: request.timing,
-            ..Protocol::default()
         }
     }
 }
 
 impl Default for Protocol {
+    /// A request's defaults (their one home is `CellRequest::new`, the full profile's), without
+    /// a budget.
     fn default() -> Self {
-        Protocol {
-            epochs: 20,
-            batch_size: 128,
-            budget: None,
-            seed: 42,
-            learning_rate: 1e-3,
-            eval_limit: None,
-            timing: kiln_results::TimingRules::KILN,
-            inject_nan_at_step: None,
-            inject_leak_bytes_per_epoch: None,
-            accum_steps: 1,
-            amp: None,
-        }
+        let mut request = kiln_results::CellRequest::new(
+            kiln_results::ModelKind::MnistCnn,
+            "",
+            kiln_results::Profile::Full,
+        );
+        request.budget_seconds = None;
+        Protocol::from_request(&request)
     }
 }
 
