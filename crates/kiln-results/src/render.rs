@@ -88,183 +88,202 @@ pub fn json(records: &[Record]) -> String {
     serde_json::to_string_pretty(records).unwrap_or_else(|_| "[]".into())
 }
 
-/// The columns of [`csv`].
-const CSV_COLUMNS: &[&str] = &[
-    "machine",
-    "model",
-    "backend",
-    "device",
-    "device_name",
-    "precision",
-    "status",
-    "epoch_seconds_median",
-    "epoch_seconds_min",
-    "epoch_seconds_max",
-    "epoch_seconds_stddev",
-    "epoch_seconds_cv",
-    "epochs_timed",
-    "first_epoch_seconds",
-    "first_step_seconds",
-    "images_per_second",
-    "peak_memory_bytes",
-    "device_peak_in_use_bytes",
-    "device_peak_reserved_bytes",
-    "test_accuracy",
-    "test_samples",
-    "method",
-    "timed_steps",
-    "epoch_samples",
-    "standard_epoch_samples",
-    "data",
-    "dataset",
-    "batch_size",
-    "seed",
-    "learning_rate",
-    "cpu_model",
-    "threads",
-    "kiln_commit",
-    "flops_per_sample",
-    "achieved_gflops",
-    "peak_gflops",
-    "device_kind",
-    "fallback_from",
-    "amp_skipped_steps",
-    "amp_final_scale",
-    "repeat",
-    "repeats",
-    "run",
-    "training_memory_bytes",
-    "memory_growth_bytes_per_epoch",
-    "rss_baseline_bytes",
-    "rss_peak_training_bytes",
-    "parent_max_rss_bytes",
-    "device_peak_gflops",
-    "device_peak_backend",
-    "projection_chunks",
-    "other_cpu_share",
-    "other_cpu_share_resolution",
-    "steal_share",
-    "load_average_start",
-    "busy",
-    "cpu_vendor",
-    "cpu_family",
-    "cpu_model_number",
-    "cpu_stepping",
-    "isa",
-    "machine_key",
-    "target_accuracy",
-    "time_to_accuracy_seconds",
-    "time_to_accuracy_epoch",
-    "reason",
-];
-
 /// One CSV row per record, numbers unrounded (written by the `csv` crate).
 pub fn csv(records: &[Record]) -> String {
     let mut out = csv::Writer::from_writer(Vec::new());
-    let _ = out.write_record(CSV_COLUMNS);
+    // The header is the columns' names, whatever the record.
+    let none = crate::CellId {
+        training_loop: None,
+        model: String::new(),
+        backend: String::new(),
+        device: String::new(),
+        precision: String::new(),
+        batch_size: 0,
+    };
+    let header = columns(&Record::not_run(&none, crate::Status::Skipped, ""));
+    let _ = out.write_record(header.iter().map(|(name, _)| name));
+    for r in records {
+        // Writing to memory cannot fail.
+        let _ = out.write_record(columns(r).iter().map(|(_, value)| value));
+    }
+    out.into_inner()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// One record's CSV columns, each its name beside its value: a new column is one line here.
+fn columns(r: &Record) -> Vec<(&'static str, String)> {
     let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     let optn = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
-    for r in records {
-        let e = r.epoch_seconds.as_ref();
-        let cpu = r.fingerprint.cpu.as_ref();
-        let fields = [
-            machine(r),
-            r.model.clone(),
-            r.backend.clone(),
-            r.device.clone(),
-            r.device_name.clone(),
-            r.precision.clone(),
-            r.status.as_str().into(),
-            opt(e.map(|e| e.median)),
-            opt(e.map(|e| e.min)),
-            opt(e.map(|e| e.max)),
-            opt(e.map(|e| e.stddev)),
-            opt(e.map(|e| e.cv())),
+    let e = r.epoch_seconds.as_ref();
+    let cpu = r.fingerprint.cpu.as_ref();
+    vec![
+        ("machine", machine(r)),
+        ("model", r.model.clone()),
+        ("backend", r.backend.clone()),
+        ("device", r.device.clone()),
+        ("device_name", r.device_name.clone()),
+        ("precision", r.precision.clone()),
+        ("status", r.status.as_str().into()),
+        ("epoch_seconds_median", opt(e.map(|e| e.median))),
+        ("epoch_seconds_min", opt(e.map(|e| e.min))),
+        ("epoch_seconds_max", opt(e.map(|e| e.max))),
+        ("epoch_seconds_stddev", opt(e.map(|e| e.stddev))),
+        ("epoch_seconds_cv", opt(e.map(|e| e.cv()))),
+        (
+            "epochs_timed",
             e.map(|e| e.n.to_string()).unwrap_or_default(),
-            opt(r.first_epoch_seconds),
-            opt(r.first_step_seconds),
-            opt(r.images_per_second),
-            optu(r.peak_memory_bytes),
+        ),
+        ("first_epoch_seconds", opt(r.first_epoch_seconds)),
+        ("first_step_seconds", opt(r.first_step_seconds)),
+        ("images_per_second", opt(r.images_per_second)),
+        ("peak_memory_bytes", optu(r.peak_memory_bytes)),
+        (
+            "device_peak_in_use_bytes",
             optu(r.device_memory.as_ref().map(|d| d.peak_in_use_bytes)),
+        ),
+        (
+            "device_peak_reserved_bytes",
             optu(r.device_memory.as_ref().map(|d| d.peak_reserved_bytes)),
-            opt(r.test_accuracy),
-            r.test_samples.to_string(),
-            format!("{:?}", r.obtained.method).to_lowercase(),
-            r.obtained.steps.to_string(),
-            r.obtained.epoch_samples.to_string(),
+        ),
+        ("test_accuracy", opt(r.test_accuracy)),
+        ("test_samples", r.test_samples.to_string()),
+        ("method", format!("{:?}", r.obtained.method).to_lowercase()),
+        ("timed_steps", r.obtained.steps.to_string()),
+        ("epoch_samples", r.obtained.epoch_samples.to_string()),
+        (
+            "standard_epoch_samples",
             r.obtained.standard_epoch_samples.to_string(),
-            format!("{:?}", r.data).to_lowercase(),
-            r.dataset.clone(),
-            r.batch_size.to_string(),
-            r.seed.to_string(),
-            r.learning_rate.to_string(),
-            r.fingerprint.cpu_model.clone(),
-            r.fingerprint.threads.to_string(),
-            r.fingerprint.kiln_commit.clone(),
-            optu(r.flops_per_sample),
-            opt(r.achieved_gflops),
-            opt(r.peak.as_ref().map(|p| p.gflops)),
+        ),
+        ("data", format!("{:?}", r.data).to_lowercase()),
+        ("dataset", r.dataset.clone()),
+        ("batch_size", r.batch_size.to_string()),
+        ("seed", r.seed.to_string()),
+        ("learning_rate", r.learning_rate.to_string()),
+        ("cpu_model", r.fingerprint.cpu_model.clone()),
+        ("threads", r.fingerprint.threads.to_string()),
+        ("kiln_commit", r.fingerprint.kiln_commit.clone()),
+        ("flops_per_sample", optu(r.flops_per_sample)),
+        ("achieved_gflops", opt(r.achieved_gflops)),
+        ("peak_gflops", opt(r.peak.as_ref().map(|p| p.gflops))),
+        (
+            "device_kind",
             r.device_kind.map(|k| k.to_string()).unwrap_or_default(),
-            r.fallback_from.clone().unwrap_or_default(),
+        ),
+        ("fallback_from", r.fallback_from.clone().unwrap_or_default()),
+        (
+            "amp_skipped_steps",
             r.loss_scaling
                 .as_ref()
                 .map(|l| l.skipped_steps.to_string())
                 .unwrap_or_default(),
+        ),
+        (
+            "amp_final_scale",
             opt(r.loss_scaling.as_ref().map(|l| l.final_scale)),
+        ),
+        (
+            "repeat",
             r.repeat
                 .as_ref()
                 .map(|p| p.index.to_string())
                 .unwrap_or_default(),
+        ),
+        (
+            "repeats",
             r.repeat
                 .as_ref()
                 .map(|p| p.of.to_string())
                 .unwrap_or_default(),
+        ),
+        (
+            "run",
             r.repeat.as_ref().map(|p| p.run.clone()).unwrap_or_default(),
-            optu(r.training_bytes()),
+        ),
+        ("training_memory_bytes", optu(r.training_bytes())),
+        (
+            "memory_growth_bytes_per_epoch",
             opt(crate::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
+        ),
+        (
+            "rss_baseline_bytes",
             optu(r.training_memory.as_ref().and_then(|m| m.baseline_bytes)),
+        ),
+        (
+            "rss_peak_training_bytes",
             optu(r.training_memory.as_ref().and_then(|m| m.peak_bytes)),
+        ),
+        (
+            "parent_max_rss_bytes",
             optu(
                 r.training_memory
                     .as_ref()
                     .and_then(|m| m.parent_max_rss_bytes),
             ),
+        ),
+        (
+            "device_peak_gflops",
             opt(r.device_peak.as_ref().map(|p| p.gflops)),
+        ),
+        (
+            "device_peak_backend",
             r.device_peak
                 .as_ref()
                 .map(|p| p.backend.clone())
                 .unwrap_or_default(),
-            r.obtained.chunks.to_string(),
+        ),
+        ("projection_chunks", r.obtained.chunks.to_string()),
+        (
+            "other_cpu_share",
             opt(r.noise.as_ref().and_then(|n| n.other_cpu_share)),
+        ),
+        (
+            "other_cpu_share_resolution",
             opt(r.noise.as_ref().and_then(crate::Noise::resolution)),
+        ),
+        (
+            "steal_share",
             opt(r.noise.as_ref().and_then(|n| n.steal_share)),
+        ),
+        (
+            "load_average_start",
             opt(r.noise.as_ref().and_then(|n| n.load_average_start)),
+        ),
+        (
+            "busy",
             r.noise
                 .as_ref()
                 .map(|n| n.busy().to_string())
                 .unwrap_or_default(),
+        ),
+        (
+            "cpu_vendor",
             cpu.and_then(|c| c.vendor.clone()).unwrap_or_default(),
-            optn(cpu.and_then(|c| c.family)),
-            optn(cpu.and_then(|c| c.model)),
-            optn(cpu.and_then(|c| c.stepping)),
-            cpu.map(|c| c.isa.join(" ")).unwrap_or_default(),
-            machine_key(r),
+        ),
+        ("cpu_family", optn(cpu.and_then(|c| c.family))),
+        ("cpu_model_number", optn(cpu.and_then(|c| c.model))),
+        ("cpu_stepping", optn(cpu.and_then(|c| c.stepping))),
+        ("isa", cpu.map(|c| c.isa.join(" ")).unwrap_or_default()),
+        ("machine_key", machine_key(r)),
+        (
+            "target_accuracy",
             opt(r.time_to_accuracy.as_ref().map(|t| t.target)),
+        ),
+        (
+            "time_to_accuracy_seconds",
             opt(r.time_to_accuracy.as_ref().and_then(|t| t.seconds)),
+        ),
+        (
+            "time_to_accuracy_epoch",
             r.time_to_accuracy
                 .as_ref()
                 .and_then(|t| t.epoch)
                 .map(|e| e.to_string())
                 .unwrap_or_default(),
-            r.reason.clone().unwrap_or_default(),
-        ];
-        // Writing to memory cannot fail.
-        let _ = out.write_record(&fields);
-    }
-    out.into_inner()
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default()
+        ),
+        ("reason", r.reason.clone().unwrap_or_default()),
+    ]
 }
 
 #[cfg(test)]
