@@ -162,29 +162,30 @@ fn two_flex_devices_train_one_cell_data_parallel() {
 
 #[test]
 fn the_learner_refuses_what_it_cannot_do_before_any_work() {
-    for (flags, words) in [
+    use kiln_results::Precision;
+    let tmp = tempfile::tempdir().unwrap();
+    type Change = fn(&mut CellRequest);
+    let cases: [(Change, &str); 4] = [
+        (|r| r.precision = Precision::AmpBF16, "pure precisions"),
+        (|r| r.accum_steps = 2, "--accum-steps 2"),
         (
-            vec!["--loop", "learner", "--precision", "amp-bf16"],
-            "pure precisions",
-        ),
-        (
-            vec!["--loop", "learner", "--accum-steps", "2"],
-            "--accum-steps 2",
-        ),
-        (
-            vec!["--loop", "kiln", "--devices", "cpu,cpu"],
+            |r| {
+                r.training_loop = TrainingLoop::Kiln;
+                r.devices = vec!["cpu".into(), "cpu".into()];
+            },
             "needs --loop learner",
         ),
-        (vec!["--devices", "cpu"], "at least two devices"),
-    ] {
-        let out = runner()
-            .args(["--model", "mnist-cnn", "--quick"])
-            .args(&flags)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        (|r| r.devices = vec!["cpu".into()], "at least two devices"),
+    ];
+    for (i, (change, words)) in cases.into_iter().enumerate() {
+        let mut r = tiny();
+        change(&mut r);
+        let path = tmp.path().join(format!("cell{i}.json"));
+        r.write(&path).unwrap();
+        let out = runner().arg("--cell").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{words}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(words), "{flags:?}: {err}");
+        assert!(err.contains(words), "{words}: {err}");
     }
 }
 

@@ -3,7 +3,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use kiln_results::{DataKind, Event, Method, ProbeReport, Record, Status};
+use kiln_results::{
+    CellRequest, DataKind, DatasetName, Event, Method, ModelKind, ProbeReport, Profile, Record,
+    Status,
+};
 
 fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
@@ -40,32 +43,18 @@ fn probe_reports_the_cpu() {
 
 #[test]
 fn a_tiny_cell_on_the_embedded_sample_produces_a_complete_record() {
-    let out = runner()
-        .args([
-            "--model",
-            "mnist-cnn",
-            "--quick",
-            "--epochs",
-            "2",
-            "--batch",
-            "64",
-        ])
-        .args([
-            "--train-limit",
-            "192",
-            "--eval-limit",
-            "128",
-            "--budget",
-            "none",
-        ])
-        .output()
-        .unwrap();
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.epochs = 2;
+    request.batch_size = 64;
+    request.train_limit = Some(192);
+    request.eval_limit = Some(128);
+    request.budget_seconds = None;
+    let (out, r) = run_request(&request);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = final_record(&out.stdout);
     assert_eq!(r.status, Status::Ok);
     assert_eq!((r.device.as_str(), r.precision.as_str()), ("cpu", "f32"));
     assert_eq!(r.data, DataKind::Real);
@@ -84,19 +73,32 @@ fn a_tiny_cell_on_the_embedded_sample_produces_a_complete_record() {
 }
 
 #[test]
-fn unknown_model_and_zero_values_are_usage_errors() {
-    for args in [
-        vec!["--model", "lenet"],
-        vec!["--model", "mnist-cnn", "--epochs", "0"],
-        vec!["--model", "mnist-cnn", "--batch", "0"],
-        vec!["--model", "mnist-cnn", "--budget", "soon"],
+fn an_unknown_model_or_a_zero_value_in_a_request_is_a_usage_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = serde_json::to_value(tiny_request()).unwrap();
+    for (field, value, words) in [
+        ("model", serde_json::json!("lenet"), "lenet"),
+        ("epochs", serde_json::json!(0), "--epochs"),
+        ("batch_size", serde_json::json!(0), "--batch"),
+        ("budget_seconds", serde_json::json!(-1.0), "--budget"),
+        ("epoch", serde_json::json!(3), "epoch"),
     ] {
-        let out = runner().args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let mut bad = good.clone();
+        bad[field] = value;
+        let path = tmp.path().join(format!("{field}.json"));
+        std::fs::write(&path, bad.to_string()).unwrap();
+        let out = runner().arg("--cell").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{field}");
         assert!(out.stdout.is_empty(), "no record for a usage error");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("error"), "{args:?}: {err}");
+        assert!(
+            err.contains("error") && err.contains(&format!("{field}.json")) && err.contains(words),
+            "{field}: {err}"
+        );
     }
+    // Without --probe, --cell, --explain or --verify there is nothing to do.
+    let out = runner().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
@@ -126,15 +128,14 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
         "t10k-labels-idx1-ubyte",
         &kiln_data::idx::encode(&[1], &[3]),
     );
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.dataset = Some(DatasetName::FashionMnist);
+    request.data_dir = Some(dir.to_path_buf());
+    let path = dir.join("cell.json");
+    request.write(&path).unwrap();
     let out = runner()
-        .args([
-            "--model",
-            "mnist-cnn",
-            "--dataset",
-            "fashion-mnist",
-            "--data-dir",
-        ])
-        .arg(dir)
+        .arg("--cell")
+        .arg(&path)
         .env("KILN_CACHE_DIR", dir.join("cache"))
         .output()
         .unwrap();
@@ -148,9 +149,14 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
 #[test]
 fn a_missing_dataset_names_where_kiln_looked() {
     let tmp = tempfile::tempdir().unwrap();
+    let mut request = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Quick);
+    request.dataset = Some(DatasetName::Cifar10);
+    request.data_dir = Some(tmp.path().to_path_buf());
+    let path = tmp.path().join("cell.json");
+    request.write(&path).unwrap();
     let out = runner()
-        .args(["--model", "resnet18", "--dataset", "cifar-10", "--data-dir"])
-        .arg(tmp.path())
+        .arg("--cell")
+        .arg(&path)
         .env("KILN_DATA_DIR", tmp.path())
         .output()
         .unwrap();
@@ -165,7 +171,6 @@ fn a_missing_dataset_names_where_kiln_looked() {
 
 /// A tiny synthetic cell as a request: 32 samples, batch 8, one epoch, no calibration.
 fn tiny_request() -> kiln_results::CellRequest {
-    use kiln_results::{CellRequest, DatasetName, ModelKind, Profile};
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
     r.epochs = 1;
     r.batch_size = 8;
@@ -286,22 +291,13 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         "test-labels-idx1-ubyte",
         &kiln_data::idx::encode(&[16], &labels[..16]),
     );
-    let out = runner()
-        .args([
-            "--model",
-            "mnist-cnn",
-            "--dataset",
-            "idx",
-            "--epochs",
-            "1",
-            "--batch",
-            "16",
-        ])
-        .args(["--no-calibrate", "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    let r = final_record(&out.stdout);
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.dataset = Some(DatasetName::Idx);
+    request.data_dir = Some(dir.to_path_buf());
+    request.epochs = 1;
+    request.batch_size = 16;
+    request.calibrate = false;
+    let (_, r) = run_request(&request);
     assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
     assert_eq!(r.data, DataKind::Custom);
     assert_eq!(r.dataset, "idx");
@@ -317,12 +313,10 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         "test-labels-idx1-ubyte",
         &kiln_data::idx::encode(&[15], &labels[..15]),
     );
-    let out = runner()
-        .args(["--model", "mnist-cnn", "--dataset", "idx", "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    let r = final_record(&out.stdout);
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.dataset = Some(DatasetName::Idx);
+    request.data_dir = Some(dir.to_path_buf());
+    let (_, r) = run_request(&request);
     assert_eq!(r.status, Status::Failed);
     let reason = r.reason.unwrap_or_default();
     assert!(
@@ -338,12 +332,20 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
 fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
     // 1.5 GiB of address space: the runner starts, one 8192-sample batch of activations does
     // not fit.
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.epochs = 1;
+    request.batch_size = 8192;
+    request.budget_seconds = None;
+    request.eval_limit = Some(128);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("cell.json");
+    request.write(&path).unwrap();
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "ulimit -v 1500000; exec {} --model mnist-cnn --quick --epochs 1 --batch 8192 \
-             --budget none --eval-limit 128",
-            env!("CARGO_BIN_EXE_kiln-flex")
+            "ulimit -v 1500000; exec {} --cell {}",
+            env!("CARGO_BIN_EXE_kiln-flex"),
+            path.display()
         ))
         .env("RUST_BACKTRACE", "0")
         .output()

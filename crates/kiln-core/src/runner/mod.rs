@@ -4,14 +4,13 @@
 //! final record) on standard output. Human-readable notes go to standard error. [`bench`] is the
 //! same thing as a library call, for programs that embed one backend crate.
 
-mod args;
 mod cell;
 
-use args::Args;
 use cell::{Cell, run_cell};
 
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -113,6 +112,32 @@ fn failure_status(text: &str) -> Status {
     }
 }
 
+/// The runner's flags: what it answers. A cell comes whole, as the request file xtask writes
+/// (`cargo xtask bench` runs one from flags; `bench-all --plan-only` writes them all).
+#[derive(Parser, Debug)]
+#[command(
+    about = "Kiln runner: probes this backend's devices, or runs one request xtask wrote, and prints JSON lines",
+    after_help = "Run by cargo xtask. To train a cell from flags, use `cargo xtask bench --backend NAME \
+                  --model NAME ...`; to run a planned cell by hand, pass its file from a run's cells/."
+)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["probe", "cell", "explain", "verify"])))]
+struct Args {
+    /// Print this backend's devices as JSON and exit.
+    #[arg(long)]
+    probe: bool,
+    /// Train and time the cell this request file describes (what xtask writes).
+    #[arg(long, value_name = "FILE")]
+    cell: Option<PathBuf>,
+    /// Time every operation of one training step alone (an explain request) and print the
+    /// record as one JSON line.
+    #[arg(long, value_name = "FILE")]
+    explain: Option<PathBuf>,
+    /// Train K steps from given weights on the first K batches and print the losses (a verify
+    /// request) as one JSON line.
+    #[arg(long, value_name = "FILE")]
+    verify: Option<PathBuf>,
+}
+
 /// The runner's `main`: parse arguments, probe or train, print JSON lines.
 pub fn main(binding: &dyn Binding) -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -160,11 +185,11 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             },
         );
     }
-    let request = match &args.cell {
-        Some(path) => CellRequest::read(path),
-        None => args.request(binding.name()),
+    let Some(path) = &args.cell else {
+        // clap requires one of --probe, --cell, --explain, --verify.
+        return ExitCode::from(2);
     };
-    let request = match request {
+    let request = match CellRequest::read(path) {
         Ok(r) => r,
         Err(msg) => {
             eprintln!("error: {msg}");
