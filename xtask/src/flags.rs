@@ -243,18 +243,8 @@ pub enum Cmd {
         /// Baseline row for speed-ups: a prefix of backend/device/precision (default: flex/cpu/f32).
         #[arg(long)]
         baseline: Option<String>,
-        /// Also write the table as CSV to this file.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Also write the merged records as a JSON array to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
-        #[arg(long)]
-        svg: Option<PathBuf>,
-        /// Also write a self-contained HTML page (tables, charts, fingerprints, logs linked).
-        #[arg(long)]
-        html: Option<PathBuf>,
+        #[command(flatten)]
+        outputs: ReportOutputs,
     },
     /// Build a GPU kit: what a Linux x86-64 machine with an NVIDIA driver but no Rust toolchain or
     /// network needs to run Kiln's GPU rows (the GPU runners stripped and compressed, the
@@ -308,6 +298,23 @@ pub enum Cmd {
         #[arg(long)]
         base_url: Option<String>,
     },
+}
+
+/// The files `cargo xtask report` writes besides the Markdown it prints: one flag a format.
+#[derive(Args, Debug, Default)]
+pub struct ReportOutputs {
+    /// Also write the table as CSV to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Also write the merged records as a JSON array to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Also write a self-contained HTML page (tables, charts, fingerprints, logs linked).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
 }
 
 /// The flag a clap id of `subcommand` stands for, as a user types it (`training_loop`: `--loop`).

@@ -175,21 +175,8 @@ fn main() -> ExitCode {
         Cmd::Report {
             paths,
             baseline,
-            csv,
-            json,
-            svg,
-            html,
-        } => report::report(
-            &paths,
-            baseline.as_deref(),
-            report::Outputs {
-                csv: csv.as_deref(),
-                json: json.as_deref(),
-                svg: svg.as_deref(),
-                html: html.as_deref(),
-            },
-        )
-        .map(|_| true),
+            outputs,
+        } => report::report(&paths, baseline.as_deref(), &outputs).map(|_| true),
         Cmd::FetchData {
             name,
             dest,

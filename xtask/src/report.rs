@@ -9,6 +9,7 @@ use kiln_results::cells::{human_seconds, row_label};
 use kiln_results::html::HtmlParts;
 
 use crate::chart;
+use crate::flags::ReportOutputs;
 
 /// Where the chart of `model` goes when the user asked for `--svg target`.
 fn svg_path(target: &Path, model: &str, several: bool) -> PathBuf {
@@ -22,21 +23,13 @@ fn svg_path(target: &Path, model: &str, several: bool) -> PathBuf {
     target.with_file_name(format!("{stem}-{model}.svg"))
 }
 
-/// Outputs `report` writes besides the Markdown it prints.
-pub struct Outputs<'a> {
-    pub csv: Option<&'a Path>,
-    pub json: Option<&'a Path>,
-    pub svg: Option<&'a Path>,
-    pub html: Option<&'a Path>,
-}
-
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("kiln: wrote {}", path.display());
     Ok(())
 }
 
-pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Result<()> {
+pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs) -> Result<()> {
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.
     let explained = crate::explain::load(paths)?;
     let timed: Vec<PathBuf> = paths
@@ -54,7 +47,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
         .collect();
     if !explained.is_empty() {
         print!("{}", kiln_results::explain::report(&explained));
-        if let Some(target) = outputs.svg {
+        if let Some(target) = &outputs.svg {
             let charts = crate::explain::charts(&explained)?;
             for (model, svg) in &charts {
                 write(&svg_path(target, &format!("explain-{model}"), true), svg)?;
@@ -83,13 +76,13 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
         "{}",
         kiln_results::render::markdown(&loaded.records, baseline)
     );
-    if let Some(path) = outputs.csv {
+    if let Some(path) = &outputs.csv {
         write(path, &kiln_results::render::csv(&loaded.records))?;
     }
-    if let Some(path) = outputs.json {
+    if let Some(path) = &outputs.json {
         write(path, &kiln_results::render::json(&loaded.records))?;
     }
-    if let Some(target) = outputs.html {
+    if let Some(target) = &outputs.html {
         let dir = target.parent().unwrap_or(Path::new("."));
         let mut logs = Vec::new();
         for run in paths.iter().filter(|p| p.is_dir()) {
@@ -102,13 +95,16 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: Outputs) -> Re
         let sets = chart_sets(&loaded.records, baseline)?;
         write(target, &page(&loaded.records, baseline, title, logs, &sets))?;
     }
-    if let Some(target) = outputs.svg {
+    if let Some(target) = &outputs.svg {
         let charts = chart::charts(&loaded.records, baseline)?;
         for (model, svg) in &charts {
-            write(&svg_path(target, model, charts.len() > 1), svg)?;
+            write(&svg_path(target.as_path(), model, charts.len() > 1), svg)?;
         }
         for (model, svg) in chart::batch_charts(&loaded.records)? {
-            write(&svg_path(target, &format!("batch-{model}"), true), &svg)?;
+            write(
+                &svg_path(target.as_path(), &format!("batch-{model}"), true),
+                &svg,
+            )?;
         }
     }
     Ok(())
