@@ -315,6 +315,9 @@ pub struct ReportOutputs {
     /// Also write a self-contained HTML page (tables, charts, fingerprints, logs linked).
     #[arg(long)]
     pub html: Option<PathBuf>,
+    /// Also write the model tables as LaTeX (booktabs) for a paper.
+    #[arg(long)]
+    pub latex: Option<PathBuf>,
 }
 
 /// The flag a clap id of `subcommand` stands for, as a user types it (`training_loop`: `--loop`).

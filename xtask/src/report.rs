@@ -82,6 +82,9 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
     if let Some(path) = &outputs.json {
         write(path, &kiln_results::render::json(&loaded.records))?;
     }
+    if let Some(path) = &outputs.latex {
+        write(path, &kiln_results::latex::latex(&loaded.records, baseline))?;
+    }
     if let Some(target) = &outputs.html {
         let dir = target.parent().unwrap_or(Path::new("."));
         let mut logs = Vec::new();

@@ -10,6 +10,7 @@ pub mod events;
 pub mod explain;
 pub mod fingerprint;
 pub mod html;
+pub mod latex;
 pub mod memory;
 pub mod observe;
 pub mod probe;
