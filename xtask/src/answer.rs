@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use kiln_results::{DeviceReport, ProbeReport};
 
-use crate::backends::Runner;
+use crate::runners::Runner;
 use crate::time;
 use crate::workspace::workspace_root;
 

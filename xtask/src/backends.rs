@@ -1,17 +1,15 @@
-//! The backends Kiln knows, how their runners are built, found and probed.
+//! The backends Kiln knows: declared by their crates (`[package.metadata.kiln]`), what each
+//! needs to build, and which are in the default matrix (runners: `runners.rs`).
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::ProbeReport;
 use serde::Deserialize;
 
 use crate::torch;
-use crate::workspace::{cargo, prebuilt_dir, target_dir, workspace_root};
+use crate::workspace::{cargo, workspace_root};
 
 /// What a backend crate needs before it can be built, beyond Rust and a C compiler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,184 +426,11 @@ pub fn unbuildable(b: &Backend) -> Option<String> {
     }
 }
 
-/// A program that runs cells of one backend: a binary, or an interpreter and a script.
-#[derive(Debug, Clone)]
-pub struct Runner {
-    pub program: PathBuf,
-    pub args: Vec<OsString>,
-    pub env: Vec<(OsString, OsString)>,
-    /// True when the runner reads the cell's data from a file xtask writes (`--data-file`).
-    pub needs_data_file: bool,
-}
-
-impl Runner {
-    /// A command starting the runner (its own arguments still to add).
-    pub fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args);
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    /// The Burn version a record of this runner names (`reported`), for its fingerprint; none
-    /// for the reference script, which neither Burn nor a Rust compiler made.
-    pub fn burn_version<'a>(&self, reported: &'a str) -> &'a str {
-        if self.needs_data_file { "" } else { reported }
-    }
-
-    /// True when the runner's program exists.
-    pub fn exists(&self) -> bool {
-        self.program.is_file()
-    }
-
-    /// How to name it in messages.
-    pub fn display(&self) -> String {
-        let mut parts = vec![self.program.display().to_string()];
-        parts.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
-        parts.join(" ")
-    }
-}
-
-/// The runner of `b` (built or prebuilt binary, or the reference script), or why there is none.
-pub fn runner(b: &Backend) -> Result<Runner, String> {
-    let torch = match &b.source {
-        Source::Python { .. } if torch::reference_python().is_some() => None,
-        _ if b.needs_torch() => Some(torch::find()?),
-        _ => None,
-    };
-    match &b.source {
-        Source::Cargo { package, requires } => {
-            if let Some(r) = requires
-                && prebuilt_dir().is_none()
-            {
-                r.met()?;
-            }
-            let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
-            let program = match (prebuilt_dir(), requires) {
-                (Some(dir), _) => {
-                    // A kit that could not build a runner says why beside where it would be.
-                    let why = dir.join(format!("{package}.missing"));
-                    if !dir.join(&exe).exists()
-                        && let Ok(text) = std::fs::read_to_string(&why)
-                    {
-                        return Err(format!(
-                            "{package} is not in {} ({}): {}",
-                            dir.display(),
-                            why.display(),
-                            text.trim()
-                        ));
-                    }
-                    dir.join(exe)
-                }
-                (None, _) => crate::workspace::binary(&target_dir(), package),
-            };
-            Ok(Runner {
-                program,
-                args: Vec::new(),
-                env: torch.map(|t| t.run_env()).unwrap_or_default(),
-                needs_data_file: false,
-            })
-        }
-        Source::Python { script } => {
-            if let Some(why) = torch::reference_python()
-                .is_some()
-                .then(torch::reference_python_problem)
-                .flatten()
-            {
-                return Err(why);
-            }
-            let python = torch::reference_python().map(Ok).unwrap_or_else(|| {
-                torch.and_then(|t| t.python).ok_or_else(|| {
-                    format!(
-                        "no Python with torch {} for the reference runner: {}",
-                        torch::TORCH_VERSION,
-                        torch::HINT
-                    )
-                })
-            })?;
-            Ok(Runner {
-                program: python,
-                args: vec![workspace_root().join(*script).into_os_string()],
-                env: Vec::new(),
-                needs_data_file: true,
-            })
-        }
-    }
-}
-
-/// Ask a built runner for its devices, with a time limit. Its stdout and stderr are drained by
-/// threads while it runs, so a runner that prints more than a pipe holds cannot stall it.
-pub fn probe(runner: &Runner) -> Result<ProbeReport> {
-    probe_within(runner, Duration::from_secs(120))
-}
-
-fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
-    use std::io::Read;
-    use wait_timeout::ChildExt;
-
-    let mut child = runner
-        .command()
-        .arg("--probe")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {}", runner.display()))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let status = match child.wait_timeout(limit)? {
-        Some(status) => status,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "{} --probe did not answer within {} s",
-                runner.display(),
-                limit.as_secs()
-            );
-        }
-    };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .with_context(|| {
-            format!(
-                "{} --probe printed no report ({status}); stderr: {}",
-                runner.display(),
-                stderr.trim()
-            )
-        })?;
-    serde_json::from_str(line)
-        .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runners::runner;
+    use crate::workspace::{prebuilt_dir, target_dir};
 
     /// Copy `from` to `to`, leaving out build outputs.
     fn copy_tree(from: &Path, to: &Path) {
@@ -828,33 +653,5 @@ mod tests {
         let typo = serde_json::json!({"backend": "x", "summary": "X", "defualt": true});
         let err = format!("{:#}", from_metadata(&package(typo, "kiln-x")).unwrap_err());
         assert!(err.contains("defualt"), "{err}");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_chatty_probe_does_not_stall() {
-        use std::os::unix::fs::PermissionsExt;
-        let tmp = tempfile::tempdir().unwrap();
-        let script = tmp.path().join("chatty");
-        // 1 MiB on each pipe before the report: far more than a pipe buffer holds.
-        std::fs::write(
-            &script,
-            "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' x\necho\n\
-             head -c 1048576 /dev/zero | tr '\\0' y >&2\n\
-             echo '{\"backend\":\"chatty\",\"backend_version\":\"0\",\"devices\":[]}'\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let runner = Runner {
-            program: script,
-            args: Vec::new(),
-            env: Vec::new(),
-            needs_data_file: false,
-        };
-        let started = std::time::Instant::now();
-        let report = probe_within(&runner, Duration::from_secs(20));
-        assert!(started.elapsed() < Duration::from_secs(20));
-        let report = report.unwrap();
-        assert_eq!(report.backend, "chatty");
     }
 }

@@ -32,7 +32,7 @@ pub fn statuses() -> Vec<BackendStatus> {
                 backend_version: None,
                 devices: Vec::new(),
             };
-            let runner = match backends::runner(b) {
+            let runner = match crate::runners::runner(b) {
                 Ok(r) => r,
                 Err(why) => {
                     status.build_note = Some(why);
@@ -57,7 +57,7 @@ pub fn statuses() -> Vec<BackendStatus> {
                 return status;
             }
             status.built = true;
-            match backends::probe(&runner) {
+            match crate::runners::probe(&runner) {
                 Ok(report) => {
                     status.backend_version = Some(report.backend_version);
                     status.devices = report.devices;

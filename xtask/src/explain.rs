@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
-use crate::backends::Runner;
 use crate::bench::rundir::append_line;
 pub use crate::flags::ExplainArgs;
+use crate::runners::Runner;
 use crate::runners::build_and_probe;
 use crate::workspace::fingerprint_here;
 use crate::{chart, time};

@@ -1,10 +1,19 @@
-//! The runners a command uses: the backends asked for (else the default ones), those that can
-//! build here, and each one built and probed, or left out with one line saying why.
+//! A backend's runner (a binary, or the reference script and its interpreter), where it is, and
+//! asking it for its devices; the runners a command uses: the backends asked for (else the
+//! default ones), those that can build here, each one built and probed, or left out with one
+//! line saying why.
 
-use anyhow::Result;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
 use kiln_results::ProbeReport;
 
-use crate::backends::{self, Backend, Runner};
+use crate::backends::{self, Backend, Source};
+use crate::torch;
+use crate::workspace::{prebuilt_dir, target_dir, workspace_root};
 
 /// A built backend: its runner and what its probe reported.
 pub type Built = (&'static Backend, Runner, ProbeReport);
@@ -16,7 +25,7 @@ pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec
     crate::build::build(wanted, learner)?;
     let mut out = Vec::new();
     for &b in wanted {
-        let runner = match backends::runner(b) {
+        let runner = match runner(b) {
             Ok(r) => r,
             Err(why) => {
                 eprintln!("kiln: skipping {}: {why}", b.name);
@@ -33,7 +42,7 @@ pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec
         }
         eprintln!("kiln: probing {} ({})", b.name, runner.display());
         let started = std::time::Instant::now();
-        let report = backends::probe(&runner)?;
+        let report = probe(&runner)?;
         let devices: Vec<String> = report
             .devices
             .iter()
@@ -73,4 +82,212 @@ pub fn buildable(wanted: Vec<&'static Backend>) -> Vec<&'static Backend> {
             None => true,
         })
         .collect()
+}
+
+/// A program that runs cells of one backend: a binary, or an interpreter and a script.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    /// True when the runner reads the cell's data from a file xtask writes (`--data-file`).
+    pub needs_data_file: bool,
+}
+
+impl Runner {
+    /// A command starting the runner (its own arguments still to add).
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// The Burn version a record of this runner names (`reported`), for its fingerprint; none
+    /// for the reference script, which neither Burn nor a Rust compiler made.
+    pub fn burn_version<'a>(&self, reported: &'a str) -> &'a str {
+        if self.needs_data_file { "" } else { reported }
+    }
+
+    /// True when the runner's program exists.
+    pub fn exists(&self) -> bool {
+        self.program.is_file()
+    }
+
+    /// How to name it in messages.
+    pub fn display(&self) -> String {
+        let mut parts = vec![self.program.display().to_string()];
+        parts.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        parts.join(" ")
+    }
+}
+
+/// The runner of `b` (built or prebuilt binary, or the reference script), or why there is none.
+pub fn runner(b: &Backend) -> Result<Runner, String> {
+    let torch = match &b.source {
+        Source::Python { .. } if torch::reference_python().is_some() => None,
+        _ if b.needs_torch() => Some(torch::find()?),
+        _ => None,
+    };
+    match &b.source {
+        Source::Cargo { package, requires } => {
+            if let Some(r) = requires
+                && prebuilt_dir().is_none()
+            {
+                r.met()?;
+            }
+            let exe = format!("{package}{}", std::env::consts::EXE_SUFFIX);
+            let program = match (prebuilt_dir(), requires) {
+                (Some(dir), _) => {
+                    // A kit that could not build a runner says why beside where it would be.
+                    let why = dir.join(format!("{package}.missing"));
+                    if !dir.join(&exe).exists()
+                        && let Ok(text) = std::fs::read_to_string(&why)
+                    {
+                        return Err(format!(
+                            "{package} is not in {} ({}): {}",
+                            dir.display(),
+                            why.display(),
+                            text.trim()
+                        ));
+                    }
+                    dir.join(exe)
+                }
+                (None, _) => crate::workspace::binary(&target_dir(), package),
+            };
+            Ok(Runner {
+                program,
+                args: Vec::new(),
+                env: torch.map(|t| t.run_env()).unwrap_or_default(),
+                needs_data_file: false,
+            })
+        }
+        Source::Python { script } => {
+            if let Some(why) = torch::reference_python()
+                .is_some()
+                .then(torch::reference_python_problem)
+                .flatten()
+            {
+                return Err(why);
+            }
+            let python = torch::reference_python().map(Ok).unwrap_or_else(|| {
+                torch.and_then(|t| t.python).ok_or_else(|| {
+                    format!(
+                        "no Python with torch {} for the reference runner: {}",
+                        torch::TORCH_VERSION,
+                        torch::HINT
+                    )
+                })
+            })?;
+            Ok(Runner {
+                program: python,
+                args: vec![workspace_root().join(*script).into_os_string()],
+                env: Vec::new(),
+                needs_data_file: true,
+            })
+        }
+    }
+}
+
+/// Ask a built runner for its devices, with a time limit. Its stdout and stderr are drained by
+/// threads while it runs, so a runner that prints more than a pipe holds cannot stall it.
+pub fn probe(runner: &Runner) -> Result<ProbeReport> {
+    probe_within(runner, Duration::from_secs(120))
+}
+
+fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+
+    let mut child = runner
+        .command()
+        .arg("--probe")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = match child.wait_timeout(limit)? {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{} --probe did not answer within {} s",
+                runner.display(),
+                limit.as_secs()
+            );
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .with_context(|| {
+            format!(
+                "{} --probe printed no report ({status}); stderr: {}",
+                runner.display(),
+                stderr.trim()
+            )
+        })?;
+    serde_json::from_str(line)
+        .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_chatty_probe_does_not_stall() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let script = tmp.path().join("chatty");
+        // 1 MiB on each pipe before the report: far more than a pipe buffer holds.
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' x\necho\n\
+             head -c 1048576 /dev/zero | tr '\\0' y >&2\n\
+             echo '{\"backend\":\"chatty\",\"backend_version\":\"0\",\"devices\":[]}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runner = Runner {
+            program: script,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let started = std::time::Instant::now();
+        let report = probe_within(&runner, Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let report = report.unwrap();
+        assert_eq!(report.backend, "chatty");
+    }
 }

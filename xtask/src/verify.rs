@@ -14,10 +14,11 @@ use kiln_results::verify::{
 };
 use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
 
-use crate::backends::{self, Backend, Runner};
+use crate::backends::{self, Backend};
 use crate::bench::rundir::append_line;
 use crate::bench::rundir::cell_stem;
 pub use crate::flags::VerifyArgs;
+use crate::runners::Runner;
 use crate::runners::{Built, build_and_probe};
 use crate::workspace::fingerprint_here;
 

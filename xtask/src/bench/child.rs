@@ -14,11 +14,12 @@ use kiln_results::{Calibration, CellId, DevicePeak, Event, Record, Repeat, Statu
 
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
+use super::limits::{Limits, Phase, PhaseClock, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
 use super::rundir::cell_stem;
-use crate::backends::Runner;
 use crate::export::export_data;
+use crate::runners::Runner;
 use crate::time;
 use crate::workspace::{fingerprint_here, workspace_root};
 
@@ -35,122 +36,6 @@ pub fn tail_of(path: &Path, lines: usize) -> String {
         .filter(|l| !l.trim().is_empty() && !HARMLESS.iter().any(|h| l.contains(h)))
         .collect();
     all[all.len().saturating_sub(lines)..].join(" | ")
-}
-
-/// Where a running cell is, as its events tell: xtask names the phase a cell was killed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Until the runner's start event: loading data, opening the device.
-    Starting,
-    /// Until the first progress: the first step, which carries kernel compilation and autotune
-    /// on GPU backends.
-    FirstStep,
-    Training,
-}
-
-impl Phase {
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Starting => "start-up (loading data, opening the device)",
-            Phase::FirstStep => "the first step (kernel compilation and autotune on GPU backends)",
-            Phase::Training => "training",
-        }
-    }
-}
-
-/// The phases a cell went through, with how long each took, and the one it is in.
-struct PhaseClock {
-    done: Vec<(Phase, f64)>,
-    phase: Phase,
-    since: Instant,
-}
-
-impl PhaseClock {
-    fn new() -> Self {
-        PhaseClock {
-            done: Vec::new(),
-            phase: Phase::Starting,
-            since: Instant::now(),
-        }
-    }
-
-    /// Move to `next` (nothing when the cell is in it already).
-    fn enter(&mut self, next: Phase) {
-        if self.phase != next {
-            self.done.push((self.phase, self.elapsed()));
-            (self.phase, self.since) = (next, Instant::now());
-        }
-    }
-
-    /// Seconds in the current phase.
-    fn elapsed(&self) -> f64 {
-        self.since.elapsed().as_secs_f64()
-    }
-}
-
-/// A cell's wall-clock limits, one per phase, each counted from the phase's start: a first step
-/// that compiles and autotunes kernels on the CPU (lavapipe, cold cache: about 9 minutes here)
-/// then never eats the time its training is given.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limits {
-    /// Loading data and opening the device.
-    pub start_up: Duration,
-    /// The first training step.
-    pub first_step: Duration,
-    /// Everything after it: training, evaluation, the record.
-    pub training: Duration,
-}
-
-impl Limits {
-    /// Every phase held to one limit.
-    pub fn all(limit: Duration) -> Self {
-        Limits {
-            start_up: limit,
-            first_step: limit,
-            training: limit,
-        }
-    }
-
-    fn of(&self, phase: Phase) -> Duration {
-        match phase {
-            Phase::Starting => self.start_up,
-            Phase::FirstStep => self.first_step,
-            Phase::Training => self.training,
-        }
-    }
-}
-
-/// A cell's wall-clock limits: ten minutes to start, thirty for the first step, and for the
-/// rest its budget three times over plus ten minutes for evaluating and for the kernels only
-/// later steps and evaluation compile (a day without a budget).
-pub(super) fn wall_clock_limit(budget_seconds: Option<f64>) -> Limits {
-    Limits {
-        start_up: Duration::from_secs(600),
-        first_step: Duration::from_secs(1800),
-        training: Duration::from_secs_f64(
-            budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
-        ),
-    }
-}
-
-/// Why a cell that hit its wall-clock limit failed: the phase it was in, that phase's limit, and
-/// how long each phase took.
-fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> String {
-    let mut parts: Vec<String> = done
-        .iter()
-        .map(|(p, s)| format!("{} took {}", p.name(), human_seconds(*s)))
-        .collect();
-    parts.push(format!(
-        "{} had run {}",
-        current.0.name(),
-        human_seconds(current.1)
-    ));
-    format!(
-        "timed out during {} after its limit of {} ({})",
-        current.0.name(),
-        human_seconds(limit),
-        parts.join(", ")
-    )
 }
 
 /// How many processes the kernel's out-of-memory killer has killed since boot (`oom_kill` in

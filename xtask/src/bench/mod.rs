@@ -5,6 +5,7 @@ pub(crate) mod child;
 mod config;
 mod fallback;
 mod interrupt;
+mod limits;
 mod noise;
 pub mod plan;
 mod progress;
@@ -22,14 +23,16 @@ use kiln_results::{
     CellId, CellRequest, ModelKind, Precision, ProbeReport, Record, Status, TrainingLoop,
 };
 
-use crate::backends::{self, Backend, Runner};
+use crate::backends::{self, Backend};
 use crate::flags::CommonArgs;
+use crate::runners::Runner;
 use crate::runners::{Built, build_and_probe, wanted_backends};
-use child::{CellRun, run_cell, wall_clock_limit};
+use child::{CellRun, run_cell};
 pub use config::{PlannedCell, RunConfig};
 use config::{config, dataset_for};
 use fallback::fallback_reason;
 pub use interrupt::{install_interrupt_handler, interrupted};
+use limits::wall_clock_limit;
 use progress::{Display, Position};
 pub use resume::resume;
 #[cfg(test)]
@@ -123,7 +126,7 @@ fn calibrate(
             out,
             &position,
             display,
-            child::Limits::all(Duration::from_secs(300)),
+            limits::Limits::all(Duration::from_secs(300)),
             &run,
         )?
         else {
@@ -246,7 +249,7 @@ fn execute_rest(
                 backends::find(&cell.id.backend)
                     .ok()
                     .and_then(|b| {
-                        backends::runner(b)
+                        crate::runners::runner(b)
                             .err()
                             .or_else(|| backends::unbuildable(b))
                     })

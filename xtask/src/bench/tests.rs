@@ -274,7 +274,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
         &out,
         &position,
         &mut display,
-        super::child::Limits::all(Duration::from_millis(300)),
+        super::limits::Limits::all(Duration::from_millis(300)),
         &super::child::CellRun::default(),
     )
     .unwrap()

@@ -6,7 +6,6 @@
 //! (`bin/<runner>.missing`), and its cells are skipped there with that reason.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -15,6 +14,11 @@ use serde::Serialize;
 
 use crate::backends::{self, Source};
 use crate::workspace::workspace_root;
+
+mod files;
+
+pub use files::{check_budget, contents};
+use files::{compress, copy, write};
 
 /// The most a kit may weigh: a GPU machine without network is sent the repository and at most
 /// this much beside it.
@@ -207,7 +211,7 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
                     .map(|()| crate::workspace::binary(&dir, package))
                     .map_err(|e| format!("{e:#}"))
             }
-            None => backends::runner(backend).map(|r| r.program),
+            None => crate::runners::runner(backend).map(|r| r.program),
         };
         if let Err(why) = &built {
             eprintln!("kiln: the kit goes without {package}: {why}");
@@ -378,54 +382,6 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
     Ok(total)
 }
 
-/// An error naming the largest files when the kit at `out` (`total` bytes) is over `budget`.
-pub fn check_budget(out: &Path, total: u64, budget: u64) -> Result<()> {
-    if total <= budget {
-        return Ok(());
-    }
-    let mut files = contents(out)?;
-    files.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    let largest: Vec<String> = files
-        .iter()
-        .take(3)
-        .map(|(f, n)| format!("{f} {:.1} MiB", *n as f64 / (1u64 << 20) as f64))
-        .collect();
-    bail!(
-        "the kit in {} is {:.1} MiB, over its budget of {:.1} MiB (largest: {}); a GPU machine \
-         without network is sent no more",
-        out.display(),
-        total as f64 / (1u64 << 20) as f64,
-        budget as f64 / (1u64 << 20) as f64,
-        largest.join(", ")
-    )
-}
-
-/// Every file under `dir` (relative path, bytes), sorted.
-pub fn contents(dir: &Path) -> Result<Vec<(String, u64)>> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in
-            std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
-        {
-            let entry = entry?;
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(dir)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .replace('\\', "/");
-                files.push((rel, entry.metadata()?.len()));
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
 /// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
 /// sample; ResNet18 on its default data), one run per cell.
 fn kit_common_args() -> crate::flags::CommonArgs {
@@ -487,54 +443,10 @@ fn readme(carried: &[String], missing: &[(String, String)], llvm: Option<String>
     text
 }
 
-/// Strip `exe` into a temporary file and xz-compress it into `dest`.
-fn compress(exe: &Path, dest: &Path) -> Result<()> {
-    let stripped = dest.with_extension("stripped");
-    let status = Command::new("strip")
-        .arg("--strip-all")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(exe)
-        .status()
-        .context("cannot run `strip` (install binutils)")?;
-    if !status.success() {
-        bail!("`strip {}` failed ({status})", exe.display());
-    }
-    let file =
-        std::fs::File::create(dest).with_context(|| format!("cannot create {}", dest.display()))?;
-    let status = Command::new("xz")
-        // -9: a 64 MiB dictionary, which a runner of 100-160 MB needs to fit the budget.
-        .args(["-9", "-T0", "-c"])
-        .arg(&stripped)
-        .stdout(file)
-        .status()
-        .context("cannot run `xz` (install xz-utils)")?;
-    std::fs::remove_file(&stripped).ok();
-    if !status.success() {
-        bail!("`xz` failed on {} ({status})", exe.display());
-    }
-    Ok(())
-}
-
-fn copy(from: &Path, to: &Path) -> Result<()> {
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
-}
-
-fn write(path: &Path, text: &str) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     /// A small real program to stand in for a runner (strip needs an executable file).
     fn small_program() -> PathBuf {
