@@ -11,7 +11,7 @@ the torch environment's Python and `--cell FILE`, the same cell request every Ru
 whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 `python bench/pytorch/kiln_torch --probe`.
 
-The package: common.py (JSON lines, requests), models.py, machine.py (devices, memory, GEMM
+The package: common.py (JSON lines, requests), models.py (the layers; their FLOPs are Rust's), machine.py (devices, memory, GEMM
 peak), cell.py (sample order, data, the timed loop), explain.py, verify.py; this file reads
 the arguments and the cell request."""
 
@@ -27,7 +27,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 
 from common import emit, fail, finite_or_null, note, read_request  # noqa: E402
-from models import MODELS, training_flops_per_sample  # noqa: E402
+from models import MODELS  # noqa: E402
 from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
 from cell import Cell, load_data, train  # noqa: E402
 from explain import explain  # noqa: E402
@@ -109,7 +109,6 @@ def run(args, record):
             header["channels"], header["height"], header["width"], args.model, *shape))
     torch.manual_seed(args.seed)
     model = factory()
-    record["flops_per_sample"] = training_flops_per_sample(model, shape)
     pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
     x, y, tx, ty = x.to(device), y.to(device), tx.to(device), ty.to(device)

@@ -1,7 +1,6 @@
-"""The models of kiln-core/src/models.rs, layer for layer, and their training FLOPs."""
+"""The models of kiln-core/src/models.rs, layer for layer (their FLOPs come from kiln-results'
+layer sites, the one model description: xtask fills them in the record)."""
 
-
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -78,26 +77,3 @@ MODELS = {
     "resnet18": (lambda: ResNet18(3), (3, 32, 32)),
     "resnet18-gray": (lambda: ResNet18(1), (1, 28, 28)),
 }
-
-
-def training_flops_per_sample(model, shape):
-    """3 x forward multiply-adds x 2 of the convolutions and linear layers (as kiln-core)."""
-    macs = [0]
-
-    def hook(module, inputs, output):
-        if isinstance(module, nn.Conv2d):
-            kh, kw = module.kernel_size
-            cin = module.in_channels // module.groups
-            macs[0] += cin * module.out_channels * kh * kw * output.shape[2] * output.shape[3]
-        elif isinstance(module, nn.Linear):
-            macs[0] += module.in_features * module.out_features
-
-    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        model(torch.zeros((1,) + shape))
-    model.train(was_training)
-    for h in handles:
-        h.remove()
-    return 6 * macs[0]

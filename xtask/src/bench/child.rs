@@ -446,12 +446,18 @@ fn wait_with_max_rss(child: &mut std::process::Child) -> Result<(ExitStatus, Opt
 /// The record of a cell whose runner reported what it observed instead of a record (the
 /// PyTorch reference): the rules of every Rust runner's records, with the fingerprint taken here.
 pub fn observed_record(
-    observed: kiln_results::Observed,
+    mut observed: kiln_results::Observed,
     request: &kiln_results::CellRequest,
     commit: &Option<String>,
     dirty: Option<bool>,
 ) -> Record {
     let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
+    // Its FLOPs come from the one model description the Rust runners and explain use.
+    if observed.measurements.is_some() {
+        observed.flops_per_sample = Some(kiln_results::explain::training_flops_per_sample(
+            request.model,
+        ));
+    }
     observed.into_record(request, fingerprint)
 }
 
