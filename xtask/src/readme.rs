@@ -130,8 +130,8 @@ mod tests {
             let loaded = kiln_results::read::load(&[dir.join(name).join("results.jsonl")]).unwrap();
             kiln_results::repeats::combine(&loaded.records)
         };
-        let first = rows("2026-11-30-epyc-f26-quick-repeats3");
-        let second = rows("2026-11-30-epyc-f26-quick-repeats3-rerun");
+        let first = rows("2026-11-30-epyc-f26m2-quick-repeats3");
+        let second = rows("2026-11-30-epyc-f26m2-quick-repeats3-rerun");
         let mut checked = 0;
         for a in first.iter().filter(|r| r.between_runs.is_some()) {
             let b = second
@@ -153,5 +153,61 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, 3, "flex, tch and pytorch");
+    }
+
+    /// Every committed run directory is named `DATE-epyc-TAG-WHAT`: DATE the first day (UTC) its
+    /// records started on, TAG the CPU family and model their fingerprints carry (`f25m1`);
+    /// records without a CPU family (older ones) may not claim one.
+    #[test]
+    fn committed_runs_are_named_by_their_records_date_and_cpu() {
+        let results = crate::workspace::workspace_root().join("docs/results");
+        let mut wrong = Vec::new();
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&results).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let parts: Vec<&str> = name.splitn(6, '-').collect();
+            let [year, month, day, "epyc", tag, _what] = parts[..] else {
+                wrong.push(format!("{name}: not DATE-epyc-TAG-WHAT"));
+                continue;
+            };
+            let date = format!("{year}{month}{day}");
+            let (mut days, mut cpus) = (BTreeSet::new(), BTreeSet::new());
+            for file in ["results.jsonl", "explain.jsonl", "verify.jsonl"] {
+                let Ok(text) = std::fs::read_to_string(entry.path().join(file)) else {
+                    continue;
+                };
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                        continue;
+                    };
+                    if let Some(t) = v["started_at"].as_u64().filter(|&t| t > 0) {
+                        days.insert(crate::time::stamp(t)[..8].to_string());
+                    }
+                    let cpu = &v["fingerprint"]["cpu"];
+                    if let (Some(f), Some(m)) = (cpu["family"].as_u64(), cpu["model"].as_u64()) {
+                        cpus.insert(format!("f{f}m{m}"));
+                    }
+                }
+            }
+            if let Some(first) = days.first()
+                && *first != date
+            {
+                wrong.push(format!("{name}: its records start on {first}"));
+            }
+            match cpus.len() {
+                0 if tag.starts_with('f') && tag.contains('m') => {
+                    if days.is_empty() {
+                        continue; // nothing to check the tag against
+                    }
+                    wrong.push(format!("{name}: its records carry no CPU family"));
+                }
+                0 => {}
+                1 if cpus.contains(tag) => {}
+                _ => wrong.push(format!("{name}: its records come from {cpus:?}")),
+            }
+            checked += 1;
+        }
+        assert!(checked >= 20, "only {checked} run directories checked");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

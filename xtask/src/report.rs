@@ -368,8 +368,8 @@ mod tests {
     #[test]
     fn a_run_directory_gets_every_chart_linked_from_its_report() {
         // The committed batch-size run: several batch sizes, a target accuracy.
-        let run =
-            crate::workspace::workspace_root().join("docs/results/2026-12-01-epyc-f26-quick-batch");
+        let run = crate::workspace::workspace_root()
+            .join("docs/results/2026-12-01-epyc-f26m2-quick-batch");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .expect("the committed run loads")
             .records;
