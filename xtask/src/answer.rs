@@ -3,9 +3,7 @@
 //! goes to a log, its progress lines echoed. What `explain` and `verify` share besides: their
 //! output directory and the one device each backend answers on.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -70,50 +68,19 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
     out: &Path,
     limit: Duration,
 ) -> Result<std::result::Result<R, String>> {
-    use wait_timeout::ChildExt;
     let request_path = out.join(format!("{stem}.request.json"));
     std::fs::write(&request_path, serde_json::to_string_pretty(request)?)
         .with_context(|| format!("cannot write {}", request_path.display()))?;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let log_path = logs.join(format!("{stem}.stderr"));
-    let mut cmd = runner.command();
-    cmd.arg(flag)
-        .arg(&request_path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {}", runner.display()))?;
-    let stdout = child.stdout.take().context("the runner's stdout")?;
-    let stderr = child.stderr.take().context("the runner's stderr")?;
-    let mut log = std::fs::File::create(&log_path)
+    let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let echo = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = writeln!(log, "{line}");
-            if line.starts_with("kiln") {
-                eprintln!("  {line}");
-            }
-        }
-    });
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut text);
-        text
-    });
-    let status = match child.wait_timeout(limit)? {
-        Some(s) => Some(s),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    };
-    let stdout = reader.join().unwrap_or_default();
-    let _ = echo.join();
+    let mut cmd = runner.command();
+    cmd.arg(flag).arg(&request_path);
+    let started = Instant::now();
+    let (status, stdout, _) = crate::runners::run_once(&mut cmd, limit, log, true)
+        .with_context(|| format!("cannot start {}", runner.display()))?;
     if let Some(r) = stdout
         .lines()
         .rev()
