@@ -120,11 +120,17 @@ mod tests {
             .iter()
             .find_map(|f| std::fs::read_to_string(src.join(f)).ok())
             .unwrap_or_default();
-        for line in root.lines() {
-            let Some(rest) = line.trim().strip_prefix("pub use ") else {
+        // One statement at a time, a `pub use` that rustfmt wrapped over lines included.
+        let code = rust_code(&root).join(" ");
+        for statement in code.split(';') {
+            let statement = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+            let Some(rest) = statement.split_once("pub use ").map(|(_, r)| r) else {
                 continue;
             };
-            let rest = rest.trim_end_matches(';');
+            let rest = rest
+                .replace("{ ", "{")
+                .replace(" }", "}")
+                .replace(",}", "}");
             let (module, names) = match rest.split_once("::{") {
                 Some((m, names)) => (m, names.trim_end_matches('}').to_string()),
                 None => match rest.rsplit_once("::") {
@@ -354,5 +360,26 @@ mod tests {
         );
         edges.insert(d, BTreeSet::new());
         assert!(circles(&edges).is_empty());
+    }
+
+    #[test]
+    fn re_exports_over_several_lines_and_globs_name_their_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path();
+        std::fs::write(
+            src.join("lib.rs"),
+            "pub mod a;\npub mod b;\n// pub use c::Gone;\npub use a::{\n    One,\n    Two as Deux,\n};\npub use b::*;\n",
+        )
+        .unwrap();
+        std::fs::write(src.join("a.rs"), "pub struct One;\npub struct Two;\n").unwrap();
+        std::fs::write(src.join("b.rs"), "pub fn three() {}\nfn hidden() {}\n").unwrap();
+        let known = modules(src);
+        let names = reexports(src, &known);
+        let module = |n: &str| names.get(n).map(|m| m.join("::"));
+        assert_eq!(module("One").as_deref(), Some("a"));
+        assert_eq!(module("Deux").as_deref(), Some("a"));
+        assert_eq!(module("three").as_deref(), Some("b"));
+        assert_eq!(module("hidden"), None);
+        assert_eq!(module("Gone"), None);
     }
 }
