@@ -92,15 +92,8 @@ pub fn refused_on_resume(given: &[String]) -> Vec<String> {
     given
         .iter()
         .filter(|id| !APPLIED_ON_RESUME.contains(&id.as_str()))
-        .map(|id| {
-            // The long name where clap has one (`remote` is `--device`).
-            let bench_all = <crate::flags::Cli as clap::CommandFactory>::command();
-            let long = bench_all
-                .find_subcommand("bench-all")
-                .and_then(|c| c.get_arguments().find(|a| a.get_id() == id.as_str()))
-                .and_then(|a| a.get_long().map(str::to_string));
-            format!("--{}", long.unwrap_or_else(|| id.replace('_', "-")))
-        })
+        // The long name where clap has one (`remote` is `--device`).
+        .map(|id| crate::flags::flag_name("bench-all", id))
         .collect()
 }
 
