@@ -37,8 +37,8 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
         Some(d) => (d, None),
         None => kiln_data::default_dataset(
             g,
-            request.profile == Profile::Quick,
-            request.data_dir.as_deref(),
+            request.settings.profile == Profile::Quick,
+            request.settings.data_dir.as_deref(),
         )?,
     };
     let path = out.join("logs").join(format!(
@@ -53,9 +53,9 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
     let data = kiln_data::load(&Request {
         name: dataset,
         geometry: g,
-        data_dir: request.data_dir.clone(),
-        seed: request.seed,
-        synthetic_sizes: request.profile.synthetic_sizes(g.standard_epoch()),
+        data_dir: request.settings.data_dir.clone(),
+        seed: request.settings.seed,
+        synthetic_sizes: request.settings.profile.synthetic_sizes(g.standard_epoch()),
     })?;
     let header = Header {
         name: &data.name,
@@ -137,13 +137,13 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("logs")).unwrap();
         let mut request = CellRequest::new(ModelKind::MnistCnn, "pytorch", Profile::Quick);
         request.device = "cpu".into();
-        request.epochs = 1;
+        request.settings.epochs = 1;
         request.batch_size = 32;
-        request.budget_seconds = Some(30.0);
-        request.seed = 7;
+        request.settings.budget_seconds = Some(30.0);
+        request.settings.seed = 7;
         request.dataset = Some(DatasetName::FashionMnistSample);
-        request.eval_limit = Some(64);
-        request.train_limit = Some(96);
+        request.settings.eval_limit = Some(64);
+        request.settings.train_limit = Some(96);
         request.calibrate = false;
         request.data_file = Some(export_data(&request, tmp.path()).unwrap());
         let cell = tmp.path().join("cell.json");

@@ -303,8 +303,8 @@ fn export(
 ) -> Result<PathBuf> {
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
     cell.dataset = Some(dataset);
-    cell.data_dir = args.data_dir.clone();
-    cell.seed = args.seed;
+    cell.settings.data_dir = args.data_dir.clone();
+    cell.settings.seed = args.seed;
     crate::export::export_data(&cell, out)
 }
 

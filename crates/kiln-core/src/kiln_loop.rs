@@ -42,8 +42,8 @@ impl<'a, M: Classifier> Run<'a, M> {
             data,
             protocol,
             trainer: {
-                let t = Trainer::new(model, device, protocol.learning_rate)
-                    .with_accumulation(protocol.accum_steps);
+                let t = Trainer::new(model, device, protocol.settings.learning_rate)
+                    .with_accumulation(protocol.settings.accum_steps);
                 match protocol.amp {
                     Some(dtype) => t.with_amp(dtype, LossScaler::default()),
                     None => t,
@@ -64,7 +64,7 @@ impl<'a, M: Classifier> Run<'a, M> {
     /// `open_steps` are the steps of the chunk not closed yet.
     fn budget_exhausted(&self, open_steps: usize) -> bool {
         let timed_steps = self.chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
-        match self.protocol.budget {
+        match self.protocol.settings.budget() {
             Some(budget) => {
                 self.started.elapsed() >= budget
                     && self.first_step_seconds.is_some()
@@ -103,10 +103,10 @@ impl<'a, M: Classifier> Run<'a, M> {
                 (self.steps_done > 0)
                     .then(|| self.started.elapsed().as_secs_f64() / self.steps_done as f64)
             })?;
-        let total = self.protocol.epochs * self.steps_per_epoch;
+        let total = self.protocol.settings.epochs * self.steps_per_epoch;
         let done = epoch * self.steps_per_epoch + step;
         let mut eta = per_step * total.saturating_sub(done) as f64;
-        if let Some(budget) = self.protocol.budget {
+        if let Some(budget) = self.protocol.settings.budget() {
             let left = (budget.as_secs_f64() - self.started.elapsed().as_secs_f64()).max(0.0);
             eta = eta.min(left + per_step);
         }
@@ -121,14 +121,14 @@ impl<'a, M: Classifier> Run<'a, M> {
     ) -> Result<(EpochSummary, bool), CoreError> {
         let n = self.data.train_len;
         let batch = self.protocol.batch_size;
-        let order = rng::epoch_permutation(n, self.protocol.seed, epoch);
+        let order = rng::epoch_permutation(n, self.protocol.settings.seed, epoch);
         let order = Tensor::<1, Int>::from_data(TensorData::new(order, [n]), self.device);
         let timing = self.protocol.timing;
         let chunk_len = timing.chunk_steps(self.steps_per_epoch);
         // A slow backend closes chunks by time too, so a budget-cut cell still has several
         // chunks to project from (a projection from fewer than 3 is low confidence).
         let chunk_time = timing
-            .chunk_time(self.protocol.budget)
+            .chunk_time(self.protocol.settings.budget())
             .unwrap_or(Duration::MAX);
         let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
 
@@ -231,7 +231,7 @@ pub fn train<M: Classifier>(
     let rss_baseline_bytes = crate::memory::current_rss_bytes();
     let mut epochs: Vec<EpochSummary> = Vec::new();
     let mut diverged = None;
-    for epoch in 0..protocol.epochs {
+    for epoch in 0..protocol.settings.epochs {
         let (mut summary, partial) = run.epoch(epoch, sink)?;
         if !summary.mean_loss.is_finite() {
             diverged = Some(format!(
@@ -281,11 +281,9 @@ pub fn loop_overhead<M: Classifier>(
     let n = data.train_len;
     let batch = protocol.batch_size;
     let mut run = Run::new(model, device, data, protocol);
-    let one_epoch = Protocol {
-        epochs: 1,
-        budget: None,
-        ..protocol.clone()
-    };
+    let mut one_epoch = protocol.clone();
+    one_epoch.settings.epochs = 1;
+    one_epoch.settings.budget_seconds = None;
     let mut kiln = Vec::new();
     let mut bare = Vec::new();
     let mut quiet = |_: &Event| {};
@@ -300,7 +298,7 @@ pub fn loop_overhead<M: Classifier>(
         test_len: 0,
     };
     let order = Tensor::<1, Int>::from_data(
-        TensorData::new(rng::epoch_permutation(n, protocol.seed, 0), [n]),
+        TensorData::new(rng::epoch_permutation(n, protocol.settings.seed, 0), [n]),
         device,
     );
     // Warm-up.

@@ -6,8 +6,6 @@
 //! short by its budget can be projected from steady-state steps. Test accuracy is evaluated
 //! outside the timed region.
 
-use std::time::Duration;
-
 use burn::optim::{AdamConfig, ModuleOptimizer};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
@@ -20,22 +18,15 @@ use crate::CoreError;
 /// The knobs of the protocol (the article's: Adam 1e-3, batch 128, 20 epochs).
 #[derive(Debug, Clone)]
 pub struct Protocol {
-    pub epochs: usize,
+    /// The run's settings (epochs, budget, seed, learning rate, eval limit, accumulation).
+    pub settings: kiln_results::CellSettings,
     pub batch_size: usize,
-    /// Training time allowed to the cell; when it runs out the cell stops and is projected.
-    pub budget: Option<Duration>,
-    pub seed: u64,
-    pub learning_rate: f64,
-    /// Test samples evaluated after each epoch (all when `None`).
-    pub eval_limit: Option<usize>,
     /// When the clocks are read (chunks, the budget's minimum of timed steps).
     pub timing: kiln_results::TimingRules,
     /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
     pub inject_nan_at_step: Option<usize>,
     /// Fault injection for tests: bytes leaked after each epoch (kept, touched, never freed).
     pub inject_leak_bytes_per_epoch: Option<u64>,
-    /// Gradient accumulation: each batch runs as this many micro-batches, one optimizer step.
-    pub accum_steps: usize,
     /// Mixed precision: the compute type of forward and backward (f32 master weights, dynamic
     /// loss scaling); `None` computes in the device's float type.
     pub amp: Option<FloatDType>,
@@ -45,15 +36,10 @@ impl Protocol {
     /// The protocol a cell request asks for.
     pub fn from_request(request: &kiln_results::CellRequest) -> Protocol {
         Protocol {
-            epochs: request.epochs,
+            settings: request.settings.clone(),
             batch_size: request.batch_size,
-            budget: request.budget(),
-            seed: request.seed,
-            learning_rate: request.learning_rate,
-            eval_limit: request.eval_limit,
             inject_nan_at_step: request.inject_nan_at_step,
             inject_leak_bytes_per_epoch: request.inject_leak_bytes_per_epoch,
-            accum_steps: request.accum_steps,
             amp: crate::device::amp_dtype(request.precision),
             timing: request.timing,
         }
@@ -69,7 +55,7 @@ impl Default for Protocol {
             "",
             kiln_results::Profile::Full,
         );
-        request.budget_seconds = None;
+        request.settings.budget_seconds = None;
         Protocol::from_request(&request)
     }
 }
@@ -188,7 +174,7 @@ pub fn start_event(
         train_samples,
         test_samples,
         steps_per_epoch,
-        epochs: protocol.epochs,
-        budget_seconds: protocol.budget.map(|b| b.as_secs_f64()),
+        epochs: protocol.settings.epochs,
+        budget_seconds: protocol.settings.budget_seconds,
     })
 }

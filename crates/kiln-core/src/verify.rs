@@ -237,7 +237,7 @@ impl WithModel for Steps<'_> {
                 model
             }
         };
-        let mut trainer = Trainer::new(model, device, Protocol::default().learning_rate);
+        let mut trainer = Trainer::new(model, device, Protocol::default().settings.learning_rate);
         if let Some(dtype) = amp_dtype(request.precision) {
             trainer = trainer.with_amp(dtype, LossScaler::default());
         }

@@ -1,7 +1,5 @@
 //! The protocol on tiny inputs: what it measures, projects and reports (never how fast).
 
-use std::time::Duration;
-
 use burn::prelude::*;
 use kiln_core::MnistCnn;
 use kiln_core::kiln_loop;
@@ -30,24 +28,28 @@ fn train_quietly(
     let s = summarize(
         &m,
         60_000,
-        protocol.epochs,
-        protocol.budget.map(|b| b.as_secs_f64()),
+        protocol.settings.epochs,
+        protocol.settings.budget_seconds,
     );
     (m, s)
+}
+
+/// The default protocol with `epochs` epochs of `batch_size` batches.
+fn protocol(epochs: usize, batch_size: usize) -> Protocol {
+    let mut p = Protocol::default();
+    p.settings.epochs = epochs;
+    p.batch_size = batch_size;
+    p
 }
 
 #[test]
 fn whole_epochs_after_warm_up_are_measured() {
     let (device, data) = setup(96);
-    let protocol = Protocol {
-        epochs: 3,
-        batch_size: 32,
-        ..Protocol::default()
-    };
+    let protocol = protocol(3, 32);
     let mut events = Vec::new();
     let mut sink = |e: &Event| events.push(e.clone());
     let m = kiln_loop::train(MnistCnn::new(&device), &device, &data, &protocol, &mut sink).unwrap();
-    let out = summarize(&m, 60_000, protocol.epochs, None);
+    let out = summarize(&m, 60_000, protocol.settings.epochs, None);
     assert!(m.diverged.is_none());
     assert_eq!(out.obtained.method, Method::Measured);
     assert_eq!(
@@ -78,16 +80,9 @@ fn whole_epochs_after_warm_up_are_measured() {
 #[test]
 fn a_cell_cut_by_its_budget_is_projected() {
     let (device, data) = setup(320);
-    let protocol = Protocol {
-        epochs: 5,
-        batch_size: 16,
-        budget: Some(Duration::from_millis(1)),
-        timing: kiln_results::TimingRules {
-            min_timed_steps: 3,
-            ..kiln_results::TimingRules::KILN
-        },
-        ..Protocol::default()
-    };
+    let mut protocol = protocol(5, 16);
+    protocol.settings.budget_seconds = Some(0.001);
+    protocol.timing.min_timed_steps = 3;
     let (m, out) = train_quietly(&device, &data, &protocol);
     assert_eq!(out.obtained.method, Method::Projected);
     assert!(out.obtained.budget_exhausted);
@@ -107,10 +102,7 @@ fn a_cell_cut_by_its_budget_is_projected() {
 #[test]
 fn loop_overhead_compares_the_same_steps() {
     let (device, data) = setup(128);
-    let protocol = Protocol {
-        batch_size: 32,
-        ..Protocol::default()
-    };
+    let protocol = protocol(Protocol::default().settings.epochs, 32);
     let o =
         kiln_loop::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
     assert_eq!((o.rounds, o.steps_per_round), (2, 2));
@@ -120,12 +112,8 @@ fn loop_overhead_compares_the_same_steps() {
 #[test]
 fn a_nan_loss_makes_the_cell_diverged_with_no_time() {
     let (device, data) = setup(128);
-    let protocol = Protocol {
-        epochs: 3,
-        batch_size: 32,
-        inject_nan_at_step: Some(6),
-        ..Protocol::default()
-    };
+    let mut protocol = protocol(3, 32);
+    protocol.inject_nan_at_step = Some(6);
     let (m, out) = train_quietly(&device, &data, &protocol);
     let why = m.diverged.clone().expect("diverged");
     assert!(why.contains("NaN") && why.contains("epoch 2"), "{why}");

@@ -34,12 +34,12 @@ fn events_and_record(stdout: &[u8]) -> (Vec<Event>, Record) {
 /// A tiny synthetic Learner cell: 64 samples, batch 8, two epochs, no calibration.
 fn tiny() -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    r.epochs = 2;
+    r.settings.epochs = 2;
     r.batch_size = 8;
-    r.budget_seconds = None;
+    r.settings.budget_seconds = None;
     r.dataset = Some(DatasetName::Synthetic);
-    r.train_limit = Some(64);
-    r.eval_limit = Some(24);
+    r.settings.train_limit = Some(64);
+    r.settings.eval_limit = Some(24);
     r.calibrate = false;
     r.training_loop = TrainingLoop::Learner;
     r
@@ -167,7 +167,7 @@ fn the_learner_refuses_what_it_cannot_do_before_any_work() {
     type Change = fn(&mut CellRequest);
     let cases: [(Change, &str); 4] = [
         (|r| r.precision = Precision::AmpBF16, "pure precisions"),
-        (|r| r.accum_steps = 2, "--accum-steps 2"),
+        (|r| r.settings.accum_steps = 2, "--accum-steps 2"),
         (
             |r| {
                 r.training_loop = TrainingLoop::Kiln;

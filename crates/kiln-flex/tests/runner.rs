@@ -44,11 +44,11 @@ fn probe_reports_the_cpu() {
 #[test]
 fn a_tiny_cell_on_the_embedded_sample_produces_a_complete_record() {
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.epochs = 2;
+    request.settings.epochs = 2;
     request.batch_size = 64;
-    request.train_limit = Some(192);
-    request.eval_limit = Some(128);
-    request.budget_seconds = None;
+    request.settings.train_limit = Some(192);
+    request.settings.eval_limit = Some(128);
+    request.settings.budget_seconds = None;
     let (out, r) = run_request(&request);
     assert!(
         out.status.success(),
@@ -130,7 +130,7 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
     request.dataset = Some(DatasetName::FashionMnist);
-    request.data_dir = Some(dir.to_path_buf());
+    request.settings.data_dir = Some(dir.to_path_buf());
     let path = dir.join("cell.json");
     request.write(&path).unwrap();
     let out = runner()
@@ -151,7 +151,7 @@ fn a_missing_dataset_names_where_kiln_looked() {
     let tmp = tempfile::tempdir().unwrap();
     let mut request = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Quick);
     request.dataset = Some(DatasetName::Cifar10);
-    request.data_dir = Some(tmp.path().to_path_buf());
+    request.settings.data_dir = Some(tmp.path().to_path_buf());
     let path = tmp.path().join("cell.json");
     request.write(&path).unwrap();
     let out = runner()
@@ -172,12 +172,12 @@ fn a_missing_dataset_names_where_kiln_looked() {
 /// A tiny synthetic cell as a request: 32 samples, batch 8, one epoch, no calibration.
 fn tiny_request() -> kiln_results::CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    r.epochs = 1;
+    r.settings.epochs = 1;
     r.batch_size = 8;
-    r.budget_seconds = None;
+    r.settings.budget_seconds = None;
     r.dataset = Some(DatasetName::Synthetic);
-    r.train_limit = Some(32);
-    r.eval_limit = Some(16);
+    r.settings.train_limit = Some(32);
+    r.settings.eval_limit = Some(16);
     r.calibrate = false;
     r
 }
@@ -194,7 +194,7 @@ fn run_request(r: &kiln_results::CellRequest) -> (std::process::Output, Record) 
 #[test]
 fn a_cell_request_file_runs_the_cell_it_describes() {
     let mut r = tiny_request();
-    r.seed = 7;
+    r.settings.seed = 7;
     let (out, record) = run_request(&r);
     assert!(
         out.status.success(),
@@ -211,7 +211,7 @@ fn a_cell_request_file_runs_the_cell_it_describes() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("bad.json");
     let mut bad = tiny_request();
-    bad.accum_steps = 3;
+    bad.settings.accum_steps = 3;
     bad.write(&path).unwrap();
     let out = runner().arg("--cell").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -238,7 +238,7 @@ fn every_precision_trains_with_and_without_gradient_accumulation() {
         for accum in [1, 2, 4] {
             let mut r = tiny_request();
             r.precision = precision;
-            r.accum_steps = accum;
+            r.settings.accum_steps = accum;
             let (out, record) = run_request(&r);
             let what = format!(
                 "{precision} x accum {accum}: {:?}; stderr: {}",
@@ -293,8 +293,8 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
     request.dataset = Some(DatasetName::Idx);
-    request.data_dir = Some(dir.to_path_buf());
-    request.epochs = 1;
+    request.settings.data_dir = Some(dir.to_path_buf());
+    request.settings.epochs = 1;
     request.batch_size = 16;
     request.calibrate = false;
     let (_, r) = run_request(&request);
@@ -315,7 +315,7 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
     request.dataset = Some(DatasetName::Idx);
-    request.data_dir = Some(dir.to_path_buf());
+    request.settings.data_dir = Some(dir.to_path_buf());
     let (_, r) = run_request(&request);
     assert_eq!(r.status, Status::Failed);
     let reason = r.reason.unwrap_or_default();
@@ -333,10 +333,10 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
     // 1.5 GiB of address space: the runner starts, one 8192-sample batch of activations does
     // not fit.
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.epochs = 1;
+    request.settings.epochs = 1;
     request.batch_size = 8192;
-    request.budget_seconds = None;
-    request.eval_limit = Some(128);
+    request.settings.budget_seconds = None;
+    request.settings.eval_limit = Some(128);
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("cell.json");
     request.write(&path).unwrap();
@@ -361,7 +361,7 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
 #[test]
 fn a_leak_of_every_epoch_shows_in_the_memory_per_epoch_and_is_flagged() {
     let mut r = tiny_request();
-    r.epochs = 5;
+    r.settings.epochs = 5;
     let (out, steady) = run_request(&r);
     assert!(
         out.status.success(),

@@ -74,12 +74,12 @@ impl Drop for Server {
 fn tiny(backend: &str, device: &str) -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, backend, Profile::Quick);
     r.device = device.into();
-    r.epochs = 2;
+    r.settings.epochs = 2;
     r.batch_size = 16;
-    r.budget_seconds = None;
+    r.settings.budget_seconds = None;
     r.dataset = Some(DatasetName::Synthetic);
-    r.train_limit = Some(64);
-    r.eval_limit = Some(32);
+    r.settings.train_limit = Some(64);
+    r.settings.eval_limit = Some(32);
     r.calibrate = false;
     r
 }
@@ -191,8 +191,8 @@ fn no_server_is_a_clear_skip() {
 fn a_server_killed_mid_cell_fails_the_cell() {
     let mut server = Server::start(None);
     let mut r = tiny("remote", &server.spec());
-    r.epochs = 50;
-    r.train_limit = Some(512);
+    r.settings.epochs = 50;
+    r.settings.train_limit = Some(512);
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("cell.json");
     r.write(&path).unwrap();

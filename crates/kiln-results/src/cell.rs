@@ -3,22 +3,20 @@
 //! runner's human flags only build a request, and every request goes through one `validate`.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{LEARNING_RATE, TimingRules, default_learning_rate};
+use crate::protocol::TimingRules;
 use crate::schema::CellId;
-use crate::vocab::{
-    AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, Profile, TrainingLoop,
-};
+use crate::settings::CellSettings;
+use crate::vocab::{DatasetName, ModelKind, Precision, Profile, TrainingLoop};
 
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
 
-/// One cell of the matrix, fully specified.
+/// One cell of the matrix, fully specified: its coordinates, the run's settings (flattened:
+/// their keys sit beside the coordinates) and what xtask adds for this cell alone.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct CellRequest {
     /// [`CELL_VERSION`].
     pub kiln_cell: u32,
@@ -28,38 +26,18 @@ pub struct CellRequest {
     /// Device spec from the backend's probe, or `default`.
     pub device: String,
     pub precision: Precision,
-    /// Which profile's defaults apply (synthetic set sizes, GPU loop sizes).
-    pub profile: Profile,
-    pub epochs: usize,
     pub batch_size: usize,
-    /// Training time allowed to the cell; when it runs out the cell stops and is projected.
-    pub budget_seconds: Option<f64>,
-    /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
-    pub accum_steps: usize,
-    /// Adam's learning rate (`--lr`).
-    #[serde(default = "default_learning_rate")]
-    pub learning_rate: f64,
-    pub seed: u64,
+    /// The settings of the run (epochs, budget, learning rate, seed, ...).
+    #[serde(flatten)]
+    pub settings: CellSettings,
     /// The dataset; `None`: the model's default for the profile.
     pub dataset: Option<DatasetName>,
     /// Why this dataset was chosen, when it is a fallback (kept in the record's notes).
     #[serde(default)]
     pub dataset_note: Option<String>,
-    /// Directory holding dataset files.
-    pub data_dir: Option<PathBuf>,
     /// The cell's data exported by xtask, for runners that do not read datasets themselves.
     #[serde(default)]
     pub data_file: Option<PathBuf>,
-    /// Evaluate at most this many test samples after each epoch.
-    pub eval_limit: Option<usize>,
-    /// Train on at most this many samples per epoch.
-    pub train_limit: Option<usize>,
-    /// CubeCL autotune level (GPU runtimes); `None`: the runtime's default.
-    pub autotune: Option<AutotuneLevel>,
-    /// False: neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
-    pub autotune_cache: bool,
-    /// What xtask does when the device or precision cannot run the cell.
-    pub fallback: Option<FallbackTarget>,
     /// Measure the device's GEMM peak (for efficiency figures).
     pub calibrate: bool,
     /// Measure it again even if it is cached (the default: a cached value is used only when
@@ -73,24 +51,19 @@ pub struct CellRequest {
     /// of measuring again.
     #[serde(default)]
     pub given_peak: Option<crate::Calibration>,
-    /// Measure the loop overhead against a bare loop instead of training a full cell.
-    pub bare: bool,
-    /// Record the training time until the test accuracy first reaches this share (0..1].
-    #[serde(default)]
-    pub target_accuracy: Option<f64>,
     /// Fault injection (tests): the loss of this 1-based step is made NaN.
     #[serde(default)]
     pub inject_nan_at_step: Option<usize>,
     /// Fault injection (tests): after each epoch the runner keeps this many more bytes it
     /// never frees, a leak the record's memory per epoch must show.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub inject_leak_bytes_per_epoch: Option<u64>,
     /// The training loop: Kiln's own, or burn-train's `Learner` (`--loop learner`).
     #[serde(default)]
     pub training_loop: TrainingLoop,
     /// A data-parallel cell's devices (`--devices A,B`); empty: the one `device`. The first
     /// is `device` too.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub devices: Vec<String>,
     /// When the runner reads its clocks ([`TimingRules::KILN`]).
     #[serde(default)]
@@ -107,28 +80,15 @@ impl CellRequest {
             backend: backend.to_string(),
             device: "default".into(),
             precision: Precision::F32,
-            profile,
-            epochs: profile.epochs(),
             batch_size: profile.batch_size(),
-            budget_seconds: profile.budget().map(|b| b.as_secs_f64()),
-            accum_steps: 1,
-            learning_rate: LEARNING_RATE,
-            seed: 42,
+            settings: CellSettings::new(profile),
             dataset: None,
             dataset_note: None,
-            data_dir: None,
             data_file: None,
-            eval_limit: None,
-            train_limit: None,
-            autotune: None,
-            autotune_cache: true,
-            fallback: None,
             calibrate: true,
             recalibrate: true,
             calibrate_only: false,
             given_peak: None,
-            bare: false,
-            target_accuracy: None,
             inject_nan_at_step: None,
             inject_leak_bytes_per_epoch: None,
             training_loop: TrainingLoop::Kiln,
@@ -150,32 +110,14 @@ impl CellRequest {
         if self.backend.is_empty() {
             return Err("the backend name is empty".into());
         }
-        if self.epochs == 0 {
-            return Err("--epochs must be at least 1 (got 0)".into());
-        }
+        self.settings.validate()?;
         if self.batch_size == 0 {
             return Err("--batch must be at least 1 (got 0)".into());
         }
-        if self.accum_steps == 0 || !self.batch_size.is_multiple_of(self.accum_steps) {
+        if !self.batch_size.is_multiple_of(self.settings.accum_steps) {
             return Err(format!(
-                "--accum-steps {} must be at least 1 and divide the batch size {}",
-                self.accum_steps, self.batch_size
-            ));
-        }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return Err(format!(
-                "--lr {}: a learning rate is a positive number (the protocol's is {LEARNING_RATE})",
-                self.learning_rate
-            ));
-        }
-        if self.eval_limit == Some(0) || self.train_limit == Some(0) {
-            return Err("--eval-limit and --train-limit must be at least 1 (got 0)".into());
-        }
-        if let Some(b) = self.budget_seconds
-            && !(b.is_finite() && b > 0.0)
-        {
-            return Err(format!(
-                "--budget {b} s: a budget is a positive number of seconds, or none"
+                "--accum-steps {} must divide the batch size {}",
+                self.settings.accum_steps, self.batch_size
             ));
         }
         if let Some(d) = self.dataset
@@ -188,13 +130,6 @@ impl CellRequest {
             return Err(format!(
                 "dataset {d} has {}x{}x{} images; model {} takes {}x{}x{}",
                 g.channels, g.height, g.width, self.model, m.channels, m.height, m.width
-            ));
-        }
-        if let Some(a) = self.target_accuracy
-            && !(a > 0.0 && a <= 1.0)
-        {
-            return Err(format!(
-                "--target-accuracy {a}: give a share of the test set between 0 and 1 (0.8 for 80%)"
             ));
         }
         if self.inject_nan_at_step == Some(0) {
@@ -210,14 +145,14 @@ impl CellRequest {
                     self.precision
                 ));
             }
-            if self.accum_steps != 1 {
+            if self.settings.accum_steps != 1 {
                 return Err(format!(
                     "--loop learner does not split a batch into micro-batches (--accum-steps {}): \
                      burn-train accumulates whole batches instead; use --loop kiln",
-                    self.accum_steps
+                    self.settings.accum_steps
                 ));
             }
-            if self.bare {
+            if self.settings.bare {
                 return Err(
                     "--bare measures Kiln's loop; it does not combine with --loop learner".into(),
                 );
@@ -246,11 +181,6 @@ impl CellRequest {
             }
         }
         Ok(())
-    }
-
-    /// The training budget as a duration.
-    pub fn budget(&self) -> Option<Duration> {
-        self.budget_seconds.map(Duration::from_secs_f64)
     }
 
     /// The cell's coordinates in the matrix.
@@ -290,7 +220,7 @@ impl CellRequest {
 
 /// A JSON request file of `what` ("a cell request", "an explain request") that passes
 /// `validate`, with errors that name the file and say who writes such files (`writers`).
-pub(crate) fn read_request<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_request<T: serde::de::DeserializeOwned + Serialize>(
     path: &Path,
     what: &str,
     writers: &str,
@@ -298,28 +228,45 @@ pub(crate) fn read_request<T: serde::de::DeserializeOwned>(
 ) -> Result<T, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {what} from {}: {e}", path.display()))?;
-    let request = serde_json::from_str(&text).map_err(|e| {
+    let unreadable = |e: String| {
         format!(
             "{}: not {what} this Kiln can read ({e}); {writers}",
             path.display()
         )
-    })?;
+    };
+    let given: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
+    let request: T =
+        serde_json::from_value(given.clone()).map_err(|e| unreadable(e.to_string()))?;
+    if let Some(key) = unknown_key(&given, &request) {
+        return Err(unreadable(format!("unknown field `{key}`")));
+    }
     validate(&request).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(request)
+}
+
+/// The first key of `given` (a JSON object) that `parsed`, read from it, does not write back:
+/// a misspelt or stale field. (serde's `deny_unknown_fields` does not combine with the
+/// flattened settings; a type read this way writes every field it has.)
+pub(crate) fn unknown_key<T: Serialize>(given: &serde_json::Value, parsed: &T) -> Option<String> {
+    let known = serde_json::to_value(parsed).ok()?;
+    let (given, known) = (given.as_object()?, known.as_object()?);
+    given.keys().find(|k| !known.contains_key(*k)).cloned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::AutotuneLevel;
 
     #[test]
     fn defaults_follow_the_profile_and_validate() {
         let quick = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-        assert_eq!(quick.epochs, 3);
-        assert_eq!(quick.budget_seconds, Some(200.0));
+        assert_eq!(quick.settings.epochs, 3);
+        assert_eq!(quick.settings.budget_seconds, Some(200.0));
         assert!(quick.validate().is_ok());
         let full = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Full);
-        assert_eq!(full.epochs, 20);
+        assert_eq!(full.settings.epochs, 20);
         assert!(full.validate().is_ok());
     }
 
@@ -328,14 +275,26 @@ mod tests {
         let ok = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
         type Change = Box<dyn Fn(&mut CellRequest)>;
         let cases: Vec<(Change, &str)> = vec![
-            (Box::new(|r| r.epochs = 0), "--epochs"),
+            (Box::new(|r| r.settings.epochs = 0), "--epochs"),
             (Box::new(|r| r.batch_size = 0), "--batch"),
-            (Box::new(|r| r.accum_steps = 3), "--accum-steps 3"),
-            (Box::new(|r| r.accum_steps = 0), "--accum-steps 0"),
-            (Box::new(|r| r.eval_limit = Some(0)), "--eval-limit"),
-            (Box::new(|r| r.train_limit = Some(0)), "--train-limit"),
-            (Box::new(|r| r.budget_seconds = Some(-1.0)), "--budget"),
-            (Box::new(|r| r.budget_seconds = Some(f64::NAN)), "--budget"),
+            (Box::new(|r| r.settings.accum_steps = 3), "--accum-steps 3"),
+            (Box::new(|r| r.settings.accum_steps = 0), "--accum-steps 0"),
+            (
+                Box::new(|r| r.settings.eval_limit = Some(0)),
+                "--eval-limit",
+            ),
+            (
+                Box::new(|r| r.settings.train_limit = Some(0)),
+                "--train-limit",
+            ),
+            (
+                Box::new(|r| r.settings.budget_seconds = Some(-1.0)),
+                "--budget",
+            ),
+            (
+                Box::new(|r| r.settings.budget_seconds = Some(f64::NAN)),
+                "--budget",
+            ),
             (
                 Box::new(|r| r.dataset = Some(DatasetName::Cifar10)),
                 "dataset cifar-10",
@@ -352,14 +311,14 @@ mod tests {
             (
                 Box::new(|r| {
                     r.training_loop = TrainingLoop::Learner;
-                    r.accum_steps = 2;
+                    r.settings.accum_steps = 2;
                 }),
                 "--accum-steps 2",
             ),
             (
                 Box::new(|r| {
                     r.training_loop = TrainingLoop::Learner;
-                    r.bare = true;
+                    r.settings.bare = true;
                 }),
                 "--bare",
             ),
@@ -397,7 +356,7 @@ mod tests {
         let path = dir.join("cell.json");
         let mut r = CellRequest::new(ModelKind::ResNet18Gray, "tch", Profile::Full);
         r.precision = Precision::AmpBF16;
-        r.autotune = Some(AutotuneLevel::Minimal);
+        r.settings.autotune = Some(AutotuneLevel::Minimal);
         r.write(&path).unwrap();
         assert_eq!(CellRequest::read(&path).unwrap(), r);
         // A learner cell over two devices is another cell than the Kiln-loop one.
@@ -412,6 +371,13 @@ mod tests {
         assert_eq!(back.id().device, "cuda:0,cuda:1");
         assert_eq!(back.id().training_loop, Some(TrainingLoop::Learner));
         assert_eq!(r.id().training_loop, None);
+
+        // A misspelt setting is refused by name, not dropped for its default.
+        let mut json = serde_json::to_value(&r).unwrap();
+        json["learnig_rate"] = serde_json::json!(0.01);
+        std::fs::write(&path, json.to_string()).unwrap();
+        let err = CellRequest::read(&path).unwrap_err();
+        assert!(err.contains("unknown field `learnig_rate`"), "{err}");
 
         std::fs::write(&path, r#"{"kiln_cell":1,"model":"lenet"}"#).unwrap();
         let err = CellRequest::read(&path).unwrap_err();

@@ -21,6 +21,7 @@ pub mod render;
 pub mod repeats;
 pub mod schema;
 pub mod sections;
+pub mod settings;
 pub mod stats;
 pub mod table;
 pub mod verify;
@@ -34,6 +35,7 @@ pub use probe::{DeviceReport, ProbeReport};
 pub use profile::parse_duration;
 pub use protocol::{LEARNING_RATE, TimingRules};
 pub use schema::*;
+pub use settings::CellSettings;
 pub use stats::Stats;
 pub use vocab::{
     AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, ModelKind,

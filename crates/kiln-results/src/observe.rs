@@ -214,11 +214,11 @@ impl Observed {
         let mut r = Record::not_run(&id, self.status, "");
         r.device_name = self.device_name;
         r.batch_size = request.batch_size;
-        r.accum_steps = request.accum_steps;
-        r.micro_batch_size = request.batch_size / request.accum_steps.max(1);
-        r.epochs_requested = request.epochs;
-        r.seed = request.seed;
-        r.learning_rate = request.learning_rate;
+        r.accum_steps = request.settings.accum_steps;
+        r.micro_batch_size = request.batch_size / request.settings.accum_steps.max(1);
+        r.epochs_requested = request.settings.epochs;
+        r.seed = request.settings.seed;
+        r.learning_rate = request.settings.learning_rate;
         r.dataset = self.dataset;
         r.data = self.data;
         fingerprint.backend_version = self.backend_version;
@@ -244,12 +244,17 @@ impl Observed {
         r.loop_overhead = self.loop_overhead;
         r.data_parallel = self.data_parallel;
         r.remote = self.remote;
-        r.obtained.budget_seconds = request.budget_seconds;
+        r.obtained.budget_seconds = request.settings.budget_seconds;
         let mut notes = Vec::new();
         notes.extend(self.reason);
         if let Some(m) = self.measurements {
             let standard_epoch = request.model.standard_epoch();
-            let s = summarize(&m, standard_epoch, request.epochs, request.budget_seconds);
+            let s = summarize(
+                &m,
+                standard_epoch,
+                request.settings.epochs,
+                request.settings.budget_seconds,
+            );
             if let Some(why) = &m.diverged {
                 r.status = Status::Diverged;
                 notes.insert(0, why.clone());
@@ -269,6 +274,7 @@ impl Observed {
             r.train_samples = m.epoch_samples;
             r.obtained = s.obtained;
             r.time_to_accuracy = request
+                .settings
                 .target_accuracy
                 .filter(|_| m.diverged.is_none())
                 .map(|target| time_to_accuracy(&m.epochs, target));
@@ -469,7 +475,7 @@ mod tests {
         );
         // Through a record: the request asks, the record answers.
         let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-        request.target_accuracy = Some(0.5);
+        request.settings.target_accuracy = Some(0.5);
         let m = measured(vec![epoch(1, 3.0, false), epoch(2, 1.0, false)], vec![]);
         let r =
             observed_on("cpu", DeviceKind::Cpu, m).into_record(&request, Fingerprint::default());

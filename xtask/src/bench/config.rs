@@ -1,12 +1,10 @@
 //! A run's configuration, its planned cells and the request each cell becomes.
 
-use std::path::PathBuf;
-
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use kiln_results::{
-    AutotuneLevel, CellId, CellRequest, DatasetName, FallbackTarget, ModelKind, Precision, Profile,
+    AutotuneLevel, CellId, CellRequest, CellSettings, DatasetName, ModelKind, Precision, Profile,
     TrainingLoop, parse_duration,
 };
 
@@ -15,45 +13,23 @@ use crate::flags::{CommonArgs, TargetAccuracy};
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
 
-/// The settings every cell of a run shares.
+/// A run's configuration: the settings every cell shares and the matrix's own dimensions.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunConfig {
-    pub profile: Profile,
-    pub epochs: usize,
+    /// Epochs, budget, seed, learning rate, ...: their one home is `CellSettings`, whose keys
+    /// sit at the top level of run.json as they do in every cell request.
+    #[serde(flatten)]
+    pub cell: CellSettings,
     /// The batch sizes of the matrix (`--batch 32,128,512`), each a cell of its own; a run
     /// file written before batch size was a dimension holds one number here (`batch_size`).
     #[serde(alias = "batch_size", deserialize_with = "one_or_many")]
     pub batch_sizes: Vec<usize>,
-    pub budget_seconds: Option<f64>,
-    pub seed: u64,
-    pub data_dir: Option<PathBuf>,
-    pub eval_limit: Option<usize>,
-    pub train_limit: Option<usize>,
-    #[serde(default = "one")]
-    pub accum_steps: usize,
-    /// Adam's learning rate (`--lr`; a run file without it: the protocol's).
-    #[serde(default = "learning_rate")]
-    pub learning_rate: f64,
-    pub bare: bool,
-    /// `cpu`: a cell whose device is unavailable, or which fails on an unsupported operation or
-    /// type, is run again on the CPU and recorded as a fallback.
-    #[serde(default)]
-    pub fallback: Option<FallbackTarget>,
-    /// CubeCL autotune level for GPU cells (`None`: the runtime's default).
-    #[serde(default)]
-    pub autotune: Option<AutotuneLevel>,
-    /// GPU cells neither read nor write the on-disk autotune cache.
-    #[serde(default)]
-    pub no_autotune_cache: bool,
     /// Independent runs of each cell, interleaved across the matrix.
     #[serde(default = "one")]
     pub repeats: usize,
     /// `--wait-quiet`: before each cell, wait up to this many seconds for a quiet machine.
     #[serde(default)]
     pub wait_quiet_seconds: Option<f64>,
-    /// `--target-accuracy`: record the training time to this test accuracy.
-    #[serde(default)]
-    pub target_accuracy: Option<f64>,
     /// Without `--target-accuracy`, each cell races to its dataset's default target (the
     /// full profile; `DatasetName::default_target`).
     #[serde(default)]
@@ -76,10 +52,6 @@ pub(super) fn loops(given: Option<&[TrainingLoop]>) -> Vec<TrainingLoop> {
         loops.push(TrainingLoop::Learner);
     }
     loops
-}
-
-fn learning_rate() -> f64 {
-    kiln_results::LEARNING_RATE
 }
 
 pub(super) fn one() -> usize {
@@ -119,63 +91,118 @@ impl PlannedCell {
     /// The request a runner gets for this cell of a run configured by `cfg`.
     pub fn request(&self, cfg: &RunConfig) -> Result<CellRequest> {
         let model: ModelKind = self.id.model.parse()?;
-        let mut r = CellRequest::new(model, &self.id.backend, cfg.profile);
+        let mut r = CellRequest::new(model, &self.id.backend, cfg.cell.profile);
         r.device = self.id.device.clone();
         r.precision = self.id.precision.parse()?;
-        r.epochs = cfg.epochs;
         r.batch_size = self.id.batch_size;
-        r.budget_seconds = self.budget_seconds.or(cfg.budget_seconds);
-        r.accum_steps = cfg.accum_steps;
-        r.learning_rate = cfg.learning_rate;
-        r.seed = cfg.seed;
+        r.settings = cfg.cell.clone();
+        r.settings.budget_seconds = self.budget_seconds.or(cfg.cell.budget_seconds);
+        r.settings.autotune = cfg.cell.autotune.or(self.autotune);
+        if cfg.default_targets && r.settings.target_accuracy.is_none() {
+            r.settings.target_accuracy = self.dataset.default_target();
+        }
         r.dataset = Some(self.dataset);
         r.dataset_note = self.dataset_note.clone();
-        r.data_dir = cfg.data_dir.clone();
-        r.eval_limit = cfg.eval_limit;
-        r.train_limit = cfg.train_limit;
-        r.autotune = cfg.autotune.or(self.autotune);
-        r.autotune_cache = !cfg.no_autotune_cache;
-        r.fallback = cfg.fallback;
-        r.bare = cfg.bare;
         r.training_loop = self.id.training_loop.unwrap_or_default();
         if self.id.device.contains(',') {
             r.devices = self.id.device.split(',').map(str::to_string).collect();
             r.device = r.devices[0].clone();
         }
-        r.target_accuracy = cfg.target_accuracy.or_else(|| {
-            cfg.default_targets
-                .then(|| self.dataset.default_target())
-                .flatten()
-        });
         r.validate().map_err(|e| anyhow::anyhow!(e))?;
         Ok(r)
     }
 }
 
 impl RunConfig {
+    /// A run of the profile's defaults, before any flag applies.
+    pub fn new(profile: Profile) -> RunConfig {
+        RunConfig {
+            cell: CellSettings::new(profile),
+            batch_sizes: vec![profile.batch_size()],
+            repeats: profile.repeats(),
+            wait_quiet_seconds: None,
+            default_targets: profile == Profile::Full,
+            loops: kiln_loop(),
+        }
+    }
+
     /// The configuration of a run of the one cell `r` describes.
     pub fn of_request(r: &CellRequest) -> RunConfig {
         RunConfig {
-            profile: r.profile,
-            epochs: r.epochs,
+            cell: r.settings.clone(),
             batch_sizes: vec![r.batch_size],
-            budget_seconds: r.budget_seconds,
-            seed: r.seed,
-            data_dir: r.data_dir.clone(),
-            eval_limit: r.eval_limit,
-            train_limit: r.train_limit,
-            accum_steps: r.accum_steps,
-            learning_rate: r.learning_rate,
-            bare: r.bare,
-            fallback: r.fallback,
-            autotune: r.autotune,
-            no_autotune_cache: !r.autotune_cache,
             repeats: 1,
             wait_quiet_seconds: None,
-            target_accuracy: r.target_accuracy,
             default_targets: false,
             loops: vec![r.training_loop],
         }
+    }
+
+    /// Apply the flags given in `common` (each one set; `--quick` only picks the profile:
+    /// `new` made its defaults). `bench-all`, `bench` and `--resume` share this one mapping
+    /// from flags to settings.
+    pub fn apply(&mut self, common: &CommonArgs) -> Result<()> {
+        let cell = &mut self.cell;
+        if common.quick {
+            cell.profile = Profile::Quick;
+        }
+        if let Some(v) = common.epochs {
+            cell.epochs = v;
+        }
+        if let Some(text) = &common.budget {
+            cell.budget_seconds = parse_duration(text)
+                .map_err(|e| anyhow::anyhow!("--budget: {e}"))?
+                .map(|b| b.as_secs_f64());
+        }
+        if let Some(v) = common.seed {
+            cell.seed = v;
+        }
+        if let Some(dir) = &common.data_dir {
+            if !dir.is_dir() {
+                bail!("--data-dir {}: no such directory", dir.display());
+            }
+            cell.data_dir = Some(dir.clone());
+        }
+        if common.eval_limit.is_some() {
+            cell.eval_limit = common.eval_limit;
+        }
+        if common.train_limit.is_some() {
+            cell.train_limit = common.train_limit;
+        }
+        if let Some(v) = common.accum_steps {
+            cell.accum_steps = v;
+        }
+        if let Some(v) = common.learning_rate {
+            cell.learning_rate = v;
+        }
+        if common.fallback.is_some() {
+            cell.fallback = common.fallback;
+        }
+        if common.autotune.is_some() {
+            cell.autotune = common.autotune;
+        }
+        if common.no_autotune_cache {
+            cell.autotune_cache = false;
+        }
+        if let Some(t) = common.target_accuracy {
+            (cell.target_accuracy, self.default_targets) = match t {
+                TargetAccuracy::Share(a) => (Some(a), false),
+                TargetAccuracy::Off => (None, false),
+            };
+        }
+        if let Some(v) = &common.batch {
+            self.batch_sizes = batch_sizes(Some(v), cell.profile)?;
+        }
+        if let Some(n) = common.repeats {
+            self.repeats = n;
+        }
+        if common.wait_quiet.is_some() {
+            self.wait_quiet_seconds = wait_quiet(common)?;
+        }
+        if let Some(l) = &common.training_loop {
+            self.loops = loops(Some(l));
+        }
+        Ok(())
     }
 }
 
@@ -187,8 +214,8 @@ impl PlannedCell {
             Some(d) => (d, r.dataset_note.clone()),
             None => kiln_data::default_dataset(
                 r.model.geometry(),
-                r.profile == Profile::Quick,
-                r.data_dir.as_deref(),
+                r.settings.profile == Profile::Quick,
+                r.settings.data_dir.as_deref(),
             )?,
         };
         Ok(PlannedCell {
@@ -213,39 +240,9 @@ pub struct RunFile {
 
 pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
     let profile = Profile::from_quick(common.quick);
-    let budget = match &common.budget {
-        Some(text) => parse_duration(text).map_err(|e| anyhow::anyhow!("--budget: {e}"))?,
-        None => profile.budget(),
-    };
-    if let Some(dir) = &common.data_dir
-        && !dir.is_dir()
-    {
-        bail!("--data-dir {}: no such directory", dir.display());
-    }
-    let cfg = RunConfig {
-        profile,
-        epochs: common.epochs.unwrap_or(profile.epochs()),
-        batch_sizes: batch_sizes(common.batch.as_deref(), profile)?,
-        budget_seconds: budget.map(|b| b.as_secs_f64()),
-        seed: common.seed.unwrap_or(42),
-        data_dir: common.data_dir.clone(),
-        eval_limit: common.eval_limit,
-        train_limit: common.train_limit,
-        accum_steps: common.accum_steps.unwrap_or(1),
-        learning_rate: common.learning_rate.unwrap_or(kiln_results::LEARNING_RATE),
-        bare,
-        fallback: common.fallback,
-        autotune: common.autotune,
-        no_autotune_cache: common.no_autotune_cache,
-        repeats: common.repeats.unwrap_or(profile.repeats()),
-        wait_quiet_seconds: wait_quiet(common)?,
-        target_accuracy: match common.target_accuracy {
-            Some(TargetAccuracy::Share(a)) => Some(a),
-            _ => None,
-        },
-        default_targets: common.target_accuracy.is_none() && profile == Profile::Full,
-        loops: loops(common.training_loop.as_deref()),
-    };
+    let mut cfg = RunConfig::new(profile);
+    cfg.cell.bare = bare;
+    cfg.apply(common)?;
     if cfg.repeats == 0 {
         bail!("--repeats must be at least 1 (got 0)");
     }

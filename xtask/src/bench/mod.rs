@@ -202,7 +202,7 @@ fn execute_rest(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut display = Display::new(order.len());
-    let peaks = if cfg.bare || order.is_empty() {
+    let peaks = if cfg.cell.bare || order.is_empty() {
         Some(Peaks::default())
     } else {
         calibrate(&cells, built, &cfg, out, &mut display)?
@@ -215,7 +215,7 @@ fn execute_rest(
         );
         return Ok(false);
     };
-    let per_cell_bound = cfg.budget_seconds.map_or(0.0, |b| b + 120.0);
+    let per_cell_bound = cfg.cell.budget_seconds.map_or(0.0, |b| b + 120.0);
     let probes = probes(built);
     let mut all_ok = true;
     for (i, &(c, k)) in order.iter().enumerate() {
@@ -240,7 +240,7 @@ fn execute_rest(
                 out,
                 &position,
                 &mut display,
-                wall_clock_limit(cell.budget_seconds.or(cfg.budget_seconds)),
+                wall_clock_limit(cell.budget_seconds.or(cfg.cell.budget_seconds)),
                 &run,
             )?,
             None => Some(Record::not_run(
@@ -272,7 +272,7 @@ fn execute_rest(
             break;
         };
         append_record(&results, &record)?;
-        let fallback = match (&cfg.fallback, fallback_reason(&record)) {
+        let fallback = match (&cfg.cell.fallback, fallback_reason(&record)) {
             (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
                 .and_then(|c| runner_of(built, &c.id.backend).map(|r| (c, r)))
                 .map(|c| (c, why)),
@@ -293,7 +293,7 @@ fn execute_rest(
                     out,
                     &position,
                     &mut display,
-                    wall_clock_limit(fb_cell.budget_seconds.or(cfg.budget_seconds)),
+                    wall_clock_limit(fb_cell.budget_seconds.or(cfg.cell.budget_seconds)),
                     &fb_run,
                 )?
                 else {
@@ -419,7 +419,7 @@ pub fn bench_all(
         backends: wanted.iter().map(|b| b.name.clone()).collect(),
         backends_named,
         all_devices,
-        fallback: cfg.fallback.is_some(),
+        fallback: cfg.cell.fallback.is_some(),
         budget_given: common.budget.is_some(),
         autotune_given: common.autotune.is_some(),
         profile,
@@ -427,7 +427,7 @@ pub fn bench_all(
     };
     let out = check_out(common.out.as_deref())?;
     let built = build_and_probe(
-        &with_fallback_backends(wanted, cfg.fallback.is_some()),
+        &with_fallback_backends(wanted, cfg.cell.fallback.is_some()),
         cfg.loops.contains(&TrainingLoop::Learner),
     )?;
     let plan::Plan { cells, skipped } = plan::plan(&matrix, &probes(&built));
@@ -539,7 +539,7 @@ pub fn bench_request(path: &Path, out: Option<&Path>) -> Result<bool> {
     }
     let out = check_out(out)?;
     let built = build_and_probe(
-        &with_fallback_backends(vec![b], cfg.fallback.is_some()),
+        &with_fallback_backends(vec![b], cfg.cell.fallback.is_some()),
         request.training_loop == TrainingLoop::Learner,
     )?;
     let out = prepare_out(Some(&out))?;
@@ -631,7 +631,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let (backend, model, precision) = (one.backend, one.model, one.precision);
     let b = backends::find(backend)?;
     if let Some(why) = backends::unbuildable(b)
-        && cfg.fallback.is_none()
+        && cfg.cell.fallback.is_none()
     {
         bail!("backend {backend} cannot run here: {why}");
     }
@@ -645,7 +645,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         || one.devices.is_some()
         || one.data_parallel.is_some();
     let built = build_and_probe(
-        &with_fallback_backends(vec![b], cfg.fallback.is_some()),
+        &with_fallback_backends(vec![b], cfg.cell.fallback.is_some()),
         learner,
     )?;
     let report = built
@@ -676,7 +676,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     // it, the runner records why and the CPU fallback runs.
     let mut specs = vec![spec.clone()];
     specs.extend(devices.iter().flatten().skip(1).cloned());
-    for spec in specs.iter().filter(|_| cfg.fallback.is_none()) {
+    for spec in specs.iter().filter(|_| cfg.cell.fallback.is_none()) {
         let report = report.context("the runner was not built")?;
         match report.devices.iter().find(|d| d.spec == *spec) {
             Some(d) if !d.available => bail!(
@@ -710,10 +710,10 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         backends: vec![backend.to_string()],
         backends_named: true,
         all_devices: false,
-        fallback: cfg.fallback.is_some(),
+        fallback: cfg.cell.fallback.is_some(),
         budget_given: common.budget.is_some(),
         autotune_given: common.autotune.is_some(),
-        profile: cfg.profile,
+        profile: cfg.cell.profile,
         loops: cfg.loops.clone(),
     };
     // A data-parallel run compares with its first device alone through the same loop

@@ -5,12 +5,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::read::RESULTS_FILE;
-use kiln_results::{CellId, ModelKind, Precision, Profile, Record, parse_duration};
+use kiln_results::{CellId, ModelKind, Precision, Record};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use super::with_fallback_backends;
 use crate::backends::{self, Backend};
-use crate::flags::{CommonArgs, TargetAccuracy};
+use crate::flags::CommonArgs;
 use crate::runners::build_and_probe;
 
 /// Describe how `stored` and `wanted` differ, field by field.
@@ -75,6 +75,7 @@ pub const APPLIED_ON_RESUME: &[&str] = &[
     "eval_limit",
     "train_limit",
     "accum_steps",
+    "learning_rate",
     "fallback",
     "autotune",
     "no_autotune_cache",
@@ -123,59 +124,7 @@ pub fn resume(
     }
     // The run's configuration with every flag given now applied: any change is a difference.
     let mut wanted = run.config.clone();
-    if common.quick {
-        wanted.profile = Profile::Quick;
-    }
-    if let Some(v) = common.epochs {
-        wanted.epochs = v;
-    }
-    if let Some(v) = &common.batch {
-        wanted.batch_sizes = v.clone();
-    }
-    if let Some(text) = &common.budget {
-        wanted.budget_seconds = parse_duration(text)
-            .map_err(|e| anyhow::anyhow!("--budget: {e}"))?
-            .map(|b| b.as_secs_f64());
-    }
-    if let Some(v) = common.seed {
-        wanted.seed = v;
-    }
-    if let Some(d) = &common.data_dir {
-        wanted.data_dir = Some(d.clone());
-    }
-    if common.eval_limit.is_some() {
-        wanted.eval_limit = common.eval_limit;
-    }
-    if common.train_limit.is_some() {
-        wanted.train_limit = common.train_limit;
-    }
-    if let Some(v) = common.accum_steps {
-        wanted.accum_steps = v;
-    }
-    if common.fallback.is_some() {
-        wanted.fallback = common.fallback;
-    }
-    if common.autotune.is_some() {
-        wanted.autotune = common.autotune;
-    }
-    if common.no_autotune_cache {
-        wanted.no_autotune_cache = true;
-    }
-    if let Some(n) = common.repeats {
-        wanted.repeats = n;
-    }
-    if let Some(t) = common.target_accuracy {
-        (wanted.target_accuracy, wanted.default_targets) = match t {
-            TargetAccuracy::Share(a) => (Some(a), false),
-            TargetAccuracy::Off => (None, false),
-        };
-    }
-    if common.wait_quiet.is_some() {
-        wanted.wait_quiet_seconds = super::config::wait_quiet(common)?;
-    }
-    if let Some(l) = &common.training_loop {
-        wanted.loops = super::config::loops(Some(l));
-    }
+    wanted.apply(common)?;
     let mut differences = config_differences(&run.config, &wanted);
     for flag in refused_on_resume(given) {
         differences.push(format!(
@@ -229,7 +178,7 @@ pub fn resume(
             .collect::<Result<_>>()?
     };
     let built = build_and_probe(
-        &with_fallback_backends(wanted, run.config.fallback.is_some()),
+        &with_fallback_backends(wanted, run.config.cell.fallback.is_some()),
         remaining
             .iter()
             .any(|c| c.id.training_loop == Some(kiln_results::TrainingLoop::Learner)),

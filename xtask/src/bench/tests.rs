@@ -25,27 +25,12 @@ fn out_dir_rules() {
 }
 
 fn cfg() -> RunConfig {
-    RunConfig {
-        loops: vec![kiln_results::TrainingLoop::Kiln],
-        profile: Profile::Quick,
-        epochs: 1,
-        batch_sizes: vec![8],
-        budget_seconds: Some(5.0),
-        seed: 1,
-        data_dir: None,
-        eval_limit: None,
-        train_limit: None,
-        accum_steps: 1,
-        learning_rate: kiln_results::LEARNING_RATE,
-        bare: false,
-        fallback: None,
-        autotune: None,
-        no_autotune_cache: false,
-        repeats: 1,
-        wait_quiet_seconds: None,
-        target_accuracy: None,
-        default_targets: false,
-    }
+    let mut cfg = RunConfig::new(Profile::Quick);
+    cfg.cell.epochs = 1;
+    cfg.cell.seed = 1;
+    cfg.cell.budget_seconds = Some(5.0);
+    cfg.batch_sizes = vec![8];
+    cfg
 }
 
 fn cell(backend: &str) -> PlannedCell {
@@ -143,7 +128,8 @@ fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
     for fallback in [None, Some(FallbackTarget::Cpu)] {
         let out = tmp.path().join(format!("run-{}", fallback.is_some()));
         prepare_out(Some(&out)).unwrap();
-        let config = RunConfig { fallback, ..cfg() };
+        let mut config = cfg();
+        config.cell.fallback = fallback;
         execute(vec![gpu_cell.clone()], &runners, config, &out).unwrap();
         let records = kiln_results::read::load(std::slice::from_ref(&out))
             .unwrap()
@@ -259,7 +245,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
     let out = tmp.path().join("run");
     prepare_out(Some(&out)).unwrap();
     let mut config = cfg();
-    config.budget_seconds = None;
+    config.cell.budget_seconds = None;
     // Exercise the limit directly with a tiny one.
     let mut display = Display::new(1);
     let position = Position {
@@ -315,7 +301,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     let out = tmp.path().join("run");
     prepare_out(Some(&out)).unwrap();
     let mut stored = cfg();
-    stored.epochs = 3;
+    stored.cell.epochs = 3;
     write_run_file(&out, &stored, &[cell("flex"), cell("ndarray")]).unwrap();
     append_record(
         &out.join(RESULTS_FILE),
@@ -349,7 +335,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     let err = resume(&out, &runtime, &[], None, None, None)
         .unwrap_err()
         .to_string();
-    for field in ["fallback", "autotune", "no_autotune_cache"] {
+    for field in ["fallback", "autotune", "autotune_cache"] {
         assert!(err.contains(&format!("{field}: run has")), "{field}: {err}");
     }
     // A flag resume cannot apply is refused by its name, the Learner loop compared.
@@ -621,19 +607,60 @@ fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refuse
     let mut flags = common();
     flags.quick = true;
     let (_, default) = config::config(&flags, false).unwrap();
-    assert_eq!(default.learning_rate, kiln_results::LEARNING_RATE);
+    assert_eq!(default.cell.learning_rate, kiln_results::LEARNING_RATE);
     flags.learning_rate = Some(0.01);
     let (_, cfg) = config::config(&flags, false).unwrap();
     let request = cell("flex").request(&cfg).unwrap();
-    assert_eq!(request.learning_rate, 0.01);
+    assert_eq!(request.settings.learning_rate, 0.01);
     assert!(request.validate().is_ok());
     let observed: kiln_results::Record =
         kiln_results::Record::not_run(&request.id(), Status::Skipped, "not run");
     assert_eq!(observed.learning_rate, kiln_results::LEARNING_RATE);
     for bad in [0.0, -1.0, f64::NAN] {
         let mut r = request.clone();
-        r.learning_rate = bad;
+        r.settings.learning_rate = bad;
         let why = r.validate().unwrap_err();
         assert!(why.contains("--lr"), "{why}");
+    }
+}
+
+/// Every setting of a cell has a flag, mapped in one place (`RunConfig::apply`, which
+/// bench-all, bench and `--resume` share): a setting added to `CellSettings` without a flag
+/// that sets it fails here.
+#[test]
+fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
+    let data = tempfile::tempdir().unwrap();
+    let mut flags = common();
+    flags.quick = true;
+    flags.epochs = Some(7);
+    flags.budget = Some("90s".into());
+    flags.seed = Some(7);
+    flags.data_dir = Some(data.path().to_path_buf());
+    flags.eval_limit = Some(7);
+    flags.train_limit = Some(7);
+    flags.accum_steps = Some(2);
+    flags.learning_rate = Some(0.007);
+    flags.fallback = Some(FallbackTarget::Cpu);
+    flags.autotune = Some(AutotuneLevel::Full);
+    flags.no_autotune_cache = true;
+    flags.target_accuracy = Some(crate::flags::TargetAccuracy::Share(0.7));
+    let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
+    let (_, set) = config::config(&flags, true).unwrap();
+    let set = serde_json::to_value(&set.cell).unwrap();
+    let keys = defaults.as_object().unwrap();
+    assert!(keys.len() >= 14, "{keys:?}");
+    for (key, default) in keys {
+        assert_ne!(&set[key], default, "{key}: no flag sets it");
+    }
+    // And a resumed run applies the same mapping: each of those flags is compared.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    write_run_file(&out, &RunConfig::new(Profile::Full), &[cell("flex")]).unwrap();
+    let err = resume(&out, &flags, &[], None, None, None)
+        .unwrap_err()
+        .to_string();
+    for key in keys.keys().filter(|k| *k != "bare") {
+        assert!(err.contains(&format!("{key}: run has")), "{key}: {err}");
     }
 }

@@ -213,7 +213,7 @@ impl WithModel for ModelTimings<'_> {
 
     fn run<M: Classifier>(self, model: M) -> Self::Output {
         let inner = self.device.clone().without_autodiff();
-        let learning_rate = Protocol::default().learning_rate;
+        let learning_rate = Protocol::default().settings.learning_rate;
         let mut optim = protocol::adam();
         let mut slot = Some(model.clone());
         let update = self.timer.measure(

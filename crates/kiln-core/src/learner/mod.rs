@@ -248,14 +248,14 @@ pub fn train<M: Classifier>(
     let clock = Arc::new(Clock {
         state: Mutex::new(ClockState {
             devices: devices.to_vec(),
-            budget: protocol.budget,
+            budget: protocol.settings.budget(),
             min_timed_steps: protocol.timing.min_timed_steps,
             inject_nan_at_step: protocol.inject_nan_at_step,
             steps_per_epoch,
             chunk_len: protocol.timing.chunk_steps(steps_per_epoch),
             chunk_time: protocol
                 .timing
-                .chunk_time(protocol.budget)
+                .chunk_time(protocol.settings.budget())
                 .unwrap_or(Duration::MAX),
             interrupter: interrupter.clone(),
             events,

@@ -163,13 +163,13 @@ pub(super) fn run_cell(
         return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
     }
     cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
-    device.seed(request.seed);
+    device.seed(request.settings.seed);
     let device = device.autodiff();
     // A data-parallel cell's other devices, set up as the first one.
     let mut devices = vec![device.clone()];
     let mut specs = vec![first_spec];
     for spec in request.devices.iter().skip(1) {
-        match open_device(binding, spec, precision, request.seed)? {
+        match open_device(binding, spec, precision, request.settings.seed)? {
             Ok((d, resolved, _)) => {
                 devices.push(d);
                 specs.push(resolved);
@@ -182,19 +182,22 @@ pub(super) fn run_cell(
     }
 
     let geometry = kind.geometry();
-    let quick = request.profile == Profile::Quick;
+    let quick = request.settings.profile == Profile::Quick;
     let (dataset_name, note) = match request.dataset {
         Some(name) => (name, request.dataset_note.clone()),
-        None => kiln_data::default_dataset(geometry, quick, request.data_dir.as_deref())?,
+        None => kiln_data::default_dataset(geometry, quick, request.settings.data_dir.as_deref())?,
     };
     let mut dataset = kiln_data::load(&Request {
         name: dataset_name,
         geometry,
-        data_dir: request.data_dir.clone(),
-        seed: request.seed,
-        synthetic_sizes: request.profile.synthetic_sizes(kind.standard_epoch()),
+        data_dir: request.settings.data_dir.clone(),
+        seed: request.settings.seed,
+        synthetic_sizes: request
+            .settings
+            .profile
+            .synthetic_sizes(kind.standard_epoch()),
     })?;
-    if let Some(n) = request.train_limit {
+    if let Some(n) = request.settings.train_limit {
         dataset.train = dataset.train.truncated(n, geometry);
     }
     cell.dataset = dataset.name.clone();
@@ -267,7 +270,7 @@ pub(super) fn run_cell(
         }
         return Ok(observed.into_record(request, fingerprint::collect(cell.threads, BURN_VERSION)));
     }
-    let data = DeviceData::upload(&dataset, &device, protocol.eval_limit);
+    let data = DeviceData::upload(&dataset, &device, protocol.settings.eval_limit);
     sink(&protocol::start_event(
         kind.name(),
         identity,
@@ -280,7 +283,7 @@ pub(super) fn run_cell(
         &protocol,
     ));
 
-    let record = if request.bare {
+    let record = if request.settings.bare {
         let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
         let overhead = kind.build(
             &device,

@@ -243,10 +243,10 @@ fn answer<Q>(
 /// other threads read it is undefined behaviour.
 pub fn set_runtime_env(request: &CellRequest) {
     let mut vars = Vec::new();
-    if let Some(level) = request.autotune {
+    if let Some(level) = request.settings.autotune {
         vars.push(("CUBECL_AUTOTUNE_LEVEL", level.name()));
     }
-    if !request.autotune_cache {
+    if !request.settings.autotune_cache {
         vars.push(("CUBECL_AUTOTUNE_CACHE", "false"));
     }
     for (key, value) in vars {

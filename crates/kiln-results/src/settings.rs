@@ -1,0 +1,120 @@
+//! A cell's settings: the one home of every knob a run gives its cells (`--epochs`, `--lr`,
+//! ...). Its JSON keys, defaults and rules are written once, here: xtask's run file
+//! (`RunConfig`) and every cell request (`CellRequest`, which the runners read, Python's too)
+//! flatten this struct, so the same keys sit at the top level of both documents.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{LEARNING_RATE, default_learning_rate};
+use crate::vocab::{AutotuneLevel, FallbackTarget, Profile};
+
+/// The settings every cell of a run shares (a cell may still override its budget and
+/// autotune level: `PlannedCell`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CellSettings {
+    /// Which profile's defaults apply (synthetic set sizes, GPU loop sizes).
+    pub profile: Profile,
+    pub epochs: usize,
+    /// Training time allowed to the cell; when it runs out the cell stops and is projected.
+    pub budget_seconds: Option<f64>,
+    /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
+    #[serde(default = "one")]
+    pub accum_steps: usize,
+    /// Adam's learning rate (`--lr`).
+    #[serde(default = "default_learning_rate")]
+    pub learning_rate: f64,
+    pub seed: u64,
+    /// Directory holding dataset files.
+    pub data_dir: Option<PathBuf>,
+    /// Evaluate at most this many test samples after each epoch.
+    pub eval_limit: Option<usize>,
+    /// Train on at most this many samples per epoch.
+    pub train_limit: Option<usize>,
+    /// CubeCL autotune level (GPU runtimes); `None`: the runtime's default.
+    #[serde(default)]
+    pub autotune: Option<AutotuneLevel>,
+    /// False: neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[serde(default = "yes")]
+    pub autotune_cache: bool,
+    /// What xtask does when the device or precision cannot run the cell.
+    #[serde(default)]
+    pub fallback: Option<FallbackTarget>,
+    /// Measure the loop overhead against a bare loop instead of training a full cell.
+    pub bare: bool,
+    /// Record the training time until the test accuracy first reaches this share (0..1].
+    #[serde(default)]
+    pub target_accuracy: Option<f64>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl CellSettings {
+    /// The profile's defaults: its epochs and budget, seed 42, Adam at the article's rate.
+    pub fn new(profile: Profile) -> CellSettings {
+        CellSettings {
+            profile,
+            epochs: profile.epochs(),
+            budget_seconds: profile.budget().map(|b| b.as_secs_f64()),
+            accum_steps: 1,
+            learning_rate: LEARNING_RATE,
+            seed: 42,
+            data_dir: None,
+            eval_limit: None,
+            train_limit: None,
+            autotune: None,
+            autotune_cache: true,
+            fallback: None,
+            bare: false,
+            target_accuracy: None,
+        }
+    }
+
+    /// The rules of the settings alone (a request adds those that involve its cell); the
+    /// error names the flag and the value.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.epochs == 0 {
+            return Err("--epochs must be at least 1 (got 0)".into());
+        }
+        if self.accum_steps == 0 {
+            return Err("--accum-steps 0 must be at least 1".into());
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return Err(format!(
+                "--lr {}: a learning rate is a positive number (the protocol's is {LEARNING_RATE})",
+                self.learning_rate
+            ));
+        }
+        if self.eval_limit == Some(0) || self.train_limit == Some(0) {
+            return Err("--eval-limit and --train-limit must be at least 1 (got 0)".into());
+        }
+        if let Some(b) = self.budget_seconds
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(format!(
+                "--budget {b} s: a budget is a positive number of seconds, or none"
+            ));
+        }
+        if let Some(a) = self.target_accuracy
+            && !(a > 0.0 && a <= 1.0)
+        {
+            return Err(format!(
+                "--target-accuracy {a}: give a share of the test set between 0 and 1 (0.8 for 80%)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The training budget as a duration.
+    pub fn budget(&self) -> Option<Duration> {
+        self.budget_seconds.map(Duration::from_secs_f64)
+    }
+}
