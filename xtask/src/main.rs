@@ -10,6 +10,7 @@ mod doctor;
 mod explain;
 mod export;
 mod fetch;
+mod figures;
 mod flags;
 mod kit;
 mod layout;

@@ -210,4 +210,46 @@ mod tests {
         assert!(checked >= 20, "only {checked} run directories checked");
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
+
+    /// The README's results table is the report Kiln renders from the committed records of the
+    /// run it names: each row's epoch time, interval, ratio and accuracy, cell by cell.
+    #[test]
+    fn the_readme_results_table_is_the_report_of_its_committed_run() {
+        let run = "docs/results/2026-11-30-epyc-f26m2-quick-repeats3";
+        let text = readme();
+        assert!(text.contains(run), "the README no longer names {run}");
+        let path = crate::workspace::workspace_root()
+            .join(run)
+            .join("results.jsonl");
+        let loaded = kiln_results::read::load(&[path]).unwrap();
+        let report = kiln_results::render::markdown(&loaded.records, None);
+        let mut rows = 0;
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.contains(" / cpu |"))
+        {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            let [label, epoch, ratio, accuracy] = cells[..] else {
+                panic!("README row {line:?}: four cells expected");
+            };
+            let (median, interval) = epoch.split_once(" (").unwrap();
+            let interval = interval.trim_end_matches(')');
+            let rendered = report
+                .lines()
+                .find(|l| l.starts_with(&format!("| {label} (")))
+                .unwrap_or_else(|| panic!("{label}: no such row in the rendered report"));
+            for want in [
+                format!("| {median} (next run {interval};"),
+                format!("| {ratio} |"),
+                format!("| {accuracy} (n="),
+            ] {
+                assert!(
+                    rendered.contains(&want),
+                    "{label}: {want:?} not in {rendered:?}"
+                );
+            }
+            rows += 1;
+        }
+        assert_eq!(rows, 3, "flex, tch and pytorch");
+    }
 }
