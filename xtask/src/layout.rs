@@ -49,6 +49,37 @@ mod tests {
     }
 
     /// A file that holds only tests (`tests.rs`, declared under `#[cfg(test)]`).
+    /// Every line of a file but those of its inline test modules (`#[cfg(test)]` then
+    /// `mod NAME {`, to the `}` that closes it at the start of a line), comments and blank
+    /// lines included. Other `#[cfg(test)]` items (a test-only `use` or function) are code.
+    fn code_lines(text: &str) -> usize {
+        let lines: Vec<&str> = text.lines().collect();
+        let (mut n, mut i) = (0, 0);
+        while i < lines.len() {
+            let opens_tests = lines[i].starts_with("#[cfg(test)]")
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.starts_with("mod ") && next.trim_end().ends_with('{'));
+            if opens_tests {
+                i += 2;
+                while i < lines.len() && lines[i] != "}" {
+                    i += 1;
+                }
+            } else {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn only_inline_test_modules_are_left_out_of_a_files_count() {
+        let text = "use a;\n#[cfg(test)]\nuse b;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn g() {}\n#[cfg(test)]\nmod more;\n";
+        // use a, cfg + use b, fn f, fn g, cfg + mod more: 7.
+        assert_eq!(code_lines(text), 7);
+    }
+
     fn is_test_file(path: &Path) -> bool {
         path.file_name().is_some_and(|n| n == "tests.rs")
     }
@@ -63,11 +94,7 @@ mod tests {
         let mut over = Vec::new();
         for path in sources.iter().filter(|p| !is_test_file(p)) {
             let text = std::fs::read_to_string(path).unwrap();
-            // Every line before a Rust file's test module, comments and blank lines included.
-            let n = text
-                .lines()
-                .take_while(|l| !l.starts_with("#[cfg(test)]"))
-                .count();
+            let n = code_lines(&text);
             if n > MAX_CODE_LINES {
                 over.push(format!("{} ({n})", path.display()));
             }

@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 
 use crate::schema::{DataKind, Method, Record, Status};
 use crate::stats::Stats;
+pub(crate) use crate::units::thousands;
+pub use crate::units::{human_bytes, human_bytes_short, human_seconds};
 
 /// when it is not Kiln's (`flex/cpu/f32 (learner loop)`).
 pub fn row_label(r: &Record) -> String {
@@ -127,52 +129,6 @@ pub(crate) fn device_cell(r: &Record) -> String {
     device
 }
 
-/// Bytes as MiB or GiB.
-pub fn human_bytes(bytes: u64) -> String {
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    if mib >= 1024.0 {
-        format!("{:.2} GiB", mib / 1024.0)
-    } else {
-        format!("{mib:.0} MiB")
-    }
-}
-
-/// Bytes as KiB, MiB or GiB, whole (cache sizes).
-pub fn human_bytes_short(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b => format!("{} KiB", b >> 10),
-    }
-}
-
-/// Seconds as `12.3 s`, `4.1 min` or `2.0 h`.
-pub fn human_seconds(s: f64) -> String {
-    if s >= 7200.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s >= 600.0 {
-        format!("{:.1} min", s / 60.0)
-    } else if s >= 100.0 {
-        format!("{s:.0} s")
-    } else if s >= 10.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{s:.2} s")
-    }
-}
-
-pub(crate) fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// How a record's epoch time was obtained, in words.
 pub fn obtained_text(r: &Record) -> String {
     let o = &r.obtained;
@@ -243,11 +199,26 @@ pub fn epoch_cell(r: &Record) -> String {
         )
     };
     // Between runs: where the next run's median is expected (95%), not the runs' range.
+    // The machine's drift over the run, where it is wider than the runs' own spread, sets it.
+    let drift = |s: &Stats| {
+        let own = Stats {
+            floor: None,
+            ..s.clone()
+        }
+        .prediction_half_width();
+        match (s.floor, own, s.prediction_half_width()) {
+            (Some(f), Some(own), Some(half)) if half > own => {
+                format!(", the machine's drift {:.1}%", f * 100.0)
+            }
+            _ => String::new(),
+        }
+    };
     let next = |s: &Stats| match s.prediction_interval() {
         Some((lo, hi)) => format!(
-            "next run {}–{}",
+            "next run {}–{}{}",
             human_seconds(lo.max(0.0)),
-            human_seconds(hi)
+            human_seconds(hi),
+            drift(s)
         ),
         None => range(s),
     };
@@ -293,7 +264,7 @@ pub fn epoch_cell(r: &Record) -> String {
 }
 
 /// `1 chunk`, `2 chunks`; records made before Kiln counted chunks hold 0: "chunks not recorded".
-fn chunks_text(n: usize) -> String {
+pub(crate) fn chunks_text(n: usize) -> String {
     match n {
         0 => "chunks not recorded".into(),
         1 => "1 chunk".into(),
@@ -366,128 +337,6 @@ pub(crate) fn accuracy_cell(r: &Record) -> String {
         Some(a) => format!("{:.1}% (n={})", a * 100.0, thousands(r.test_samples)),
         None => "–".into(),
     }
-}
-
-/// Things a reader should know before trusting a row.
-pub fn warnings(r: &Record) -> Vec<String> {
-    let mut out = Vec::new();
-    if r.status != Status::Ok {
-        return out;
-    }
-    if let Some(g) = crate::memory::memory_growth(&r.epochs) {
-        out.push(format!(
-            "memory grows: the runner's resident set rose after every epoch from the second on, \
-             {} per epoch ({} to {} over {} epochs): a leak, or caches still filling; a longer \
-             run tells them apart",
-            human_bytes(g.bytes_per_epoch as u64),
-            human_bytes(g.first_bytes),
-            human_bytes(g.last_bytes),
-            g.epochs
-        ));
-    }
-    if r.learning_rate != crate::protocol::LEARNING_RATE {
-        out.push(format!(
-            "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \
-             only with rows of the same rate",
-            r.learning_rate,
-            crate::protocol::LEARNING_RATE
-        ));
-    }
-    if let Some(e) = &r.epoch_seconds {
-        if e.n > 1 && e.cv() > 0.10 {
-            out.push(format!(
-                "high spread between {} (coefficient of variation {:.0}%)",
-                if r.between_runs.is_some() {
-                    "runs"
-                } else {
-                    "epochs"
-                },
-                e.cv() * 100.0
-            ));
-        }
-        if let Some(b) = r.between_runs.as_ref().filter(|b| b.within_cv_max > 0.10) {
-            out.push(format!(
-                "high spread within a run (coefficient of variation up to {:.0}%)",
-                b.within_cv_max * 100.0
-            ));
-        }
-        if let Some(first) = r.first_epoch_seconds
-            && first > 2.0 * e.median
-        {
-            out.push(format!(
-                "the warm-up epoch took {:.1}× the median epoch",
-                first / e.median
-            ));
-        }
-    }
-    if r.obtained.method == Method::Projected {
-        out.push(format!(
-            "projected from {} timed steps ({}), not measured over a whole epoch{}",
-            r.obtained.steps,
-            chunks_text(r.obtained.chunks),
-            if low_confidence(r) {
-                format!(
-                    "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
-                    crate::MIN_CHUNKS
-                )
-            } else {
-                String::new()
-            }
-        ));
-    }
-    if let Some(n) = r.noise.as_ref().filter(|n| n.busy()) {
-        out.push(format!(
-            "measured on a busy machine: {} over {} ({}); more than {:.0}% flags a row",
-            noise_text(n),
-            human_seconds(n.window_seconds),
-            n.window,
-            crate::BUSY_SHARE * 100.0
-        ));
-    }
-
-    if r.data == DataKind::Synthetic {
-        out.push("synthetic data: accuracy means nothing".into());
-    }
-    if r.device_kind
-        .is_some_and(crate::DeviceKind::is_cpu_emulated)
-    {
-        out.push(
-            "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \
-             not a GPU result"
-                .into(),
-        );
-    }
-    if let Some(rt) = &r.runtime {
-        let mut parts = Vec::new();
-        if let Some(f) = rt.fusion {
-            parts.push(format!("fusion {}", if f { "on" } else { "off" }));
-        }
-        if let Some(a) = &rt.autotune {
-            parts.push(format!("autotune {a}"));
-        }
-        if let Some(c) = &rt.autotune_cache {
-            parts.push(format!("autotune cache {c} at start"));
-        }
-        if let Some(s) = r.first_step_seconds {
-            parts.push(format!(
-                "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
-                human_seconds(s)
-            ));
-        }
-        if !parts.is_empty() {
-            out.push(parts.join(", "));
-        }
-    }
-    if let Some(ls) = &r.loss_scaling {
-        out.push(format!(
-            "loss scaling: {} of {} steps skipped on overflow, scale {} → {}",
-            ls.skipped_steps,
-            ls.skipped_steps + ls.applied_steps,
-            ls.initial_scale,
-            ls.final_scale
-        ));
-    }
-    out
 }
 
 /// The run a record belongs to (its run directory's name), where it says.

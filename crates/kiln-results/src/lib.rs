@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cell;
 pub mod cells;
+pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod fingerprint;
@@ -24,8 +25,10 @@ pub mod sections;
 pub mod settings;
 pub mod stats;
 pub mod table;
+pub mod units;
 pub mod verify;
 pub mod vocab;
+pub mod warnings;
 
 pub use cell::{CELL_VERSION, CellRequest};
 pub use events::{Event, Progress, Start};

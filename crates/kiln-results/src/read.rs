@@ -44,7 +44,23 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
             path: file_path.clone(),
             source,
         })?;
+        let first = loaded.records.len();
         read_into(BufReader::new(file), &file_path, &mut loaded);
+        // The run's drift (`drift.json` beside the results), the floor of its intervals.
+        let drift_path = file_path.with_file_name(crate::drift::DRIFT_FILE);
+        if let Ok(text) = std::fs::read_to_string(&drift_path) {
+            match serde_json::from_str::<crate::drift::RunDrift>(&text) {
+                Ok(drift) => {
+                    for r in &mut loaded.records[first..] {
+                        r.run_drift = Some(drift.share);
+                    }
+                }
+                Err(e) => loaded.warnings.push(format!(
+                    "{}: not a drift file this Kiln can read ({e}); intervals there have no floor",
+                    drift_path.display()
+                )),
+            }
+        }
     }
     Ok(loaded)
 }
@@ -179,5 +195,41 @@ mod tests {
         assert!(loaded.warnings[1].starts_with("b.jsonl:2: last line is cut short"));
         let md = crate::render::markdown(&loaded.records, None);
         assert_eq!(md.matches("| flex / cpu |").count(), 2, "{md}");
+    }
+
+    #[test]
+    fn a_run_directorys_drift_is_attached_to_its_records_and_a_bad_one_named() {
+        let dir = std::env::temp_dir().join(format!("kiln-drift-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = record_line("mnist-cnn");
+        std::fs::write(dir.join(RESULTS_FILE), format!("{line}\n{line}\n")).unwrap();
+        let loaded = load(std::slice::from_ref(&dir)).unwrap();
+        assert!(loaded.records.iter().all(|r| r.run_drift.is_none()));
+        let drift = crate::drift::RunDrift::of(vec![crate::drift::Recalibration {
+            backend: "flex".into(),
+            device: "cpu".into(),
+            weights: "f32".into(),
+            start_gflops: 100.0,
+            end_gflops: 96.0,
+        }])
+        .unwrap();
+        std::fs::write(
+            dir.join(crate::drift::DRIFT_FILE),
+            serde_json::to_string(&drift).unwrap(),
+        )
+        .unwrap();
+        let loaded = load(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!(loaded.records.len(), 2);
+        for r in &loaded.records {
+            assert!((r.run_drift.unwrap() - 0.04).abs() < 1e-12);
+        }
+        std::fs::write(dir.join(crate::drift::DRIFT_FILE), "{").unwrap();
+        let loaded = load(std::slice::from_ref(&dir)).unwrap();
+        assert!(
+            loaded.warnings[0].contains("drift.json"),
+            "{:?}",
+            loaded.warnings
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -77,7 +77,10 @@ fn combine_group(group: &[&Record]) -> Record {
                 .is_some_and(|e| !dropped.contains(&e.median))
         })
         .collect();
-    r.epoch_seconds = Stats::from_samples(&medians);
+    r.epoch_seconds = Stats::from_samples(&medians).map(|mut s| {
+        s.floor = group.iter().filter_map(|x| x.run_drift).reduce(f64::max);
+        s
+    });
     let standard = r.obtained.standard_epoch_samples as f64;
     r.images_per_second = r.epoch_seconds.as_ref().map(|e| standard / e.median);
     r.achieved_gflops = r
@@ -243,5 +246,27 @@ mod tests {
                 .contains("1 of 2 runs timed; run 2 failed: out of memory")
         );
         assert_eq!(rows[2], single);
+    }
+
+    #[test]
+    fn the_runs_drift_is_the_floor_of_the_rows_interval() {
+        let mut runs: Vec<Record> = [100.0, 100.2, 99.8]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| run(i + 1, 3, *m))
+            .collect();
+        let narrow = combine(&runs)[0].epoch_seconds.clone().unwrap();
+        assert!(narrow.prediction_half_width().unwrap() < 1.0);
+        for r in &mut runs {
+            r.run_drift = Some(0.05);
+        }
+        let floored = combine(&runs)[0].epoch_seconds.clone().unwrap();
+        assert_eq!(floored.floor, Some(0.05));
+        assert!((floored.prediction_half_width().unwrap() - 5.0).abs() < 1e-9);
+        let md = crate::render::markdown(&runs, None);
+        assert!(
+            md.contains("(next run 95.0 s–105 s, the machine's drift 5.0%"),
+            "{md}"
+        );
     }
 }

@@ -12,6 +12,11 @@ pub struct Stats {
     /// Sample standard deviation (n - 1); 0 for a single sample.
     pub stddev: f64,
     pub n: usize,
+    /// The least half-width of the prediction interval, as a share of the mean: how far the
+    /// machine itself drifted over the run (its GEMM peak at the run's start against its end,
+    /// `drift.json`). Three runs that happen to agree do not bound a fourth closer than that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<f64>,
 }
 
 impl Stats {
@@ -37,6 +42,7 @@ impl Stats {
             mean,
             stddev,
             n,
+            floor: None,
         })
     }
 
@@ -64,7 +70,8 @@ impl Stats {
             return None;
         }
         let t = T975.get(self.n - 2).copied().unwrap_or(1.96);
-        Some(t * self.stddev * (1.0 + 1.0 / self.n as f64).sqrt())
+        let drift = self.floor.unwrap_or(0.0) * self.mean.abs();
+        Some((t * self.stddev * (1.0 + 1.0 / self.n as f64).sqrt()).max(drift))
     }
 
     /// The same statistics with every value multiplied by `factor` (a change of unit or scale).
@@ -76,6 +83,7 @@ impl Stats {
             mean: self.mean * factor,
             stddev: self.stddev * factor,
             n: self.n,
+            floor: self.floor,
         }
     }
 }
@@ -133,6 +141,27 @@ mod tests {
         let s = Stats::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap();
         assert_eq!(s.median, 2.5);
         assert!((s.stddev - 1.290_994).abs() < 1e-5);
+    }
+
+    #[test]
+    fn the_machines_drift_is_the_least_an_interval_can_be() {
+        let mut agreeing = Stats::from_samples(&[100.0, 100.1, 99.9]).unwrap();
+        let (lo, hi) = agreeing.prediction_interval().unwrap();
+        assert!(hi - lo < 1.0, "{lo}–{hi}");
+        agreeing.floor = Some(0.03);
+        let (lo, hi) = agreeing.prediction_interval().unwrap();
+        assert!(
+            (lo - 97.0).abs() < 1e-9 && (hi - 103.0).abs() < 1e-9,
+            "{lo}–{hi}"
+        );
+        // A spread wider than the drift keeps its own width; one run still bounds nothing.
+        let mut spread = Stats::from_samples(&[90.0, 100.0, 110.0]).unwrap();
+        let own = spread.prediction_half_width().unwrap();
+        spread.floor = Some(0.03);
+        assert_eq!(spread.prediction_half_width(), Some(own));
+        let mut one = Stats::from_samples(&[100.0]).unwrap();
+        one.floor = Some(0.03);
+        assert_eq!(one.prediction_interval(), None);
     }
 
     #[test]

@@ -5,10 +5,11 @@
 use crate::cells::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
     human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
-    pytorch_reference, row_label, row_name, run_of, thousands, warnings,
+    pytorch_reference, row_label, row_name, run_of, thousands,
 };
 use crate::schema::{Record, Status};
 use crate::stats::ratio_with_uncertainty;
+use crate::warnings::warnings;
 
 /// What a column shows (renderers pick columns by kind, e.g. the terminal's compact table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -96,6 +96,8 @@ pub(super) struct CellRun {
     pub repeat: Option<Repeat>,
     /// Only measure the backend's GEMM peak (the run's calibration).
     pub calibrate_only: bool,
+    /// That calibration is the one at the run's end (its drift).
+    pub at_end: bool,
     /// This backend's own GEMM peak on the device, from the run's calibration.
     pub given_peak: Option<Calibration>,
     /// The best peak of any backend on the device: the shared denominator.
@@ -108,6 +110,7 @@ impl CellRun {
     /// What names this run of the cell's files apart from its other runs.
     fn suffix(&self) -> String {
         match (&self.repeat, self.calibrate_only) {
+            (_, true) if self.at_end => "-gemm-end".into(),
             (_, true) => "-gemm".into(),
             (Some(r), false) if r.of > 1 => format!("-r{}", r.index),
             _ => String::new(),
@@ -185,6 +188,7 @@ pub(super) fn run_cell(
         id.precision,
         id.batch_size,
         match (&run.repeat, run.calibrate_only) {
+            (_, true) if run.at_end => " GEMM calibration at the run's end".to_string(),
             (_, true) => " GEMM calibration".to_string(),
             (Some(r), false) if r.of > 1 => format!(" run {}/{}", r.index, r.of),
             _ => String::new(),

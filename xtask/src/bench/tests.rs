@@ -4,9 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::config::{RUN_FILE, RunFile};
+use super::one::data_parallel_devices;
 use super::resume::remaining_cells;
 use super::*;
-use kiln_results::{AutotuneLevel, DatasetName, Event, FallbackTarget, Profile};
+use kiln_results::{AutotuneLevel, CellRequest, DatasetName, Event, FallbackTarget, Profile};
 
 #[test]
 fn out_dir_rules() {
@@ -663,4 +664,57 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     for key in keys.keys().filter(|k| *k != "bare") {
         assert!(err.contains(&format!("{key}: run has")), "{key}: {err}");
     }
+}
+
+/// A run with repeats measures the GEMM peak again at its end; the change is the floor of its
+/// intervals, kept in drift.json and attached to every record read from the run.
+#[test]
+fn a_run_with_repeats_measures_its_drift_at_the_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = calibrated_runner(tmp.path(), "flex", 100.0);
+    std::fs::create_dir_all(tmp.path().join("later")).unwrap();
+    let later = calibrated_runner(&tmp.path().join("later"), "flex", 96.0);
+    let calls = tmp.path().join("calls");
+    // The first call (the run's start calibration) reports 100 GFLOP/s, every later one 96.
+    let runner = script(
+        tmp.path(),
+        "drifting",
+        &format!(
+            "if [ -e {calls} ]; then exec {later}; else touch {calls}; exec {first}; fi",
+            calls = calls.display(),
+            later = later.program.display(),
+            first = first.program.display()
+        ),
+    );
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let mut config = cfg();
+    config.repeats = 2;
+    execute(vec![cell("flex")], &[on_cpu("flex", runner)], config, &out).unwrap();
+    let drift: kiln_results::drift::RunDrift = serde_json::from_str(
+        &std::fs::read_to_string(out.join(kiln_results::drift::DRIFT_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert!((drift.share - 0.04).abs() < 1e-9, "{drift:?}");
+    assert!(
+        out.join("logs/mnist-cnn-flex-cpu-f32-b8-gemm-end.stderr")
+            .is_file()
+    );
+    let records = kiln_results::read::load(std::slice::from_ref(&out))
+        .unwrap()
+        .records;
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r.run_drift == Some(drift.share)));
+    // A run without repeats does not calibrate twice.
+    let single = tmp.path().join("single");
+    prepare_out(Some(&single)).unwrap();
+    let runner = calibrated_runner(tmp.path(), "flex", 100.0);
+    execute(
+        vec![cell("flex")],
+        &[on_cpu("flex", runner)],
+        cfg(),
+        &single,
+    )
+    .unwrap();
+    assert!(!single.join(kiln_results::drift::DRIFT_FILE).exists());
 }

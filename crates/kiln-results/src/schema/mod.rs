@@ -169,6 +169,12 @@ pub struct Record {
     /// How busy the machine was with other work while the cell was timed.
     #[serde(default)]
     pub noise: Option<Noise>,
+    /// How far the machine drifted over the record's run: the largest change of a GEMM peak
+    /// between the run's start and its end, as a share (its directory's `drift.json`,
+    /// attached when the record is read; runners never write it). The floor of the row's
+    /// interval for the next run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_drift: Option<f64>,
     /// Which of a run's repeats of this cell the record is (`None`: a run without repeats).
     #[serde(default)]
     pub repeat: Option<Repeat>,
@@ -254,6 +260,7 @@ impl Record {
             device_peak: None,
             training_memory: None,
             noise: None,
+            run_drift: None,
             repeat: None,
             time_to_accuracy: None,
             between_runs: None,

@@ -1,0 +1,47 @@
+//! Numbers as people read them: bytes, seconds, thousands.
+
+/// Bytes as MiB or GiB.
+pub fn human_bytes(bytes: u64) -> String {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    if mib >= 1024.0 {
+        format!("{:.2} GiB", mib / 1024.0)
+    } else {
+        format!("{mib:.0} MiB")
+    }
+}
+
+/// Bytes as KiB, MiB or GiB, whole (cache sizes).
+pub fn human_bytes_short(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
+    }
+}
+
+/// Seconds as `12.3 s`, `4.1 min` or `2.0 h`.
+pub fn human_seconds(s: f64) -> String {
+    if s >= 7200.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 600.0 {
+        format!("{:.1} min", s / 60.0)
+    } else if s >= 100.0 {
+        format!("{s:.0} s")
+    } else if s >= 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+pub(crate) fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

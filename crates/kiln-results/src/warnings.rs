@@ -1,0 +1,126 @@
+//! What a reader should know before trusting a row: the warnings every table shows beside it.
+
+use crate::cells::{chunks_text, human_bytes, human_seconds, low_confidence, noise_text};
+use crate::schema::{DataKind, Method, Record, Status};
+
+/// Things a reader should know before trusting a row.
+pub fn warnings(r: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    if r.status != Status::Ok {
+        return out;
+    }
+    if let Some(g) = crate::memory::memory_growth(&r.epochs) {
+        out.push(format!(
+            "memory grows: the runner's resident set rose after every epoch from the second on, \
+             {} per epoch ({} to {} over {} epochs): a leak, or caches still filling; a longer \
+             run tells them apart",
+            human_bytes(g.bytes_per_epoch as u64),
+            human_bytes(g.first_bytes),
+            human_bytes(g.last_bytes),
+            g.epochs
+        ));
+    }
+    if r.learning_rate != crate::protocol::LEARNING_RATE {
+        out.push(format!(
+            "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \
+             only with rows of the same rate",
+            r.learning_rate,
+            crate::protocol::LEARNING_RATE
+        ));
+    }
+    if let Some(e) = &r.epoch_seconds {
+        if e.n > 1 && e.cv() > 0.10 {
+            out.push(format!(
+                "high spread between {} (coefficient of variation {:.0}%)",
+                if r.between_runs.is_some() {
+                    "runs"
+                } else {
+                    "epochs"
+                },
+                e.cv() * 100.0
+            ));
+        }
+        if let Some(b) = r.between_runs.as_ref().filter(|b| b.within_cv_max > 0.10) {
+            out.push(format!(
+                "high spread within a run (coefficient of variation up to {:.0}%)",
+                b.within_cv_max * 100.0
+            ));
+        }
+        if let Some(first) = r.first_epoch_seconds
+            && first > 2.0 * e.median
+        {
+            out.push(format!(
+                "the warm-up epoch took {:.1}× the median epoch",
+                first / e.median
+            ));
+        }
+    }
+    if r.obtained.method == Method::Projected {
+        out.push(format!(
+            "projected from {} timed steps ({}), not measured over a whole epoch{}",
+            r.obtained.steps,
+            chunks_text(r.obtained.chunks),
+            if low_confidence(r) {
+                format!(
+                    "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
+                    crate::MIN_CHUNKS
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(n) = r.noise.as_ref().filter(|n| n.busy()) {
+        out.push(format!(
+            "measured on a busy machine: {} over {} ({}); more than {:.0}% flags a row",
+            noise_text(n),
+            human_seconds(n.window_seconds),
+            n.window,
+            crate::BUSY_SHARE * 100.0
+        ));
+    }
+
+    if r.data == DataKind::Synthetic {
+        out.push("synthetic data: accuracy means nothing".into());
+    }
+    if r.device_kind
+        .is_some_and(crate::DeviceKind::is_cpu_emulated)
+    {
+        out.push(
+            "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \
+             not a GPU result"
+                .into(),
+        );
+    }
+    if let Some(rt) = &r.runtime {
+        let mut parts = Vec::new();
+        if let Some(f) = rt.fusion {
+            parts.push(format!("fusion {}", if f { "on" } else { "off" }));
+        }
+        if let Some(a) = &rt.autotune {
+            parts.push(format!("autotune {a}"));
+        }
+        if let Some(c) = &rt.autotune_cache {
+            parts.push(format!("autotune cache {c} at start"));
+        }
+        if let Some(s) = r.first_step_seconds {
+            parts.push(format!(
+                "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
+                human_seconds(s)
+            ));
+        }
+        if !parts.is_empty() {
+            out.push(parts.join(", "));
+        }
+    }
+    if let Some(ls) = &r.loss_scaling {
+        out.push(format!(
+            "loss scaling: {} of {} steps skipped on overflow, scale {} → {}",
+            ls.skipped_steps,
+            ls.skipped_steps + ls.applied_steps,
+            ls.initial_scale,
+            ls.final_scale
+        ));
+    }
+    out
+}

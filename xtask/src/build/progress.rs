@@ -1,0 +1,260 @@
+//! The build's progress line: what one build will compile (its plan, weighted by source size)
+//! and what cargo has reported so far, so the line can say how much is left.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::workspace::{cargo, workspace_root};
+
+/// What one build will compile, as cargo resolves it for one package and its features: each
+/// package's compiled units (its library or binaries, its build script) and a weight, the size
+/// of its Rust sources, so that the time left can follow the work done rather than the count.
+#[derive(Default, Debug)]
+pub(super) struct Plan {
+    /// Per package id (as cargo's messages name it): (source bytes, units).
+    packages: BTreeMap<String, (u64, usize)>,
+}
+
+impl Plan {
+    /// The plan of building `packages` with `features`, from `cargo tree` and `cargo metadata`;
+    /// `None` where either cannot tell (the progress line then counts without a total). Not
+    /// offline: on a fresh machine the registry holds only what xtask needed so far, and both
+    /// read the manifests that the build is about to download anyway.
+    pub(super) fn of(packages: &[&str], features: &[String]) -> Option<Plan> {
+        let mut tree = cargo();
+        tree.current_dir(workspace_root()).arg("tree");
+        for p in packages {
+            tree.args(["-p", p]);
+        }
+        tree.args(["-e", "normal,build", "--prefix", "none", "--format", "{p}"]);
+        if !features.is_empty() {
+            tree.args(["--features", &features.join(",")]);
+        }
+        let tree = tree.stderr(Stdio::null()).output().ok()?;
+        if !tree.status.success() {
+            return None;
+        }
+        let metadata = cargo()
+            .current_dir(workspace_root())
+            .args(["metadata", "--format-version", "1"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).ok()?;
+        Some(Plan::from_tree(
+            &String::from_utf8_lossy(&tree.stdout),
+            &metadata,
+            packages,
+        ))
+    }
+
+    /// The plan from `cargo tree --format {p}`'s lines and `cargo metadata`'s packages; `roots`
+    /// are the packages built (their binaries are units too).
+    pub(super) fn from_tree(tree: &str, metadata: &serde_json::Value, roots: &[&str]) -> Plan {
+        let wanted: BTreeSet<(&str, &str)> = tree
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                Some((words.next()?, words.next()?.strip_prefix('v')?))
+            })
+            .collect();
+        let mut plan = Plan::default();
+        let packages = metadata
+            .get("packages")
+            .and_then(|p| p.as_array())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for p in packages {
+            let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            let (name, version, id) = (field("name"), field("version"), field("id"));
+            if !wanted.contains(&(name, version)) {
+                continue;
+            }
+            let kinds: Vec<&str> = p
+                .get("targets")
+                .and_then(|t| t.as_array())
+                .into_iter()
+                .flatten()
+                .flat_map(|t| {
+                    t.get("kind")
+                        .and_then(|k| k.as_array())
+                        .into_iter()
+                        .flatten()
+                })
+                .filter_map(|k| k.as_str())
+                .collect();
+            let lib = kinds
+                .iter()
+                .any(|k| matches!(*k, "lib" | "rlib" | "proc-macro"));
+            let script = kinds.contains(&"custom-build");
+            let bins = if roots.contains(&name) {
+                kinds.iter().filter(|k| **k == "bin").count()
+            } else {
+                0
+            };
+            let units = usize::from(lib) + usize::from(script) + bins;
+            let dir = Path::new(field("manifest_path"))
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            plan.packages.insert(
+                id.to_string(),
+                (source_bytes(&dir.join("src")).max(1), units.max(1)),
+            );
+        }
+        plan
+    }
+
+    pub(super) fn units(&self) -> usize {
+        self.packages.values().map(|(_, u)| u).sum()
+    }
+
+    pub(super) fn weight(&self) -> u64 {
+        self.packages.values().map(|(w, _)| w).sum()
+    }
+
+    /// The weight of one unit of package `id` (its sources spread over its units).
+    fn unit_weight(&self, id: &str) -> u64 {
+        self.packages
+            .get(id)
+            .map_or(0, |(w, u)| w / (*u as u64).max(1))
+    }
+}
+
+/// The size of the `.rs` files under `dir`.
+fn source_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => source_bytes(&path),
+                Ok(_) if path.extension().is_some_and(|x| x == "rs") => {
+                    e.metadata().map_or(0, |m| m.len())
+                }
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+/// What a cargo build has reported so far (`--message-format=json`).
+#[derive(Default)]
+pub(super) struct BuildLog {
+    /// What the build is expected to compile.
+    plan: Plan,
+    /// Executables produced, fresh or rebuilt: (target name, path).
+    pub(super) executables: Vec<(String, PathBuf)>,
+    /// Units compiled by this build, and found up to date.
+    pub(super) compiled: usize,
+    fresh: usize,
+    /// The planned weight of the units compiled, and of those found up to date.
+    compiled_weight: u64,
+    fresh_weight: u64,
+    /// The last crate compiled.
+    last: String,
+}
+
+impl BuildLog {
+    /// A log of a build expected to compile `plan`.
+    pub(super) fn new(plan: Plan) -> BuildLog {
+        BuildLog {
+            plan,
+            ..BuildLog::default()
+        }
+    }
+
+    pub(super) fn observe(&mut self, line: &str) {
+        #[derive(serde::Deserialize)]
+        struct Target {
+            name: String,
+            kind: Vec<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Message {
+            reason: String,
+            #[serde(default)]
+            package_id: String,
+            target: Option<Target>,
+            executable: Option<PathBuf>,
+            #[serde(default)]
+            fresh: bool,
+        }
+        let Ok(m) = serde_json::from_str::<Message>(line) else {
+            return;
+        };
+        if m.reason != "compiler-artifact" {
+            return;
+        }
+        let Some(target) = m.target else { return };
+        let weight = self.plan.unit_weight(&m.package_id);
+        if m.fresh {
+            self.fresh += 1;
+            self.fresh_weight += weight;
+        } else {
+            self.compiled += 1;
+            self.compiled_weight += weight;
+            self.last.clone_from(&target.name);
+        }
+        if let Some(exe) = m.executable
+            && target.kind.iter().any(|k| k == "bin")
+        {
+            self.executables.push((target.name, exe));
+        }
+    }
+
+    /// A status line: crates done of those planned, and the time left at the rate so far,
+    /// the rate counted in source weight (Burn's large crates come last).
+    pub(super) fn status(&self, what: &str, elapsed: Duration) -> String {
+        let done = self.compiled + self.fresh;
+        let total = self.plan.units();
+        let mut line = if total > 0 {
+            format!(
+                "building {what}: {} of {} crates done ({} up to date), {} so far",
+                done.min(total),
+                total,
+                self.fresh,
+                crate::time::short(elapsed.as_secs_f64())
+            )
+        } else {
+            format!(
+                "building {what}: {} crates compiled, {} up to date, {} so far",
+                self.compiled,
+                self.fresh,
+                crate::time::short(elapsed.as_secs_f64())
+            )
+        };
+        let weight = self.plan.weight();
+        let done_weight = self.compiled_weight + self.fresh_weight;
+        // Before a tenth of the work is done the rate says little (build scripts, tiny crates).
+        if weight > 0 && self.compiled_weight > 0 && done_weight * 10 >= weight {
+            let left = weight.saturating_sub(done_weight) as f64 * elapsed.as_secs_f64()
+                / self.compiled_weight as f64;
+            line.push_str(&format!(
+                ", about {} left ({}% of the code done)",
+                crate::time::short(left),
+                (done_weight * 100 / weight).min(100)
+            ));
+        }
+        if !self.last.is_empty() {
+            line.push_str(&format!("; last: {}", self.last));
+        }
+        line
+    }
+}
+
+/// The executables named in cargo's JSON messages (`compiler-artifact` of a `bin` target),
+/// fresh or rebuilt, as (target name, path).
+#[cfg(test)]
+pub(super) fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf)> {
+    let mut log = BuildLog::default();
+    for line in reader.lines().map_while(Result::ok) {
+        log.observe(&line);
+    }
+    log.executables
+}
