@@ -7,9 +7,9 @@ use kiln_results::{Event, Profile, Status};
 
 fn main() {
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.epochs = 2;
-    request.train_limit = Some(1_024);
-    request.eval_limit = Some(512);
+    request.settings.epochs = 2;
+    request.settings.train_limit = Some(1_024);
+    request.settings.eval_limit = Some(512);
     let record = kiln_core::bench(&kiln_flex::FlexBinding, &request, &mut |event| {
         if let Event::Epoch(e) = event {
             println!(

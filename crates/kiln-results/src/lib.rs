@@ -3,6 +3,7 @@
 //! probe report, run profiles, the reader that keeps every valid line, summary statistics and
 //! the renderers (Markdown, CSV) derived from records.
 
+pub mod ab;
 pub mod batch;
 pub mod cell;
 pub mod cells;

@@ -130,6 +130,118 @@ pub fn ratio_with_uncertainty(a: &Stats, b: &Stats) -> (f64, f64) {
     )
 }
 
+/// Welch's t-test of two samples (each at least 2 values): the difference of the means
+/// (`b − a`), its 95% confidence interval, and the two-sided p-value, the probability of a
+/// difference at least this large if both came from one distribution. `None` when a side has
+/// fewer than 2 values.
+pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+    let (sa, sb) = (Stats::from_samples(a)?, Stats::from_samples(b)?);
+    if sa.n < 2 || sb.n < 2 {
+        return None;
+    }
+    let (va, vb) = (sa.stddev.powi(2) / sa.n as f64, sb.stddev.powi(2) / sb.n as f64);
+    let difference = sb.mean - sa.mean;
+    let se = (va + vb).sqrt();
+    if se == 0.0 {
+        // Identical runs on each side: any difference is exact.
+        let p = if difference == 0.0 { 1.0 } else { 0.0 };
+        return Some(Welch { difference, half_width: 0.0, p, df: f64::INFINITY });
+    }
+    let df = (va + vb).powi(2)
+        / (va.powi(2) / (sa.n - 1) as f64 + vb.powi(2) / (sb.n - 1) as f64);
+    let t = difference / se;
+    // The conservative t: the table's value at the whole degrees of freedom below `df`.
+    let t975 = T975
+        .get((df.floor() as usize).max(1) - 1)
+        .copied()
+        .unwrap_or(1.96);
+    Some(Welch {
+        difference,
+        half_width: t975 * se,
+        p: incomplete_beta(df / 2.0, 0.5, df / (df + t * t)),
+        df,
+    })
+}
+
+/// [`welch`]'s result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Welch {
+    /// Mean of b minus mean of a.
+    pub difference: f64,
+    /// Half-width of the difference's 95% confidence interval.
+    pub half_width: f64,
+    /// Two-sided p-value.
+    pub p: f64,
+    /// Welch–Satterthwaite degrees of freedom.
+    pub df: f64,
+}
+
+/// The regularized incomplete beta function I_x(a, b) (Student's t's two-sided tail is
+/// I_{df/(df+t²)}(df/2, 1/2)), by its continued fraction (Lentz's method).
+fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    if x > (a + 1.0) / (a + b + 2.0) {
+        return 1.0 - incomplete_beta(b, a, 1.0 - x);
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln())
+        .exp()
+        / a;
+    let tiny = 1e-300;
+    let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
+    d = if d.abs() < tiny { tiny } else { d };
+    d = 1.0 / d;
+    let mut f = d;
+    for m in 1..300 {
+        let m = m as f64;
+        for numerator in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 + numerator * d;
+            d = if d.abs() < tiny { tiny } else { d };
+            c = 1.0 + numerator / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            d = 1.0 / d;
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-12 {
+            break;
+        }
+    }
+    front * f
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, 9 terms).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x)Γ(1−x) = π / sin(πx).
+        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + 7.5;
+    let series: f64 = G[1..]
+        .iter()
+        .enumerate()
+        .fold(G[0], |acc, (i, g)| acc + g / (x + i as f64 + 1.0));
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + series.ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +313,23 @@ mod tests {
         .unwrap();
         let h10 = ten.prediction_half_width().unwrap();
         assert!(h10 < three.prediction_half_width().unwrap() / 2.0, "{h10}");
+    }
+
+    #[test]
+    fn welchs_test_matches_known_values() {
+        // ln Γ(5) = ln 24; Γ(0.5) = √π.
+        assert!((ln_gamma(5.0) - 24f64.ln()).abs() < 1e-10);
+        assert!((ln_gamma(0.5) - std::f64::consts::PI.sqrt().ln()).abs() < 1e-10);
+        // Student's t with 4 degrees of freedom: two-sided p of t = 2.776 is 0.05.
+        assert!((incomplete_beta(2.0, 0.5, 4.0 / (4.0 + 2.776f64.powi(2))) - 0.05).abs() < 1e-3);
+        // Two clearly different sets, and two that overlap.
+        let w = welch(&[100.0, 101.0, 99.0], &[110.0, 111.0, 109.0]).unwrap();
+        assert!((w.difference - 10.0).abs() < 1e-9 && w.p < 0.001, "{w:?}");
+        assert!((w.df - 4.0).abs() < 1e-9);
+        let w = welch(&[100.0, 104.0, 96.0], &[101.0, 105.0, 97.0]).unwrap();
+        assert!(w.p > 0.5 && w.half_width > 1.0, "{w:?}");
+        assert_eq!(welch(&[1.0], &[2.0, 3.0]), None);
+        let same = welch(&[5.0, 5.0], &[5.0, 5.0]).unwrap();
+        assert_eq!(same.p, 1.0);
     }
 }

@@ -175,6 +175,9 @@ pub struct Record {
     /// interval for the next run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_drift: Option<f64>,
+    /// The Burn the runner was built against, when the run named one (`--burn`; xtask adds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn: Option<BurnBuild>,
     /// Which of a run's repeats of this cell the record is (`None`: a run without repeats).
     #[serde(default)]
     pub repeat: Option<Repeat>,
@@ -261,6 +264,7 @@ impl Record {
             training_memory: None,
             noise: None,
             run_drift: None,
+            burn: None,
             repeat: None,
             time_to_accuracy: None,
             between_runs: None,

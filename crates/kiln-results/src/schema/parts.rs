@@ -244,6 +244,41 @@ impl TimeToAccuracy {
     }
 }
 
+/// The Burn a runner was built against, when a run names one (`--burn SPEC`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BurnBuild {
+    /// As given: `0.22.1`, `path:../burn`.
+    pub spec: String,
+    /// Burn's version (a checkout's own, from its manifest).
+    pub version: String,
+    /// A checkout's directory, absolute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A checkout's git revision, when it is a git work tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Whether that work tree had changes not committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty: Option<bool>,
+}
+
+impl BurnBuild {
+    /// `0.22.1`, or `path:../burn (0.22.1, 1a2b3c4d dirty)`.
+    pub fn label(&self) -> String {
+        match &self.path {
+            None => self.spec.clone(),
+            Some(_) => {
+                let revision = match (&self.revision, self.dirty) {
+                    (Some(r), Some(true)) => format!(", {} dirty", &r[..r.len().min(8)]),
+                    (Some(r), _) => format!(", {}", &r[..r.len().min(8)]),
+                    (None, _) => ", not a git checkout".into(),
+                };
+                format!("{} ({}{revision})", self.spec, self.version)
+            }
+        }
+    }
+}
+
 /// Which repeat of a cell a record is.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Repeat {

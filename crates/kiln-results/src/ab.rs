@@ -1,0 +1,317 @@
+//! Burn A against Burn B (`--burn A --burn B`): the same cells, run as alternating processes,
+//! compared cell by cell. Each measure (epoch time, first step, training memory, test
+//! accuracy) gets B against A with its 95% interval, Welch's t-test over the runs, and a
+//! verdict by one stated rule:
+//!
+//! a change counts when the test says it is unlikely to be noise (p < 0.05) **and** it is
+//! larger than the measure's threshold: the larger of the two sides' between-run variation
+//! (coefficient of variation), the machine's drift over the runs, and the measure's floor
+//! (1% for epoch time, 10% for the first step, 5% for memory, 1 point of accuracy).
+//! Otherwise the verdict is "no difference beyond the noise"; a side with fewer than 2 timed
+//! runs gets no verdict.
+
+use std::fmt::Write as _;
+
+use crate::cells::{human_bytes, human_seconds};
+use crate::schema::{Record, Status};
+use crate::stats::{Stats, welch};
+
+/// Two-sided p-value under which a difference is not taken for noise.
+pub const P_VALUE: f64 = 0.05;
+
+/// One measure of a cell, A against B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measure {
+    pub name: &'static str,
+    /// The runs' values on each side.
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    /// B ÷ A of the means (accuracy: B − A, in points of the share), with its 95% interval.
+    pub change: Option<(f64, f64, f64)>,
+    pub p: Option<f64>,
+    /// The least change that counts (a share; accuracy: points of the share).
+    pub threshold: f64,
+    pub verdict: String,
+}
+
+/// One cell, A against B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AbRow {
+    /// `mnist-cnn · flex/cpu/f32 · batch 128`.
+    pub cell: String,
+    pub measures: Vec<Measure>,
+}
+
+/// What each measure compares: its name, the value a run gives, its floor, and the words for
+/// "B higher" and "B lower".
+struct Rule {
+    name: &'static str,
+    value: fn(&Record) -> Option<f64>,
+    floor: f64,
+    /// Accuracy compares differences of shares, the rest ratios.
+    difference: bool,
+    higher: &'static str,
+    lower: &'static str,
+}
+
+const RULES: [Rule; 4] = [
+    Rule {
+        name: "epoch time",
+        value: |r| r.epoch_seconds.as_ref().map(|s| s.median),
+        floor: 0.01,
+        difference: false,
+        higher: "slower",
+        lower: "faster",
+    },
+    Rule {
+        name: "first step",
+        value: |r| r.first_step_seconds,
+        floor: 0.10,
+        difference: false,
+        higher: "slower to start",
+        lower: "faster to start",
+    },
+    Rule {
+        name: "training memory",
+        value: |r| r.training_bytes().map(|b| b as f64),
+        floor: 0.05,
+        difference: false,
+        higher: "needs more memory",
+        lower: "needs less memory",
+    },
+    Rule {
+        name: "test accuracy",
+        value: |r| r.test_accuracy,
+        floor: 0.01,
+        difference: true,
+        higher: "learns more",
+        lower: "learns less",
+    },
+];
+
+/// The key that pairs a cell of A with the same cell of B.
+fn key(r: &Record) -> String {
+    format!(
+        "{} · {}/{}/{} · batch {}{}",
+        r.model,
+        r.backend,
+        r.device,
+        r.precision,
+        r.batch_size,
+        match r.training_loop {
+            Some(l) if l != crate::TrainingLoop::Kiln => format!(" · {l} loop"),
+            _ => String::new(),
+        }
+    )
+}
+
+/// The cells both sides timed, in A's order, each measure compared.
+pub fn compare(a: &[Record], b: &[Record]) -> Vec<AbRow> {
+    let timed = |r: &&Record| r.status == Status::Ok && r.epoch_seconds.is_some();
+    let mut keys: Vec<String> = Vec::new();
+    for r in a.iter().filter(timed) {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .filter(|k| b.iter().filter(timed).any(|r| key(r) == *k))
+        .map(|k| {
+            let ra: Vec<&Record> = a.iter().filter(timed).filter(|r| key(r) == k).collect();
+            let rb: Vec<&Record> = b.iter().filter(timed).filter(|r| key(r) == k).collect();
+            let drift = ra
+                .iter()
+                .chain(&rb)
+                .filter_map(|r| r.run_drift)
+                .fold(0.0, f64::max);
+            let measures = RULES
+                .iter()
+                .filter_map(|rule| measure(rule, &ra, &rb, drift))
+                .collect();
+            AbRow { cell: k, measures }
+        })
+        .collect()
+}
+
+fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Measure> {
+    let values = |rs: &[&Record]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
+    let (va, vb) = (values(a), values(b));
+    if va.is_empty() || vb.is_empty() {
+        return None;
+    }
+    let cv = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.cv());
+    // Accuracy's spread is in points already; the others' as a share of their mean.
+    let spread = if rule.difference {
+        let sd = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.stddev);
+        sd(&va).max(sd(&vb))
+    } else {
+        cv(&va).max(cv(&vb)).max(drift)
+    };
+    let threshold = rule.floor.max(spread);
+    let Some(w) = welch(&va, &vb) else {
+        return Some(Measure {
+            name: rule.name,
+            a: va,
+            b: vb,
+            change: None,
+            p: None,
+            threshold,
+            verdict: "no verdict: a side has a single run (give --repeats 3 or more)".into(),
+        });
+    };
+    let mean_a = va.iter().sum::<f64>() / va.len() as f64;
+    let (change, low, high, size) = if rule.difference {
+        let d = w.difference;
+        (d, d - w.half_width, d + w.half_width, d)
+    } else {
+        let r = 1.0 + w.difference / mean_a;
+        (r, r - w.half_width / mean_a, r + w.half_width / mean_a, r - 1.0)
+    };
+    let verdict = if w.p < P_VALUE && size.abs() > threshold {
+        format!("B {}", if size > 0.0 { rule.higher } else { rule.lower })
+    } else {
+        "no difference beyond the noise".to_string()
+    };
+    Some(Measure {
+        name: rule.name,
+        a: va,
+        b: vb,
+        change: Some((change, low, high)),
+        p: Some(w.p),
+        threshold,
+        verdict,
+    })
+}
+
+/// A measure's value as text (seconds, bytes, or a share as %).
+fn value_text(name: &str, v: f64) -> String {
+    match name {
+        "training memory" => human_bytes(v as u64),
+        "test accuracy" => format!("{:.1}%", v * 100.0),
+        _ => human_seconds(v),
+    }
+}
+
+/// The A/B tables as Markdown: the epoch time table with its verdicts first, then every other
+/// measure, and the rule in one paragraph.
+pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
+    let mut out = format!("## Burn A/B\n\nA = {a_label}, B = {b_label}.\n\n");
+    out.push_str(
+        "| Cell | Measure | A (median of runs) | B (median of runs) | B vs A (95% interval) | p | Verdict |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        for m in &row.measures {
+            let median = |v: &[f64]| crate::stats::median(v).map_or("–".into(), |x| value_text(m.name, x));
+            let change = match (m.change, m.name) {
+                (Some((d, lo, hi)), "test accuracy") => format!(
+                    "{:+.1} points ({:+.1} to {:+.1})",
+                    d * 100.0,
+                    lo * 100.0,
+                    hi * 100.0
+                ),
+                (Some((r, lo, hi)), _) => format!("{r:.3}× ({lo:.3}–{hi:.3})"),
+                (None, _) => "–".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} |",
+                row.cell,
+                m.name,
+                median(&m.a),
+                m.a.len(),
+                median(&m.b),
+                m.b.len(),
+                change,
+                m.p.map_or("–".into(), |p| format!("{p:.3}")),
+                m.verdict
+            );
+        }
+    }
+    out.push_str(
+        "\nA change counts when Welch's t-test over the runs gives p < 0.05 and it exceeds its \
+         threshold: the larger of the two sides' between-run variation, the machine's drift \
+         over the runs, and the measure's floor (1% for epoch time, 10% for the first step, 5% \
+         for memory, 1 point of accuracy). A and B ran as alternating processes (A's pass, B's \
+         pass, ...), so drift over time spreads over both.\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(backend: &str, epochs: &[f64], accuracy: f64) -> Vec<Record> {
+        epochs
+            .iter()
+            .map(|&e| {
+                let mut r = crate::cells::tests_support::timed(backend, e);
+                r.test_accuracy = Some(accuracy);
+                r.first_step_seconds = Some(1.0);
+                r
+            })
+            .collect()
+    }
+
+    fn verdict<'a>(rows: &'a [AbRow], cell: &str, name: &str) -> &'a str {
+        &rows
+            .iter()
+            .find(|r| r.cell.contains(cell))
+            .unwrap()
+            .measures
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .verdict
+    }
+
+    #[test]
+    fn a_slower_backend_is_slower_and_the_others_no_different() {
+        let mut a = runs("flex", &[100.0, 101.0, 99.0], 0.82);
+        a.extend(runs("ndarray", &[500.0, 505.0, 495.0], 0.80));
+        let mut b = runs("flex", &[120.0, 121.0, 119.5], 0.82);
+        b.extend(runs("ndarray", &[502.0, 498.0, 503.0], 0.80));
+        let rows = compare(&a, &b);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(verdict(&rows, "flex", "epoch time"), "B slower");
+        assert_eq!(verdict(&rows, "ndarray", "epoch time"), "no difference beyond the noise");
+        assert_eq!(verdict(&rows, "flex", "test accuracy"), "no difference beyond the noise");
+        let md = markdown(&rows, "0.22.1", "path:burn");
+        assert!(md.contains("| B slower |") && md.contains("A = 0.22.1, B = path:burn"), "{md}");
+    }
+
+    #[test]
+    fn a_change_inside_the_noise_or_the_threshold_is_no_difference() {
+        // 0.5% faster, consistently: significant, but under the 1% floor.
+        let a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
+        let b = runs("flex", &[99.5, 99.6, 99.4], 0.8);
+        let rows = compare(&a, &b);
+        let m = &rows[0].measures[0];
+        assert!(m.p.unwrap() < P_VALUE, "{m:?}");
+        assert_eq!(m.verdict, "no difference beyond the noise");
+        // 8% faster but runs that spread by 20%: not significant.
+        let a = runs("flex", &[80.0, 100.0, 120.0], 0.8);
+        let b = runs("flex", &[75.0, 92.0, 110.0], 0.8);
+        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "no difference beyond the noise");
+        // The machine's drift raises the threshold: a 3% change under a 5% drift does not count.
+        let mut a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
+        let b = runs("flex", &[97.0, 97.1, 96.9], 0.8);
+        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "B faster");
+        a[0].run_drift = Some(0.05);
+        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "no difference beyond the noise");
+    }
+
+    #[test]
+    fn a_single_run_gets_no_verdict_and_accuracy_compares_points() {
+        let a = runs("flex", &[100.0], 0.8);
+        let b = runs("flex", &[130.0], 0.8);
+        assert!(verdict(&compare(&a, &b), "flex", "epoch time").starts_with("no verdict"));
+        let a = runs("flex", &[100.0, 100.0, 100.0], 0.80);
+        let mut b = runs("flex", &[100.0, 100.0, 100.0], 0.70);
+        b[0].test_accuracy = Some(0.71);
+        assert_eq!(verdict(&compare(&a, &b), "flex", "test accuracy"), "B learns less");
+        // Cells only one side ran are left out.
+        assert!(compare(&a, &runs("ndarray", &[1.0, 2.0], 0.8)).is_empty());
+    }
+}
