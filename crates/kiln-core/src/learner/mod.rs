@@ -227,7 +227,7 @@ pub fn train<M: Classifier>(
     let test = data
         .test
         .clone()
-        .truncated(protocol.eval_limit.unwrap_or(usize::MAX), g);
+        .truncated(protocol.settings.eval_limit.unwrap_or(usize::MAX), g);
     let (train_len, test_len) = (data.train.len(), test.len());
     if train_len == 0 {
         return Err(CoreError::Config("the training split is empty".into()));
@@ -293,7 +293,7 @@ pub fn train<M: Classifier>(
         shape,
     })
     .batch_size(batch)
-    .shuffle(protocol.seed)
+    .shuffle(protocol.settings.seed)
     .set_device(main.clone())
     .build(HostSplit::new(data, &data.train));
     let loader_valid = DataLoaderBuilder::new(KilnBatcher {
@@ -309,7 +309,7 @@ pub fn train<M: Classifier>(
     let workdir = std::env::temp_dir().join(format!("kiln-learner-{}", std::process::id()));
     let workdir_run = workdir.clone();
     let main_device = main.clone();
-    let (epochs, learning_rate) = (protocol.epochs, protocol.learning_rate);
+    let (epochs, learning_rate) = (protocol.settings.epochs, protocol.settings.learning_rate);
     let all_devices = devices.to_vec();
     // burn-train's training is not `Send`: it is put together on the thread that runs it.
     let launch = move || {

@@ -232,7 +232,7 @@ pub(super) fn run_cell(
         let test_len = dataset
             .test
             .len()
-            .min(protocol.eval_limit.unwrap_or(usize::MAX));
+            .min(protocol.settings.eval_limit.unwrap_or(usize::MAX));
         let train_len = dataset.train.len();
         let steps = train_len
             .div_ceil(devices.len())
