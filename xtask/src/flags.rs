@@ -176,6 +176,11 @@ pub enum Cmd {
         /// remote:ws://HOST:PORT#INDEX (`cargo xtask serve` on that machine; docs/remote.md).
         #[arg(long = "device", value_delimiter = ',', value_name = "SPECS")]
         remote: Vec<String>,
+        /// Build the runners against this Burn: a published version (0.22.1) or a local
+        /// checkout (path:../burn). Twice or more: an A/B run, the same cells alternating
+        /// between the Burns (3 runs each by default), compared in ab.md (docs/burn-ab.md).
+        #[arg(long, value_name = "SPEC", conflicts_with_all = ["resume", "plan_only", "all_devices", "remote"])]
+        burn: Vec<crate::burn::BurnSpec>,
     },
     /// Run one cell.
     Bench {

@@ -5,6 +5,7 @@ mod answer;
 mod backends;
 mod bench;
 mod build;
+mod burn;
 mod chart;
 mod doctor;
 mod explain;
@@ -118,9 +119,19 @@ fn main() -> ExitCode {
             models,
             precisions,
             resume: None,
+            burn,
+            ..
+        } if !burn.is_empty() => bench::ab::bench_ab(&common, &burn, backends, models, precisions),
+        Cmd::BenchAll {
+            common,
+            backends,
+            models,
+            precisions,
+            resume: None,
             all_devices,
             plan_only,
             remote,
+            ..
         } => bench::bench_all(
             &common,
             backends,

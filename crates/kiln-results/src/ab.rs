@@ -134,7 +134,8 @@ pub fn compare(a: &[Record], b: &[Record]) -> Vec<AbRow> {
 }
 
 fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Measure> {
-    let values = |rs: &[&Record]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
+    let values =
+        |rs: &[&Record]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
     let (va, vb) = (values(a), values(b));
     if va.is_empty() || vb.is_empty() {
         return None;
@@ -165,7 +166,12 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
         (d, d - w.half_width, d + w.half_width, d)
     } else {
         let r = 1.0 + w.difference / mean_a;
-        (r, r - w.half_width / mean_a, r + w.half_width / mean_a, r - 1.0)
+        (
+            r,
+            r - w.half_width / mean_a,
+            r + w.half_width / mean_a,
+            r - 1.0,
+        )
     };
     let verdict = if w.p < P_VALUE && size.abs() > threshold {
         format!("B {}", if size > 0.0 { rule.higher } else { rule.lower })
@@ -202,7 +208,8 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     );
     for row in rows {
         for m in &row.measures {
-            let median = |v: &[f64]| crate::stats::median(v).map_or("–".into(), |x| value_text(m.name, x));
+            let median =
+                |v: &[f64]| crate::stats::median(v).map_or("–".into(), |x| value_text(m.name, x));
             let change = match (m.change, m.name) {
                 (Some((d, lo, hi)), "test accuracy") => format!(
                     "{:+.1} points ({:+.1} to {:+.1})",
@@ -275,10 +282,19 @@ mod tests {
         let rows = compare(&a, &b);
         assert_eq!(rows.len(), 2);
         assert_eq!(verdict(&rows, "flex", "epoch time"), "B slower");
-        assert_eq!(verdict(&rows, "ndarray", "epoch time"), "no difference beyond the noise");
-        assert_eq!(verdict(&rows, "flex", "test accuracy"), "no difference beyond the noise");
+        assert_eq!(
+            verdict(&rows, "ndarray", "epoch time"),
+            "no difference beyond the noise"
+        );
+        assert_eq!(
+            verdict(&rows, "flex", "test accuracy"),
+            "no difference beyond the noise"
+        );
         let md = markdown(&rows, "0.22.1", "path:burn");
-        assert!(md.contains("| B slower |") && md.contains("A = 0.22.1, B = path:burn"), "{md}");
+        assert!(
+            md.contains("| B slower |") && md.contains("A = 0.22.1, B = path:burn"),
+            "{md}"
+        );
     }
 
     #[test]
@@ -293,13 +309,19 @@ mod tests {
         // 8% faster but runs that spread by 20%: not significant.
         let a = runs("flex", &[80.0, 100.0, 120.0], 0.8);
         let b = runs("flex", &[75.0, 92.0, 110.0], 0.8);
-        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "no difference beyond the noise");
+        assert_eq!(
+            verdict(&compare(&a, &b), "flex", "epoch time"),
+            "no difference beyond the noise"
+        );
         // The machine's drift raises the threshold: a 3% change under a 5% drift does not count.
         let mut a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
         let b = runs("flex", &[97.0, 97.1, 96.9], 0.8);
         assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "B faster");
         a[0].run_drift = Some(0.05);
-        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "no difference beyond the noise");
+        assert_eq!(
+            verdict(&compare(&a, &b), "flex", "epoch time"),
+            "no difference beyond the noise"
+        );
     }
 
     #[test]
@@ -310,7 +332,10 @@ mod tests {
         let a = runs("flex", &[100.0, 100.0, 100.0], 0.80);
         let mut b = runs("flex", &[100.0, 100.0, 100.0], 0.70);
         b[0].test_accuracy = Some(0.71);
-        assert_eq!(verdict(&compare(&a, &b), "flex", "test accuracy"), "B learns less");
+        assert_eq!(
+            verdict(&compare(&a, &b), "flex", "test accuracy"),
+            "B learns less"
+        );
         // Cells only one side ran are left out.
         assert!(compare(&a, &runs("ndarray", &[1.0, 2.0], 0.8)).is_empty());
     }

@@ -139,16 +139,23 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     if sa.n < 2 || sb.n < 2 {
         return None;
     }
-    let (va, vb) = (sa.stddev.powi(2) / sa.n as f64, sb.stddev.powi(2) / sb.n as f64);
+    let (va, vb) = (
+        sa.stddev.powi(2) / sa.n as f64,
+        sb.stddev.powi(2) / sb.n as f64,
+    );
     let difference = sb.mean - sa.mean;
     let se = (va + vb).sqrt();
     if se == 0.0 {
         // Identical runs on each side: any difference is exact.
         let p = if difference == 0.0 { 1.0 } else { 0.0 };
-        return Some(Welch { difference, half_width: 0.0, p, df: f64::INFINITY });
+        return Some(Welch {
+            difference,
+            half_width: 0.0,
+            p,
+            df: f64::INFINITY,
+        });
     }
-    let df = (va + vb).powi(2)
-        / (va.powi(2) / (sa.n - 1) as f64 + vb.powi(2) / (sb.n - 1) as f64);
+    let df = (va + vb).powi(2) / (va.powi(2) / (sa.n - 1) as f64 + vb.powi(2) / (sb.n - 1) as f64);
     let t = difference / se;
     // The conservative t: the table's value at the whole degrees of freedom below `df`.
     let t975 = T975
@@ -188,9 +195,8 @@ fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
     if x > (a + 1.0) / (a + b + 2.0) {
         return 1.0 - incomplete_beta(b, a, 1.0 - x);
     }
-    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln())
-        .exp()
-        / a;
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp() / a;
     let tiny = 1e-300;
     let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
     d = if d.abs() < tiny { tiny } else { d };

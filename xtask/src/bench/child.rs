@@ -360,6 +360,7 @@ pub(super) fn run_cell(
         }
         record.noise = Some(n);
         record.repeat = run.repeat.clone();
+        record.burn = cfg.burn.clone();
         record.device_peak = run.device_peak.clone();
         if parent_max_rss.is_some() {
             record

@@ -37,6 +37,10 @@ pub struct RunConfig {
     /// The training loops each cell runs through (`--loop`), Kiln's first.
     #[serde(default = "kiln_loop")]
     pub loops: Vec<TrainingLoop>,
+    /// The Burn this run's runners were built against, when the run named one (a side of
+    /// `--burn A --burn B`); every record carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn: Option<kiln_results::BurnBuild>,
 }
 
 fn kiln_loop() -> Vec<TrainingLoop> {
@@ -123,6 +127,7 @@ impl RunConfig {
             wait_quiet_seconds: None,
             default_targets: profile == Profile::Full,
             loops: kiln_loop(),
+            burn: None,
         }
     }
 
@@ -135,6 +140,7 @@ impl RunConfig {
             wait_quiet_seconds: None,
             default_targets: false,
             loops: vec![r.training_loop],
+            burn: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! `bench-all` and `bench`: plan the matrix, run one child process per cell, append records as
 //! they arrive, fall back to the CPU where asked, write the report.
 
+pub mod ab;
 mod calibration;
 pub(crate) mod child;
 mod config;
@@ -58,7 +59,7 @@ pub(super) fn schedule(
 /// Run planned cells, append their records, render the report. Returns false if any failed or
 /// the run was interrupted.
 fn execute(cells: Vec<PlannedCell>, built: &[Built], cfg: RunConfig, out: &Path) -> Result<bool> {
-    execute_rest(cells, built, cfg, out, &[])
+    execute_rest(cells, built, cfg, out, &[], true)
 }
 
 /// [`execute`], leaving out the (cell, repeat) pairs in `done`.
@@ -68,6 +69,7 @@ fn execute_rest(
     cfg: RunConfig,
     out: &Path,
     done: &[(CellId, usize)],
+    announce: bool,
 ) -> Result<bool> {
     let results = out.join(RESULTS_FILE);
     let repeats = cfg.repeats.max(1);
@@ -199,7 +201,7 @@ fn execute_rest(
             None => all_ok &= record.status.is_result(),
         }
     }
-    if all_ok && repeats > 1 && !peaks.own.is_empty() {
+    if all_ok && announce && repeats > 1 && !peaks.own.is_empty() {
         measure_drift(&cells, built, &cfg, out, &mut display, &peaks)?;
     }
     display.finish();
@@ -208,6 +210,9 @@ fn execute_rest(
         eprintln!("warning: {w}");
     }
     let (_, report, html) = crate::report::write_run_report(out, &loaded.records)?;
+    if !announce {
+        return Ok(all_ok);
+    }
     println!("\n{}", crate::report::terminal(&loaded.records, Some(out)));
     println!("Report: {}\n        {}", report.display(), html.display());
     eprintln!(

@@ -117,6 +117,21 @@ pub fn resume(
     })?;
     let mut run: RunFile = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a run file this Kiln can read", run_path.display()))?;
+    if let Some(burn) = run.config.burn.as_ref().filter(|b| {
+        b.path.is_some() || {
+            let manifest =
+                std::fs::read_to_string(crate::workspace::workspace_root().join("Cargo.toml"))
+                    .unwrap_or_default();
+            crate::burn::workspace_burn_version(&manifest).as_deref() != Some(b.version.as_str())
+        }
+    }) {
+        bail!(
+            "--resume {}: this run was built against Burn {}, not this workspace's; run the A/B \
+             again (`--burn`), resume finishes runs of this workspace's Burn only",
+            dir.display(),
+            burn.label()
+        );
+    }
     // A run file of an older Kiln plans cells without a batch size: its run's one applies.
     let batch = run.config.batch_sizes.first().copied().unwrap_or(128);
     for c in run.cells.iter_mut().filter(|c| c.id.batch_size == 0) {
@@ -190,7 +205,7 @@ pub fn resume(
         run.cells.len()
     );
     let done = done_runs(dir)?;
-    super::execute_rest(run.cells.clone(), &built, run.config, dir, &done)
+    super::execute_rest(run.cells.clone(), &built, run.config, dir, &done, true)
 }
 
 #[cfg(test)]

@@ -718,3 +718,86 @@ fn a_run_with_repeats_measures_its_drift_at_the_end() {
     .unwrap();
     assert!(!single.join(kiln_results::drift::DRIFT_FILE).exists());
 }
+
+/// A fake runner of `side` that notes each call in `order` and reports an epoch of `epoch` s.
+fn side_runner(dir: &Path, side: &str, epoch: f64, order: &Path) -> Runner {
+    let mut r = Record::not_run(&cell("flex").id, Status::Ok, "");
+    r.reason = None;
+    r.epoch_seconds = kiln_results::Stats::from_samples(&[epoch]);
+    r.test_accuracy = Some(0.8);
+    let event = serde_json::to_string(&Event::Final(Box::new(r))).unwrap();
+    let file = dir.join(format!("side-{side}.json"));
+    std::fs::write(&file, event).unwrap();
+    script(
+        dir,
+        &format!("side-{side}"),
+        &format!("echo {side} >> {}; cat {}", order.display(), file.display()),
+    )
+}
+
+/// An A/B run alternates the Burns pass by pass (A B A B), each into its own directory with
+/// its Burn in every record, and ab.md gives the verdict.
+#[test]
+fn an_ab_run_alternates_its_burns_and_compares_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let order = tmp.path().join("order");
+    let a_built = [on_cpu("flex", side_runner(tmp.path(), "A", 100.0, &order))];
+    let b_built = [on_cpu("flex", side_runner(tmp.path(), "B", 120.0, &order))];
+    let out = tmp.path().join("ab");
+    let mut dirs = Vec::new();
+    let mut cfgs = Vec::new();
+    for (letter, spec) in [("a", "0.22.1"), ("b", "path:/src/burn")] {
+        let dir = prepare_out(Some(&out.join(letter))).unwrap();
+        let mut c = cfg();
+        c.repeats = 2;
+        c.burn = Some(kiln_results::BurnBuild {
+            spec: spec.into(),
+            version: "0.22.1".into(),
+            path: spec.strip_prefix("path:").map(str::to_string),
+            revision: None,
+            dirty: None,
+        });
+        dirs.push(dir);
+        cfgs.push(c);
+    }
+    let sides: Vec<(&[Built], &Path, &RunConfig)> = vec![
+        (&a_built[..], dirs[0].as_path(), &cfgs[0]),
+        (&b_built[..], dirs[1].as_path(), &cfgs[1]),
+    ];
+    assert!(ab::run_passes(&[cell("flex")], &sides, 2).unwrap());
+    // Each pass: the side's calibration, then its cell.
+    let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
+    assert_eq!(calls, "AABBAABB");
+    let b = kiln_results::read::load(std::slice::from_ref(&dirs[1]))
+        .unwrap()
+        .records;
+    assert_eq!(b.len(), 2);
+    assert!(
+        b.iter()
+            .all(|r| r.burn.as_ref().is_some_and(|x| x.spec == "path:/src/burn"))
+    );
+    let text = ab::write_ab(&out, &dirs).unwrap();
+    assert!(
+        text.contains("A = 0.22.1, B = path:/src/burn (0.22.1, not a git checkout)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| epoch time |") && text.contains("| B slower |"),
+        "{text}"
+    );
+    assert!(out.join(ab::AB_FILE).is_file());
+}
+
+#[test]
+fn a_burn_that_is_no_version_or_checkout_is_refused_by_its_flag() {
+    use clap::Parser;
+    let Err(err) = crate::flags::Cli::try_parse_from(["xtask", "bench-all", "--burn", "latest"])
+    else {
+        panic!("--burn latest was taken");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("--burn") && err.contains("path:../burn"),
+        "{err}"
+    );
+}

@@ -119,6 +119,16 @@ pub fn build_featured(package: &str, r: &Requirement, extra: &[&str]) -> Result<
 /// Build the runner binaries of `packages` in one cargo invocation (so their Burn has only
 /// their backends' features), each with the crate `features`, in the target directory `dir`.
 pub fn build_runners(packages: &[&str], features: &[&str], dir: &Path) -> Result<()> {
+    build_runners_at(&workspace_root(), packages, features, dir)
+}
+
+/// [`build_runners`] in the workspace at `root` (a Burn overlay, `crate::burn`).
+pub fn build_runners_at(
+    root: &Path,
+    packages: &[&str],
+    features: &[&str],
+    dir: &Path,
+) -> Result<()> {
     let what = packages.join(", ");
     let with = if features.is_empty() {
         String::new()
@@ -131,15 +141,15 @@ pub fn build_runners(packages: &[&str], features: &[&str], dir: &Path) -> Result
         dir.display()
     );
     let mut cmd = cargo();
-    cmd.current_dir(workspace_root())
+    cmd.current_dir(root)
         .args(runner_build_args(packages, features))
         .arg("--target-dir")
         .arg(dir);
-    let built = run_build(
-        cmd,
-        &what,
-        Plan::of(packages, &qualified(packages, features)),
-    )?;
+    // The plan reads this workspace's tree; an overlay's build counts without a total.
+    let plan = (root == workspace_root())
+        .then(|| Plan::of(packages, &qualified(packages, features)))
+        .flatten();
+    let built = run_build(cmd, &what, plan)?;
     check_built(&built, packages, dir)
 }
 
@@ -190,9 +200,31 @@ fn run_build(mut cmd: Command, what: &str, plan: Option<Plan>) -> Result<Vec<(St
         .join(" ");
     let mut child = cmd
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .context("cannot start cargo to build the runners")?;
+    // cargo's progress and the compiler's diagnostics go on to the terminal; the first error
+    // line is kept, for a failure to say in one line.
+    let first_error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    if let Some(stderr) = child.stderr.take() {
+        let first = first_error.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("{line}");
+                let error = line.trim_start();
+                if error.starts_with("error")
+                    && !error.starts_with("error: could not compile")
+                    && let Ok(mut slot) = first.lock()
+                    && slot.is_none()
+                {
+                    *slot = Some(error.to_string());
+                }
+            }
+        });
+    }
     let stdout = child
         .stdout
         .take()
@@ -224,9 +256,12 @@ fn run_build(mut cmd: Command, what: &str, plan: Option<Plan>) -> Result<Vec<(St
     }
     let status = child.wait().context("waiting for cargo")?;
     if !status.success() {
+        // Let the stderr thread pass on the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        let first = first_error.lock().ok().and_then(|s| s.clone());
         bail!(
-            "building {what} failed ({status}); the compiler output above says why. \
-             `{shown}` reproduces it"
+            "building {what} failed ({status}){}; `{shown}` reproduces it",
+            first.map_or(String::new(), |e| format!(": {e}"))
         );
     }
     if log.compiled > 0 {

@@ -1,0 +1,233 @@
+//! `bench-all --burn A --burn B`: the same cells against two (or more) Burns. Each Burn's
+//! runners are built on their own (`crate::burn`), the cells are planned once, and the runs
+//! alternate as separate processes, one pass of the matrix per Burn in turn (A's pass 1, B's
+//! pass 1, A's pass 2, ...), each Burn into its own run directory. `ab.md` compares every
+//! other Burn with the first (`kiln_results::ab`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use kiln_results::read::RESULTS_FILE;
+use kiln_results::{ModelKind, Precision, TrainingLoop};
+
+use super::config::{PlannedCell, RunConfig, config, dataset_for};
+use super::rundir::{check_out, prepare_out, write_run_file};
+use super::{execute_rest, plan, probes};
+use crate::backends::{Backend, Source};
+use crate::burn::{Burn, BurnSpec};
+use crate::flags::CommonArgs;
+use crate::runners::{Built, Runner, build_and_probe, probe, wanted_backends};
+
+/// The A/B file of a run directory.
+pub const AB_FILE: &str = "ab.md";
+
+/// Build `burn`'s runners of `wanted` and probe them; its own target directory for an overlay.
+fn build_for(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
+    let Some(root) = &burn.overlay else {
+        return build_and_probe(wanted, learner);
+    };
+    let extra: &[&str] = if learner {
+        &[crate::build::LEARNER]
+    } else {
+        &[]
+    };
+    let plain: Vec<(Option<&str>, &str)> = wanted
+        .iter()
+        .filter_map(|b| match &b.source {
+            Source::Cargo {
+                package,
+                requires: None,
+            } => Some((b.build_group.as_deref(), package.as_str())),
+            _ => {
+                eprintln!(
+                    "kiln: --burn {}: {} is left out (an A/B run builds the plain runners: \
+                     flex, ndarray, wgpu, remote)",
+                    burn.build.spec, b.name
+                );
+                None
+            }
+        })
+        .collect();
+    for packages in crate::backends::by_build_group(plain) {
+        crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
+    }
+    let mut out = Vec::new();
+    for &b in wanted {
+        let Source::Cargo {
+            package,
+            requires: None,
+        } = &b.source
+        else {
+            continue;
+        };
+        let runner = Runner {
+            program: crate::workspace::binary(&burn.target(), package),
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let report = probe(&runner)?;
+        out.push((b, runner, report));
+    }
+    Ok(out)
+}
+
+/// `cargo xtask bench-all --burn A --burn B ...`.
+pub fn bench_ab(
+    common: &CommonArgs,
+    specs: &[BurnSpec],
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+) -> Result<bool> {
+    let (profile, mut cfg) = config(common, false)?;
+    // An A/B run compares runs: three each unless --repeats says otherwise.
+    if common.repeats.is_none() {
+        cfg.repeats = cfg.repeats.max(3);
+    }
+    let learner = cfg.loops.contains(&TrainingLoop::Learner);
+    let wanted = wanted_backends(backend_names.as_deref())?;
+    let mut sides: Vec<(Burn, Vec<Built>)> = Vec::new();
+    for spec in specs {
+        let ready = crate::burn::prepare(spec).and_then(|b| {
+            let built = build_for(&b, &wanted, learner)?;
+            Ok((b, built))
+        });
+        match ready {
+            Ok((b, built)) if !built.is_empty() => sides.push((b, built)),
+            Ok(_) => eprintln!("kiln: --burn {spec} cannot be used: no runner was built for it"),
+            Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
+        }
+    }
+    let Some((_, first_built)) = sides.first() else {
+        bail!("no --burn could be built (each line above says why)");
+    };
+    let models = models.unwrap_or_else(|| profile.models().to_vec());
+    let matrix = plan::Matrix {
+        models: models
+            .iter()
+            .map(|&m| dataset_for(m, common).map(|d| (m, d)))
+            .collect::<Result<_>>()?,
+        precisions: precisions.unwrap_or_else(|| vec![Precision::F32]),
+        batch_sizes: cfg.batch_sizes.clone(),
+        backends: wanted.iter().map(|b| b.name.clone()).collect(),
+        backends_named: backend_names.is_some(),
+        all_devices: false,
+        fallback: false,
+        budget_given: common.budget.is_some(),
+        autotune_given: common.autotune.is_some(),
+        profile,
+        loops: cfg.loops.clone(),
+    };
+    // The cells every Burn can run (a Burn whose runner was not built has no row).
+    let cells: Vec<_> = plan::plan(&matrix, &probes(first_built))
+        .cells
+        .into_iter()
+        .filter(|c| {
+            sides
+                .iter()
+                .all(|(_, built)| built.iter().any(|(b, _, _)| b.name == c.id.backend))
+        })
+        .collect();
+    if cells.is_empty() {
+        bail!("no cell to run: no backend was built for every --burn");
+    }
+    let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
+    let mut dirs: Vec<(PathBuf, RunConfig)> = Vec::new();
+    for (i, (burn, _)) in sides.iter().enumerate() {
+        let letter = (b'a' + i as u8) as char;
+        let dir = prepare_out(Some(&out.join(format!("{letter}-{}", burn.slug))))?;
+        let mut side_cfg = cfg.clone();
+        side_cfg.burn = Some(burn.build.clone());
+        write_run_file(&dir, &side_cfg, &cells)?;
+        eprintln!(
+            "kiln: {} = Burn {} in {}",
+            letter.to_ascii_uppercase(),
+            burn.build.label(),
+            dir.display()
+        );
+        dirs.push((dir, side_cfg));
+    }
+    let runs: Vec<(&[Built], &Path, &RunConfig)> = sides
+        .iter()
+        .zip(&dirs)
+        .map(|((_, built), (dir, side_cfg))| (&built[..], dir.as_path(), side_cfg))
+        .collect();
+    let all_ok = run_passes(&cells, &runs, cfg.repeats.max(1))?;
+    let text = write_ab(
+        &out,
+        &dirs.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>(),
+    )?;
+    println!("\n{text}");
+    println!("A/B: {}", out.join(AB_FILE).display());
+    Ok(all_ok)
+}
+
+/// Run `cells` for each side in turn, one pass of the matrix at a time (A's pass 1, B's pass
+/// 1, A's pass 2, ...), each into its own directory; stops at an interrupt.
+pub(super) fn run_passes(
+    cells: &[PlannedCell],
+    sides: &[(&[Built], &Path, &RunConfig)],
+    repeats: usize,
+) -> Result<bool> {
+    let mut all_ok = true;
+    for k in 1..=repeats {
+        for (built, dir, side_cfg) in sides {
+            // This pass only: every other repeat counts as done.
+            let others: Vec<_> = cells
+                .iter()
+                .flat_map(|c| (1..=repeats).filter(|&j| j != k).map(|j| (c.id.clone(), j)))
+                .collect();
+            eprintln!(
+                "kiln: pass {k} of {repeats}, Burn {}",
+                side_cfg
+                    .burn
+                    .as_ref()
+                    .map_or("(this workspace's)".into(), |b| b.label())
+            );
+            if !execute_rest(
+                cells.to_vec(),
+                built,
+                (*side_cfg).clone(),
+                dir,
+                &others,
+                false,
+            )? {
+                all_ok = false;
+                if crate::bench::interrupted() {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(all_ok)
+}
+
+/// Compare every side with the first and write `ab.md` in `out`; returns its text.
+pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
+    let load = |dir: &PathBuf| -> Result<Vec<kiln_results::Record>> {
+        Ok(kiln_results::read::load(&[dir.join(RESULTS_FILE)])?.records)
+    };
+    let label = |records: &[kiln_results::Record], dir: &Path| {
+        records
+            .iter()
+            .find_map(|r| r.burn.as_ref().map(|b| b.label()))
+            .unwrap_or_else(|| dir.display().to_string())
+    };
+    let Some(first) = sides.first() else {
+        bail!("no side to compare");
+    };
+    let a = load(first)?;
+    let mut text = String::new();
+    for other in &sides[1..] {
+        let b = load(other)?;
+        let rows = kiln_results::ab::compare(&a, &b);
+        text.push_str(&kiln_results::ab::markdown(
+            &rows,
+            &label(&a, first),
+            &label(&b, other),
+        ));
+    }
+    std::fs::write(out.join(AB_FILE), &text)?;
+    Ok(text)
+}
