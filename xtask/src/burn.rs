@@ -3,8 +3,8 @@
 //! always; any other builds in an overlay, a generated workspace under
 //! `target/burn/<slug>/` whose manifest names that Burn (its version, and for a checkout a
 //! `[patch.crates-io]` of every Burn crate it holds) and whose `crates` is a link to this
-//! workspace's: the user's Cargo.toml is never edited, and each Burn has its own target
-//! directory there.
+//! workspace's: the user's Cargo.toml is never edited. The overlays share one target directory
+//! (`target/burn/target`, apart from this workspace's), each keeping its runners in its `bin/`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -12,6 +12,8 @@ use std::str::FromStr;
 use anyhow::{Context, Result, bail};
 use kiln_results::BurnBuild;
 
+use crate::backends::{Backend, Source};
+use crate::runners::{Built, Runner, build_and_probe, probe};
 use crate::workspace::{cargo, target_dir, workspace_root};
 
 /// A Burn to build against, as given.
@@ -31,9 +33,13 @@ impl FromStr for BurnSpec {
             }
             return Ok(BurnSpec::Path(PathBuf::from(dir)));
         }
-        let version_like = text.split('.').count() == 3
-            && text.chars().next().is_some_and(|c| c.is_ascii_digit())
-            && text
+        // MAJOR.MINOR.PATCH, with a pre-release after `-` (0.23.0-pre.1).
+        let (core, pre) = text.split_once('-').unwrap_or((text, ""));
+        let version_like = core.split('.').count() == 3
+            && core
+                .split('.')
+                .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            && pre
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
         if version_like {
@@ -67,10 +73,12 @@ pub struct Burn {
 }
 
 impl Burn {
-    /// The target directory of this Burn's runners.
+    /// The target directory of this Burn's runners: this workspace's for its own Burn; one
+    /// shared by every overlay, so that a third Burn reuses the second's build of everything
+    /// but Burn (each overlay's runners are copied to its `bin/` once built).
     pub fn target(&self) -> PathBuf {
         match &self.overlay {
-            Some(o) => o.join("target"),
+            Some(_) => target_dir().join("burn").join("target"),
             None => target_dir(),
         }
     }
@@ -292,6 +300,135 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     })
 }
 
+/// Build `burn`'s runners of `wanted` and probe them; its own target directory for an overlay.
+pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
+    let Some(root) = &burn.overlay else {
+        return build_and_probe(wanted, learner);
+    };
+    let extra: &[&str] = if learner {
+        &[crate::build::LEARNER]
+    } else {
+        &[]
+    };
+    let plain: Vec<(Option<&str>, &str)> = wanted
+        .iter()
+        .filter_map(|b| match &b.source {
+            Source::Cargo {
+                package,
+                requires: None,
+            } => Some((b.build_group.as_deref(), package.as_str())),
+            _ => {
+                eprintln!(
+                    "kiln: --burn {}: {} is left out (an A/B run builds the plain runners: \
+                     flex, ndarray, wgpu, remote)",
+                    burn.build.spec, b.name
+                );
+                None
+            }
+        })
+        .collect();
+    for packages in crate::backends::by_build_group(plain) {
+        crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
+    }
+    let mut out = Vec::new();
+    for &b in wanted {
+        let Source::Cargo {
+            package,
+            requires: None,
+        } = &b.source
+        else {
+            continue;
+        };
+        let built = crate::workspace::binary(&burn.target(), package);
+        let program = root.join("bin").join(built.file_name().unwrap_or_default());
+        std::fs::create_dir_all(root.join("bin"))?;
+        std::fs::copy(&built, &program)
+            .with_context(|| format!("cannot copy {} to {}", built.display(), program.display()))?;
+        let runner = Runner {
+            program,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let report = probe(&runner)?;
+        out.push((b, runner, report));
+    }
+    Ok(out)
+}
+
+/// A Burn with its runners built, and how long that build took in this run.
+pub struct Side {
+    pub burn: Burn,
+    pub built: Vec<Built>,
+    pub build_seconds: f64,
+}
+
+/// The directory of the `i`th side of an A/B run in `out` (`a-0.22.1`, `b-path-burn-1a2b3c4d`),
+/// announced on stderr.
+pub fn side_dir(out: &Path, i: usize, burn: &Burn) -> PathBuf {
+    let letter = (b'a' + i as u8) as char;
+    let dir = out.join(format!("{letter}-{}", burn.slug));
+    eprintln!(
+        "kiln: {} = Burn {} in {}",
+        letter.to_ascii_uppercase(),
+        burn.build.label(),
+        dir.display()
+    );
+    dir
+}
+
+/// The file of an A/B run that says which Burns it built and how long each build took.
+pub const BURNS_FILE: &str = "burns.json";
+
+/// Prepare and build every spec; one that cannot be used is one line saying why, and the
+/// rest go on. An error when none could be built.
+pub fn build_all(
+    specs: &[BurnSpec],
+    wanted: &[&'static Backend],
+    learner: bool,
+) -> Result<Vec<Side>> {
+    let mut sides = Vec::new();
+    for spec in specs {
+        let started = std::time::Instant::now();
+        let ready = prepare(spec).and_then(|b| {
+            let built = build(&b, wanted, learner)?;
+            Ok((b, built))
+        });
+        match ready {
+            Ok((burn, built)) if !built.is_empty() => sides.push(Side {
+                burn,
+                built,
+                build_seconds: started.elapsed().as_secs_f64(),
+            }),
+            Ok(_) => eprintln!("kiln: --burn {spec} cannot be used: no runner was built for it"),
+            Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
+        }
+    }
+    if sides.is_empty() {
+        bail!("no --burn could be built (each line above says why)");
+    }
+    Ok(sides)
+}
+
+/// Write [`BURNS_FILE`] into `out`: each side's Burn, its directory there, and its build time.
+pub fn write_burns(out: &Path, sides: &[(&Side, &Path)]) -> Result<()> {
+    let list: Vec<serde_json::Value> = sides
+        .iter()
+        .map(|(s, dir)| {
+            serde_json::json!({
+                "burn": s.burn.build,
+                "dir": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "runners": s.built.iter().map(|(b, _, _)| b.name.clone()).collect::<Vec<_>>(),
+                "build_seconds": (s.build_seconds * 10.0).round() / 10.0,
+                "overlay": s.burn.overlay.is_some(),
+            })
+        })
+        .collect();
+    let path = out.join(BURNS_FILE);
+    std::fs::write(&path, serde_json::to_string_pretty(&list)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,10 +437,21 @@ mod tests {
     fn specs_parse_or_say_what_a_spec_is() {
         assert_eq!("0.22.1".parse(), Ok(BurnSpec::Version("0.22.1".into())));
         assert_eq!(
+            "0.23.0-pre.1".parse(),
+            Ok(BurnSpec::Version("0.23.0-pre.1".into()))
+        );
+        assert_eq!(
             "path:../burn".parse(),
             Ok(BurnSpec::Path(PathBuf::from("../burn")))
         );
-        for bad in ["latest", "0.22", "path:", "1.2.3;rm"] {
+        for bad in [
+            "latest",
+            "0.22",
+            "path:",
+            "1.2.3;rm",
+            "1.x.3",
+            "0.22.1-pre;rm",
+        ] {
             let err = bad.parse::<BurnSpec>().unwrap_err();
             assert!(err.contains("path:") || err.contains("directory"), "{err}");
         }

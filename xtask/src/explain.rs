@@ -7,31 +7,29 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_results::Status;
 use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
+use kiln_results::{BurnBuild, ModelKind, Status};
 
+use crate::backends::Backend;
 use crate::bench::rundir::append_line;
 pub use crate::flags::ExplainArgs;
-use crate::runners::Runner;
-use crate::runners::build_and_probe;
+use crate::runners::{Built, Runner, build_and_probe};
 use crate::workspace::fingerprint_here;
 use crate::{chart, time};
 
 /// The file of explain records in a run directory.
 pub const EXPLAIN_FILE: &str = "explain.jsonl";
 
+/// The op-by-op A/B of `explain --burn A --burn B`.
+pub const AB_FILE: &str = "explain-ab.md";
+
 /// A runner that takes longer than this for one model is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub fn explain(args: ExplainArgs) -> Result<bool> {
-    let request_for = |model, backend: &str, device: &str| {
-        let mut r = ExplainRequest::new(model, backend, device, args.precision, args.batch);
-        r.repeats = args.repeats;
-        r
-    };
     // The requests' own rules, checked before anything is built.
     for &model in &args.models {
-        request_for(model, "", "default")
+        request_for(&args, model, "", "default")
             .validate()
             .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
     }
@@ -43,15 +41,34 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
         " (`cargo xtask report DIR` re-renders them)",
     )?;
     let wanted = crate::runners::buildable(wanted);
+    if !args.burn.is_empty() {
+        return explain_ab(&args, &wanted, &out);
+    }
     let built = build_and_probe(&wanted, false)?;
+    let records = explain_pass(&args, &built, &out, None)?;
+    let markdown = write_report(&out, &records)?;
+    println!("{markdown}");
+    eprintln!("kiln: explain records and report in {}", out.display());
+    Ok(records.iter().all(|r| r.status != Status::Failed))
+}
+
+/// Explain every model on every runner of `built` once, appending the records to `out`'s
+/// explain.jsonl; `burn`: the Burn the runners were built against, when not this workspace's.
+fn explain_pass(
+    args: &ExplainArgs,
+    built: &[Built],
+    out: &Path,
+    burn: Option<&BurnBuild>,
+) -> Result<Vec<ExplainRecord>> {
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
     let (commit, dirty) = crate::workspace::revision();
     let mut records = Vec::new();
     for &model in &args.models {
-        for (backend, runner, probe) in &built {
+        for (backend, runner, probe) in built {
             let device = crate::answer::one_device(probe);
             let request = request_for(
+                args,
                 model,
                 &backend.name,
                 device.as_ref().map_or("default", |d| d.spec.as_str()),
@@ -63,10 +80,11 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
                     r.reason = Some(why);
                     r
                 }
-                Ok(_) => run_one(runner, &request, &out)?,
+                Ok(_) => run_one(runner, &request, out)?,
             };
-            let burn = runner.burn_version(&record.backend_version);
-            record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
+            let version = runner.burn_version(&record.backend_version);
+            record.fingerprint = Some(fingerprint_here(record.threads, version, &commit, dirty));
+            record.burn = burn.cloned();
             // The record says so too when its ops do not decompose its step.
             record.notes.extend(record.outside_band());
             append_line(&out.join(EXPLAIN_FILE), &record)?;
@@ -74,10 +92,88 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
             records.push(record);
         }
     }
-    let markdown = write_report(&out, &records)?;
-    println!("{markdown}");
-    eprintln!("kiln: explain records and report in {}", out.display());
-    Ok(records.iter().all(|r| r.status != Status::Failed))
+    Ok(records)
+}
+
+/// `explain --burn A --burn B ...`: each Burn's runners built on their own, `--passes` runs of
+/// explain per Burn alternating (A, B, A, B, ...) into `out/<letter>-<burn>/`, and
+/// `explain-ab.md` comparing every other Burn with the first op by op.
+fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Result<bool> {
+    let built = crate::burn::build_all(&args.burn, wanted, false)?;
+    let dirs: Vec<PathBuf> = built
+        .iter()
+        .enumerate()
+        .map(|(i, s)| crate::burn::side_dir(out, i, &s.burn))
+        .collect();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    crate::burn::write_burns(
+        out,
+        &built
+            .iter()
+            .zip(&dirs)
+            .map(|(s, d)| (s, d.as_path()))
+            .collect::<Vec<_>>(),
+    )?;
+    let sides: Vec<(BurnBuild, Vec<Built>, PathBuf)> = built
+        .into_iter()
+        .zip(dirs)
+        .map(|(s, dir)| (s.burn.build, s.built, dir))
+        .collect();
+    let (text, all_ok) = run_ab(args, &sides, out)?;
+    println!("{text}");
+    eprintln!("kiln: op-by-op A/B in {}", out.join(AB_FILE).display());
+    Ok(all_ok)
+}
+
+/// The passes of an explain A/B over built `sides` (each Burn, its runners, its directory) and
+/// `explain-ab.md` in `out`; returns its text and whether no record failed.
+fn run_ab(
+    args: &ExplainArgs,
+    sides: &[(BurnBuild, Vec<Built>, PathBuf)],
+    out: &Path,
+) -> Result<(String, bool)> {
+    let mut records: Vec<Vec<ExplainRecord>> = vec![Vec::new(); sides.len()];
+    let mut last: Vec<Vec<ExplainRecord>> = vec![Vec::new(); sides.len()];
+    for k in 1..=args.passes {
+        for (i, (burn, built, dir)) in sides.iter().enumerate() {
+            eprintln!(
+                "kiln: explain pass {k} of {}, Burn {}",
+                args.passes,
+                burn.label()
+            );
+            let pass = explain_pass(args, built, dir, Some(burn))?;
+            records[i].extend(pass.iter().cloned());
+            last[i] = pass;
+        }
+    }
+    // Each side's own report shows its last pass (one column per backend).
+    for ((_, _, dir), pass) in sides.iter().zip(&last) {
+        write_report(dir, pass)?;
+    }
+    let mut text = String::new();
+    for (i, (burn, _, _)) in sides.iter().enumerate().skip(1) {
+        let columns = kiln_results::explain::ab::compare(&records[0], &records[i]);
+        text.push_str(&kiln_results::explain::ab::markdown(
+            &columns,
+            &sides[0].0.label(),
+            &burn.label(),
+        ));
+    }
+    let path = out.join(AB_FILE);
+    std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+    let all_ok = records.iter().flatten().all(|r| r.status != Status::Failed);
+    Ok((text, all_ok))
+}
+
+fn request_for(
+    args: &ExplainArgs,
+    model: ModelKind,
+    backend: &str,
+    device: &str,
+) -> ExplainRequest {
+    let mut r = ExplainRequest::new(model, backend, device, args.precision, args.batch);
+    r.repeats = args.repeats;
+    r
 }
 
 fn summary(r: &ExplainRecord) {
@@ -175,6 +271,108 @@ mod tests {
     use crate::torch::{test_python, test_script};
     use kiln_results::explain::Phase;
     use kiln_results::{ModelKind, Precision};
+
+    /// A fake runner that writes an explain record of flex whose first op takes `first`
+    /// seconds and appends `side` to `order`.
+    fn side_runner(dir: &Path, side: &str, first: f64, order: &Path) -> Runner {
+        use kiln_results::explain::{OpTiming, Timing};
+        let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 8);
+        let mut r = ExplainRecord::start(&request, "0", 2);
+        r.status = Status::Ok;
+        let timing = |s| Timing {
+            median_seconds: s,
+            min_seconds: s,
+            max_seconds: s,
+            runs: 7,
+        };
+        r.ops = (0..3)
+            .map(|site| OpTiming {
+                site,
+                phase: Phase::Forward,
+                timing: timing(if site == 0 { first } else { 0.001 }),
+            })
+            .collect();
+        r.step = Some(timing(first + 0.01));
+        let file = dir.join(format!("explain-{side}.json"));
+        std::fs::write(&file, serde_json::to_string(&r).unwrap()).unwrap();
+        let program = dir.join(format!("runner-{side}"));
+        let body = format!("echo {side} >> {}; cat {}", order.display(), file.display());
+        std::fs::write(&program, format!("#!/bin/sh\n{body}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Runner {
+            program,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        }
+    }
+
+    /// An explain A/B alternates the Burns pass by pass and names the op that moved.
+    #[test]
+    fn an_explain_ab_alternates_and_names_the_op_that_moved() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ExplainArgs,
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let order = tmp.path().join("order");
+        let args = Cli::parse_from(["x", "--passes", "2", "--model", "mnist-cnn"]).args;
+        let probe = |runner: Runner| {
+            let report = kiln_results::ProbeReport {
+                backend: "flex".into(),
+                backend_version: "0".into(),
+                devices: vec![kiln_results::DeviceReport {
+                    spec: "cpu".into(),
+                    name: "cpu".into(),
+                    kind: kiln_results::DeviceKind::Cpu,
+                    available: true,
+                    reason: None,
+                    precisions: vec!["f32".into()],
+                    default: true,
+                    memory_bytes: None,
+                    runtime: None,
+                }],
+            };
+            vec![(crate::backends::find("flex").unwrap(), runner, report)]
+        };
+        let burn = |spec: &str| BurnBuild {
+            spec: spec.into(),
+            version: "0.22.1".into(),
+            path: spec.strip_prefix("path:").map(str::to_string),
+            revision: None,
+            dirty: None,
+        };
+        let sides = vec![
+            (
+                burn("0.22.1"),
+                probe(side_runner(tmp.path(), "A", 0.010, &order)),
+                tmp.path().join("a"),
+            ),
+            (
+                burn("path:/src/burn"),
+                probe(side_runner(tmp.path(), "B", 0.030, &order)),
+                tmp.path().join("b"),
+            ),
+        ];
+        let (text, ok) = run_ab(&args, &sides, tmp.path()).unwrap();
+        assert!(ok);
+        assert_eq!(std::fs::read_to_string(&order).unwrap(), "A\nB\nA\nB\n");
+        assert!(text.contains("Moved beyond the noise:\n- **"), "{text}");
+        assert!(text.contains("B slower (3.00×)"), "{text}");
+        assert_eq!(text.matches("| B slower |").count(), 2, "{text}");
+        let b = kiln_results::explain::read_records(&tmp.path().join("b").join(EXPLAIN_FILE));
+        let b = b.unwrap();
+        assert_eq!(b.len(), 2);
+        assert!(
+            b.iter()
+                .all(|r| r.burn.as_ref().unwrap().spec == "path:/src/burn")
+        );
+        assert!(tmp.path().join(AB_FILE).is_file());
+        assert!(tmp.path().join("a").join("explain.md").is_file());
+    }
 
     #[test]
     fn the_reference_runner_times_every_op_of_both_models_in_the_shared_schema() {

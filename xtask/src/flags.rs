@@ -217,6 +217,10 @@ pub enum Cmd {
         /// --devices with the backend's first N available devices.
         #[arg(long, value_name = "N")]
         data_parallel: Option<usize>,
+        /// The cell against another Burn (a version or path:DIR); twice or more: an A/B run of
+        /// this cell, as `bench-all --burn` (docs/burn-ab.md).
+        #[arg(long, value_name = "SPEC", conflicts_with_all = ["cell", "device", "api", "bare", "devices", "data_parallel"])]
+        burn: Vec<crate::burn::BurnSpec>,
     },
     /// Time every operation of one training step alone on each backend (forward, input and
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;
@@ -427,6 +431,14 @@ pub struct ExplainArgs {
     /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
     #[arg(long, default_value_t = 7)]
     pub repeats: usize,
+    /// Build the runners against this Burn: a published version or path:DIR (see bench-all).
+    /// Twice or more: each Burn's op table side by side, and the ops whose time moved beyond
+    /// their noise, in explain-ab.md (docs/burn-ab.md).
+    #[arg(long, value_name = "SPEC")]
+    pub burn: Vec<crate::burn::BurnSpec>,
+    /// With --burn: runs of explain per Burn, alternating (A, B, A, B, ...).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub passes: u64,
     /// Output directory (default: results/explain-<UTC timestamp>/).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -149,6 +149,20 @@ fn main() -> ExitCode {
             .and_then(|_| bench::bench_request(&file, common.out.as_deref())),
         Cmd::Bench {
             common,
+            backend: Some(backend),
+            model: Some(model),
+            precision,
+            burn,
+            ..
+        } if !burn.is_empty() => bench::ab::bench_ab(
+            &common,
+            &burn,
+            Some(vec![backend]),
+            Some(vec![model]),
+            Some(vec![precision]),
+        ),
+        Cmd::Bench {
+            common,
             cell: None,
             backend,
             device,
@@ -158,6 +172,7 @@ fn main() -> ExitCode {
             bare,
             devices,
             data_parallel,
+            ..
         } => bench::one_backend(backend, device.as_deref()).and_then(|backend| {
             bench::bench_one(
                 &common,

@@ -140,28 +140,62 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
     if va.is_empty() || vb.is_empty() {
         return None;
     }
-    let cv = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.cv());
-    // Accuracy's spread is in points already; the others' as a share of their mean.
-    let spread = if rule.difference {
-        let sd = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.stddev);
-        sd(&va).max(sd(&vb))
-    } else {
-        cv(&va).max(cv(&vb)).max(drift)
+    let c = compare_runs(&va, &vb, rule.floor, rule.difference, drift);
+    let verdict = match c.moved {
+        None if c.p.is_none() => {
+            "no verdict: a side has a single run (give --repeats 3 or more)".to_string()
+        }
+        None => "no difference beyond the noise".to_string(),
+        Some(true) => format!("B {}", rule.higher),
+        Some(false) => format!("B {}", rule.lower),
     };
-    let threshold = rule.floor.max(spread);
-    let Some(w) = welch(&va, &vb) else {
-        return Some(Measure {
-            name: rule.name,
-            a: va,
-            b: vb,
+    Some(Measure {
+        name: rule.name,
+        a: va,
+        b: vb,
+        change: c.change,
+        p: c.p,
+        threshold: c.threshold,
+        verdict,
+    })
+}
+
+/// B's runs against A's runs of one measure, by the rule of this module.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Compared {
+    /// B ÷ A of the means (a difference: B − A), with its 95% interval.
+    pub change: Option<(f64, f64, f64)>,
+    /// Welch's two-sided p; `None` when a side has a single run.
+    pub p: Option<f64>,
+    /// The least change that counts.
+    pub threshold: f64,
+    /// `Some(true)`: B higher beyond the noise; `Some(false)`: lower; `None`: no difference
+    /// beyond the noise (or no verdict).
+    pub moved: Option<bool>,
+}
+
+/// Compare `b`'s runs with `a`'s: as a ratio of the means, or as a `difference` (shares whose
+/// spread is in points already); the threshold is the largest of `floor`, the sides' spread and
+/// `drift` (ratios only).
+pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f64) -> Compared {
+    let spread = if difference {
+        let sd = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.stddev);
+        sd(a).max(sd(b))
+    } else {
+        let cv = |v: &[f64]| Stats::from_samples(v).map_or(0.0, |s| s.cv());
+        cv(a).max(cv(b)).max(drift)
+    };
+    let threshold = floor.max(spread);
+    let Some(w) = welch(a, b) else {
+        return Compared {
             change: None,
             p: None,
             threshold,
-            verdict: "no verdict: a side has a single run (give --repeats 3 or more)".into(),
-        });
+            moved: None,
+        };
     };
-    let mean_a = va.iter().sum::<f64>() / va.len() as f64;
-    let (change, low, high, size) = if rule.difference {
+    let mean_a = a.iter().sum::<f64>() / a.len() as f64;
+    let (change, low, high, size) = if difference {
         let d = w.difference;
         (d, d - w.half_width, d + w.half_width, d)
     } else {
@@ -173,20 +207,12 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
             r - 1.0,
         )
     };
-    let verdict = if w.p < P_VALUE && size.abs() > threshold {
-        format!("B {}", if size > 0.0 { rule.higher } else { rule.lower })
-    } else {
-        "no difference beyond the noise".to_string()
-    };
-    Some(Measure {
-        name: rule.name,
-        a: va,
-        b: vb,
+    Compared {
         change: Some((change, low, high)),
         p: Some(w.p),
         threshold,
-        verdict,
-    })
+        moved: (w.p < P_VALUE && size.abs() > threshold).then_some(size > 0.0),
+    }
 }
 
 /// A measure's value as text (seconds, bytes, or a share as %).

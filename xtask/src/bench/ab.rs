@@ -13,64 +13,12 @@ use kiln_results::{ModelKind, Precision, TrainingLoop};
 use super::config::{PlannedCell, RunConfig, config, dataset_for};
 use super::rundir::{check_out, prepare_out, write_run_file};
 use super::{execute_rest, plan, probes};
-use crate::backends::{Backend, Source};
 use crate::burn::{Burn, BurnSpec};
 use crate::flags::CommonArgs;
-use crate::runners::{Built, Runner, build_and_probe, probe, wanted_backends};
+use crate::runners::{Built, wanted_backends};
 
 /// The A/B file of a run directory.
 pub const AB_FILE: &str = "ab.md";
-
-/// Build `burn`'s runners of `wanted` and probe them; its own target directory for an overlay.
-fn build_for(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
-    let Some(root) = &burn.overlay else {
-        return build_and_probe(wanted, learner);
-    };
-    let extra: &[&str] = if learner {
-        &[crate::build::LEARNER]
-    } else {
-        &[]
-    };
-    let plain: Vec<(Option<&str>, &str)> = wanted
-        .iter()
-        .filter_map(|b| match &b.source {
-            Source::Cargo {
-                package,
-                requires: None,
-            } => Some((b.build_group.as_deref(), package.as_str())),
-            _ => {
-                eprintln!(
-                    "kiln: --burn {}: {} is left out (an A/B run builds the plain runners: \
-                     flex, ndarray, wgpu, remote)",
-                    burn.build.spec, b.name
-                );
-                None
-            }
-        })
-        .collect();
-    for packages in crate::backends::by_build_group(plain) {
-        crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
-    }
-    let mut out = Vec::new();
-    for &b in wanted {
-        let Source::Cargo {
-            package,
-            requires: None,
-        } = &b.source
-        else {
-            continue;
-        };
-        let runner = Runner {
-            program: crate::workspace::binary(&burn.target(), package),
-            args: Vec::new(),
-            env: Vec::new(),
-            needs_data_file: false,
-        };
-        let report = probe(&runner)?;
-        out.push((b, runner, report));
-    }
-    Ok(out)
-}
 
 /// `cargo xtask bench-all --burn A --burn B ...`.
 pub fn bench_ab(
@@ -87,21 +35,14 @@ pub fn bench_ab(
     }
     let learner = cfg.loops.contains(&TrainingLoop::Learner);
     let wanted = wanted_backends(backend_names.as_deref())?;
-    let mut sides: Vec<(Burn, Vec<Built>)> = Vec::new();
-    for spec in specs {
-        let ready = crate::burn::prepare(spec).and_then(|b| {
-            let built = build_for(&b, &wanted, learner)?;
-            Ok((b, built))
-        });
-        match ready {
-            Ok((b, built)) if !built.is_empty() => sides.push((b, built)),
-            Ok(_) => eprintln!("kiln: --burn {spec} cannot be used: no runner was built for it"),
-            Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
-        }
-    }
-    let Some((_, first_built)) = sides.first() else {
-        bail!("no --burn could be built (each line above says why)");
-    };
+    // The output directory is checked before the (long) builds.
+    let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
+    let built_sides = crate::burn::build_all(specs, &wanted, learner)?;
+    let sides: Vec<(&Burn, &[Built])> = built_sides
+        .iter()
+        .map(|s| (&s.burn, &s.built[..]))
+        .collect();
+    let first_built = sides[0].1;
     let models = models.unwrap_or_else(|| profile.models().to_vec());
     let matrix = plan::Matrix {
         models: models
@@ -132,22 +73,22 @@ pub fn bench_ab(
     if cells.is_empty() {
         bail!("no cell to run: no backend was built for every --burn");
     }
-    let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
     let mut dirs: Vec<(PathBuf, RunConfig)> = Vec::new();
     for (i, (burn, _)) in sides.iter().enumerate() {
-        let letter = (b'a' + i as u8) as char;
-        let dir = prepare_out(Some(&out.join(format!("{letter}-{}", burn.slug))))?;
+        let dir = prepare_out(Some(&crate::burn::side_dir(&out, i, burn)))?;
         let mut side_cfg = cfg.clone();
         side_cfg.burn = Some(burn.build.clone());
         write_run_file(&dir, &side_cfg, &cells)?;
-        eprintln!(
-            "kiln: {} = Burn {} in {}",
-            letter.to_ascii_uppercase(),
-            burn.build.label(),
-            dir.display()
-        );
         dirs.push((dir, side_cfg));
     }
+    crate::burn::write_burns(
+        &out,
+        &built_sides
+            .iter()
+            .zip(&dirs)
+            .map(|(s, (d, _))| (s, d.as_path()))
+            .collect::<Vec<_>>(),
+    )?;
     let runs: Vec<(&[Built], &Path, &RunConfig)> = sides
         .iter()
         .zip(&dirs)

@@ -5,6 +5,7 @@
 //! ratio to PyTorch, the share of the measured step the operations explain, the operations
 //! behind each backend's gap to PyTorch).
 
+pub mod ab;
 mod record;
 mod sites;
 mod table;

@@ -150,6 +150,9 @@ pub struct ExplainRecord {
     pub wall_seconds: f64,
     #[serde(default)]
     pub fingerprint: Option<Fingerprint>,
+    /// The Burn the runner was built against, when `--burn` named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn: Option<crate::BurnBuild>,
 }
 
 impl ExplainRecord {
@@ -175,6 +178,7 @@ impl ExplainRecord {
             notes: Vec::new(),
             wall_seconds: 0.0,
             fingerprint: None,
+            burn: None,
         }
     }
 

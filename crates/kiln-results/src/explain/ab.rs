@@ -1,0 +1,282 @@
+//! `explain --burn A --burn B`: each Burn's op-by-op table side by side, and the operations
+//! whose time moved beyond their noise. Each Burn ran `explain` several times, alternating; an
+//! op's runs are its time per step in each of them, compared by the rule of [`crate::ab`]
+//! (Welch's t-test at p < 0.05 and a change above the larger of the runs' variation and
+//! [`OP_FLOOR`]). Each moved op's change is also given as a share of A's measured step, which
+//! says how much of the step it explains.
+
+use std::fmt::Write as _;
+
+use super::ExplainRecord;
+use crate::ab::{Compared, compare_runs};
+use crate::{ModelKind, Status};
+
+/// The least change of an op's time that counts: ops timed alone are small and noisier than a
+/// whole epoch.
+pub const OP_FLOOR: f64 = 0.10;
+
+/// One op (or the whole step), A's runs against B's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpRow {
+    /// `conv2d 1→32 k3 at 28×28 · weight grad`, or `measured step`.
+    pub op: String,
+    /// Seconds per step in each run.
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub compared: Compared,
+    /// B's mean minus A's, as a share of A's measured step.
+    pub of_step: Option<f64>,
+}
+
+impl OpRow {
+    fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>) -> OpRow {
+        let compared = compare_runs(&a, &b, OP_FLOOR, false, 0.0);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let of_step = step_a
+            .filter(|s| *s > 0.0)
+            .map(|s| (mean(&b) - mean(&a)) / s);
+        OpRow {
+            op,
+            a,
+            b,
+            compared,
+            of_step,
+        }
+    }
+
+    /// `slower`, `faster` or `no difference beyond the noise` (`no verdict` for single runs).
+    pub fn verdict(&self) -> &'static str {
+        match (self.compared.moved, self.compared.p) {
+            (Some(true), _) => "B slower",
+            (Some(false), _) => "B faster",
+            (None, None) => "no verdict: a single run each",
+            (None, Some(_)) => "no difference beyond the noise",
+        }
+    }
+}
+
+/// One model on one backend column, A against B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnAb {
+    pub model: ModelKind,
+    pub column: String,
+    pub batch: usize,
+    pub step: Option<OpRow>,
+    pub ops: Vec<OpRow>,
+}
+
+impl ColumnAb {
+    /// The ops that moved beyond their noise.
+    pub fn moved(&self) -> impl Iterator<Item = &OpRow> {
+        self.ops.iter().filter(|o| o.compared.moved.is_some())
+    }
+}
+
+type Key = (ModelKind, String, usize);
+
+fn key(r: &ExplainRecord) -> Key {
+    (r.model, r.column(), r.batch)
+}
+
+/// Every model and column both sides timed, in A's order, op by op.
+pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
+    let ok = |r: &&ExplainRecord| r.status == Status::Ok && !r.ops.is_empty();
+    let mut keys: Vec<Key> = Vec::new();
+    for r in a.iter().filter(ok) {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    let mut out = Vec::new();
+    for k in keys {
+        let ra: Vec<&ExplainRecord> = a.iter().filter(ok).filter(|r| key(r) == k).collect();
+        let rb: Vec<&ExplainRecord> = b.iter().filter(ok).filter(|r| key(r) == k).collect();
+        if rb.is_empty() {
+            continue;
+        }
+        let steps = |rs: &[&ExplainRecord]| -> Vec<f64> {
+            rs.iter()
+                .filter_map(|r| r.step.map(|s| s.median_seconds))
+                .collect()
+        };
+        let (step_a, step_b) = (steps(&ra), steps(&rb));
+        let step_mean_a =
+            (!step_a.is_empty()).then(|| step_a.iter().sum::<f64>() / step_a.len() as f64);
+        let step = (!step_a.is_empty() && !step_b.is_empty())
+            .then(|| OpRow::of("measured step".into(), step_a, step_b, step_mean_a));
+        // An op's time per step in each run, by its label (the same sites on both sides).
+        let per_op = |rs: &[&ExplainRecord], label: &str| -> Vec<f64> {
+            rs.iter()
+                .filter_map(|r| {
+                    r.ops
+                        .iter()
+                        .find(|o| r.op_label(o) == label)
+                        .map(|o| r.per_step(o))
+                })
+                .collect()
+        };
+        let ops = ra[0]
+            .ops
+            .iter()
+            .map(|o| ra[0].op_label(o))
+            .filter_map(|label| {
+                let (va, vb) = (per_op(&ra, &label), per_op(&rb, &label));
+                (!va.is_empty() && !vb.is_empty()).then(|| OpRow::of(label, va, vb, step_mean_a))
+            })
+            .collect();
+        out.push(ColumnAb {
+            model: k.0,
+            column: k.1,
+            batch: k.2,
+            step,
+            ops,
+        });
+    }
+    out
+}
+
+fn ms(v: &[f64]) -> String {
+    crate::stats::median(v).map_or("–".into(), super::ms)
+}
+
+fn row_text(o: &OpRow) -> String {
+    let change = o.compared.change.map_or("–".into(), |(r, lo, hi)| {
+        format!("{r:.2}× ({lo:.2}–{hi:.2})")
+    });
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} |",
+        o.op,
+        ms(&o.a),
+        ms(&o.b),
+        change,
+        o.compared.p.map_or("–".into(), |p| format!("{p:.3}")),
+        o.of_step
+            .map_or("–".into(), |s| format!("{:+.1}%", 100.0 * s)),
+        o.verdict()
+    )
+}
+
+/// The side-by-side tables as Markdown, the moved ops named first in each.
+pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
+    let mut out = format!(
+        "## Op by op, Burn A against Burn B\n\nA = {a_label}, B = {b_label}. Times are per \
+         training step (an op's median times the layers that run it), the median of each \
+         Burn's runs.\n"
+    );
+    for c in columns {
+        let _ = write!(
+            out,
+            "\n### {} on {} (batch {})\n\n",
+            c.model, c.column, c.batch
+        );
+        if let Some(s) = &c.step {
+            let _ = writeln!(
+                out,
+                "The measured step: A {}, B {}: {}.\n",
+                ms(&s.a),
+                ms(&s.b),
+                s.verdict()
+            );
+        }
+        let moved: Vec<&OpRow> = c.moved().collect();
+        if moved.is_empty() {
+            out.push_str("No operation moved beyond its noise.\n\n");
+        } else {
+            out.push_str("Moved beyond the noise:\n");
+            for o in moved {
+                let ratio = o.compared.change.map_or(1.0, |c| c.0);
+                let _ = writeln!(
+                    out,
+                    "- **{}**: {} ({ratio:.2}×), {} of A's step",
+                    o.op,
+                    o.verdict(),
+                    o.of_step
+                        .map_or("–".into(), |s| format!("{:+.1}%", 100.0 * s)),
+                );
+            }
+            out.push('\n');
+        }
+        out.push_str(
+            "| Op | A per step | B per step | B ÷ A (95% interval) | p | Change, share of A's \
+             step | Verdict |\n|---|---|---|---|---|---|---|\n",
+        );
+        for o in c.step.iter().chain(&c.ops) {
+            out.push_str(&row_text(o));
+            out.push('\n');
+        }
+    }
+    let _ = write!(
+        out,
+        "\nAn op moved when Welch's t-test over the runs gives p < {} and its change exceeds the \
+         larger of its runs' variation and {:.0}%. The runs alternated (A, B, A, B, ...).\n",
+        crate::ab::P_VALUE,
+        100.0 * OP_FLOOR
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Precision;
+    use crate::explain::{ExplainRequest, OpTiming, Phase, Timing};
+
+    fn timing(s: f64) -> Timing {
+        Timing {
+            median_seconds: s,
+            min_seconds: s,
+            max_seconds: s,
+            runs: 7,
+        }
+    }
+
+    /// A flex record whose first op takes `first` and the rest 1 ms each.
+    fn run(first: f64, step: f64) -> ExplainRecord {
+        let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 64);
+        let mut r = ExplainRecord::start(&request, "test", 2);
+        r.status = Status::Ok;
+        r.ops = (0..3)
+            .map(|site| OpTiming {
+                site,
+                phase: Phase::Forward,
+                timing: timing(if site == 0 { first } else { 0.001 }),
+            })
+            .collect();
+        r.step = Some(timing(step));
+        r
+    }
+
+    #[test]
+    fn the_op_that_slowed_is_named_with_its_share_of_the_step() {
+        let a = vec![run(0.010, 0.050), run(0.0101, 0.0505), run(0.0099, 0.0495)];
+        let b = vec![run(0.020, 0.060), run(0.0202, 0.0605), run(0.0198, 0.0598)];
+        let cols = compare(&a, &b);
+        assert_eq!(cols.len(), 1);
+        let moved: Vec<&OpRow> = cols[0].moved().collect();
+        assert_eq!(moved.len(), 1, "{cols:?}");
+        assert_eq!(moved[0].verdict(), "B slower");
+        // 10 ms more of a 50 ms step.
+        assert!((moved[0].of_step.unwrap() - 0.2).abs() < 0.01, "{moved:?}");
+        assert_eq!(cols[0].step.as_ref().unwrap().verdict(), "B slower");
+        let md = markdown(&cols, "0.22.1", "path:burn");
+        assert!(md.contains("Moved beyond the noise:\n- **"), "{md}");
+        assert!(md.contains("B slower (2.00×), +20.0% of A's step"), "{md}");
+    }
+
+    #[test]
+    fn the_same_burn_twice_moves_no_op() {
+        let a = vec![run(0.010, 0.050), run(0.0104, 0.051), run(0.0097, 0.049)];
+        let b = vec![
+            run(0.0102, 0.0502),
+            run(0.0098, 0.0497),
+            run(0.0101, 0.0504),
+        ];
+        let cols = compare(&a, &b);
+        assert_eq!(cols[0].moved().count(), 0, "{cols:?}");
+        assert!(markdown(&cols, "A", "B").contains("No operation moved beyond its noise."));
+        // A column only one side ran is left out.
+        let mut other = run(0.01, 0.05);
+        other.backend = "ndarray".into();
+        assert!(compare(&[other], &b).is_empty());
+    }
+}
