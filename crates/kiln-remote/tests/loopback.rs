@@ -270,3 +270,62 @@ fn serve_refuses_an_open_address_without_a_token() {
         "{stderr}"
     );
 }
+
+/// The resident memory of a process, in bytes (Linux).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Burn's WebSocket server, fed garbage, a bad handshake, a frame that claims 2^40 bytes and
+/// 200 idle connections, keeps training a valid client's cell, under twice its idle memory.
+#[test]
+fn burns_port_survives_garbage_and_keeps_serving_with_bounded_memory() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let server = Server::start(None);
+    let (first, stderr) = run_remote(&tiny("remote", &server.spec()), None);
+    assert_eq!(first.status, Status::Ok, "{stderr}");
+    let idle = rss_bytes(server.child.id());
+    let addr = ("127.0.0.1", server.port);
+    let send = |bytes: &[u8]| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(bytes);
+        let mut answer = Vec::new();
+        let _ = s.take(4096).read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    // Not HTTP at all, then HTTP that is no WebSocket handshake.
+    send(b"\x00\xff\x13garbage that is not HTTP\r\n\r\n");
+    send(b"GET /session HTTP/1.1\r\nHost: x\r\n\r\n");
+    // A valid handshake, then a binary frame whose header claims 2^40 bytes of payload.
+    let mut frame = vec![0x82u8, 0xff];
+    frame.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    frame.extend_from_slice(&[0; 4]);
+    frame.extend_from_slice(&[0xab; 4096]);
+    let mut handshake = b"GET /session HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n\
+        Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+        Sec-WebSocket-Version: 13\r\n\r\n"
+        .to_vec();
+    handshake.extend_from_slice(&frame);
+    send(&handshake);
+    // Idle connections held open while a valid client trains.
+    let idle_conns: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    let (again, stderr) = run_remote(&tiny("remote", &server.spec()), None);
+    assert_eq!(again.status, Status::Ok, "{stderr}");
+    let held = rss_bytes(server.child.id());
+    drop(idle_conns);
+    assert!(
+        held < 2 * idle.max(1),
+        "Burn's server grew from {idle} to {held} bytes under abuse"
+    );
+}

@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use kiln_results::read::RESULTS_FILE;
 use kiln_results::{ModelKind, Precision, TrainingLoop};
 
-use super::config::{PlannedCell, RunConfig, config, dataset_for};
+use super::config::{PlannedCell, RunConfig, config};
 use super::rundir::{check_out, prepare_out, write_run_file};
 use super::{execute_rest, plan, probes};
 use crate::burn::{Burn, BurnSpec};
@@ -28,7 +28,7 @@ pub fn bench_ab(
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
 ) -> Result<bool> {
-    let (profile, mut cfg) = config(common, false)?;
+    let (_, mut cfg) = config(common, false)?;
     // An A/B run compares runs: three each unless --repeats says otherwise.
     if common.repeats.is_none() {
         cfg.repeats = cfg.repeats.max(3);
@@ -43,23 +43,15 @@ pub fn bench_ab(
         .map(|s| (&s.burn, &s.built[..]))
         .collect();
     let first_built = sides[0].1;
-    let models = models.unwrap_or_else(|| profile.models().to_vec());
-    let matrix = plan::Matrix {
-        models: models
-            .iter()
-            .map(|&m| dataset_for(m, common).map(|d| (m, d)))
-            .collect::<Result<_>>()?,
-        precisions: precisions.unwrap_or_else(|| vec![Precision::F32]),
-        batch_sizes: cfg.batch_sizes.clone(),
-        backends: wanted.iter().map(|b| b.name.clone()).collect(),
-        backends_named: backend_names.is_some(),
-        all_devices: false,
-        fallback: false,
-        budget_given: common.budget.is_some(),
-        autotune_given: common.autotune.is_some(),
-        profile,
-        loops: cfg.loops.clone(),
-    };
+    let matrix = super::matrix(
+        common,
+        &cfg,
+        models,
+        precisions,
+        &wanted,
+        backend_names.is_some(),
+        false,
+    )?;
     // The cells every Burn can run (a Burn whose runner was not built has no row).
     let cells: Vec<_> = plan::plan(&matrix, &probes(first_built))
         .cells

@@ -252,26 +252,20 @@ fn with_fallback_backends(
     wanted
 }
 
-/// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request
-/// per cell (`cells/*.json`) and nothing runs.
-pub fn bench_all(
+/// The matrix of a run: the models (the profile's unless given) with their datasets, the
+/// precisions (f32 unless given), and the `wanted` backends, with `cfg`'s batch sizes and loops.
+pub(crate) fn matrix(
     common: &CommonArgs,
-    backend_names: Option<Vec<String>>,
+    cfg: &RunConfig,
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
+    wanted: &[&'static Backend],
+    backends_named: bool,
     all_devices: bool,
-    plan_only: bool,
-    remote: bool,
-) -> Result<bool> {
-    let (profile, cfg) = config(common, false)?;
+) -> Result<plan::Matrix> {
+    let profile = cfg.cell.profile;
     let models = models.unwrap_or_else(|| profile.models().to_vec());
-    let backends_named = backend_names.is_some();
-    let mut wanted = wanted_backends(backend_names.as_deref())?;
-    // `--device remote:...` adds the remote backend; its probe reports those devices.
-    if remote && !wanted.iter().any(|b| b.name == "remote") {
-        wanted.push(backends::find("remote")?);
-    }
-    let matrix = plan::Matrix {
+    Ok(plan::Matrix {
         models: models
             .iter()
             .map(|&m| dataset_for(m, common).map(|d| (m, d)))
@@ -286,7 +280,36 @@ pub fn bench_all(
         autotune_given: common.autotune.is_some(),
         profile,
         loops: cfg.loops.clone(),
-    };
+    })
+}
+
+/// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request
+/// per cell (`cells/*.json`) and nothing runs.
+pub fn bench_all(
+    common: &CommonArgs,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+    all_devices: bool,
+    plan_only: bool,
+    remote: bool,
+) -> Result<bool> {
+    let (_, cfg) = config(common, false)?;
+    let backends_named = backend_names.is_some();
+    let mut wanted = wanted_backends(backend_names.as_deref())?;
+    // `--device remote:...` adds the remote backend; its probe reports those devices.
+    if remote && !wanted.iter().any(|b| b.name == "remote") {
+        wanted.push(backends::find("remote")?);
+    }
+    let matrix = matrix(
+        common,
+        &cfg,
+        models,
+        precisions,
+        &wanted,
+        backends_named,
+        all_devices,
+    )?;
     let out = check_out(common.out.as_deref())?;
     let built = build_and_probe(
         &with_fallback_backends(wanted, cfg.cell.fallback.is_some()),

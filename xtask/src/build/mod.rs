@@ -175,6 +175,11 @@ pub fn runner_build_args(packages: &[&str], features: &[&str]) -> Vec<String> {
         args.push(qualified(packages, features).join(","));
     }
     args.push("--message-format=json-render-diagnostics".into());
+    // Where the build's time goes, crate by crate (cargo's report in the target directory's
+    // cargo-timings/): for measuring a cold build, docs/reliability.md.
+    if std::env::var_os("KILN_BUILD_TIMINGS").is_some_and(|v| v == "1") {
+        args.push("--timings".into());
+    }
     args
 }
 
