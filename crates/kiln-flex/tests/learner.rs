@@ -106,9 +106,9 @@ fn the_learner_trains_the_cell_and_its_record_says_so() {
 #[test]
 fn a_budget_cuts_the_learner_and_the_cell_is_projected_and_tested() {
     let mut r = tiny();
-    r.epochs = 50;
-    r.train_limit = Some(512);
-    r.budget_seconds = Some(1.0);
+    r.settings.epochs = 50;
+    r.settings.train_limit = Some(512);
+    r.settings.budget_seconds = Some(1.0);
     let (out, _, rec) = run(&r);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(rec.status, Status::Ok, "{:?}; {stderr}", rec.reason);
