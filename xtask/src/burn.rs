@@ -410,6 +410,28 @@ pub fn build_all(
     Ok(sides)
 }
 
+/// The side directories of an A/B run directory, in order, from its [`BURNS_FILE`]; `None`
+/// when `dir` is no A/B run.
+pub fn side_dirs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let path = dir.join(BURNS_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let list: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the list an A/B run writes", path.display()))?;
+    list.iter()
+        .map(|s| {
+            s["dir"]
+                .as_str()
+                .map(|d| dir.join(d))
+                .with_context(|| format!("{}: a side without its \"dir\"", path.display()))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 /// Write [`BURNS_FILE`] into `out`: each side's Burn, its directory there, and its build time.
 pub fn write_burns(out: &Path, sides: &[(&Side, &Path)]) -> Result<()> {
     let list: Vec<serde_json::Value> = sides

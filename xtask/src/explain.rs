@@ -150,19 +150,32 @@ fn run_ab(
     for ((_, _, dir), pass) in sides.iter().zip(&last) {
         write_report(dir, pass)?;
     }
+    let labelled: Vec<(String, Vec<ExplainRecord>)> = sides
+        .iter()
+        .zip(records)
+        .map(|((burn, _, _), r)| (burn.label(), r))
+        .collect();
+    let text = write_ab(out, &labelled)?;
+    let all_ok = labelled
+        .iter()
+        .flat_map(|(_, r)| r)
+        .all(|r| r.status != Status::Failed);
+    Ok((text, all_ok))
+}
+
+/// Compare every side's records (its label, its records of every pass) with the first side's
+/// op by op and write `explain-ab.md` in `out`; returns its text.
+pub fn write_ab(out: &Path, sides: &[(String, Vec<ExplainRecord>)]) -> Result<String> {
     let mut text = String::new();
-    for (i, (burn, _, _)) in sides.iter().enumerate().skip(1) {
-        let columns = kiln_results::explain::ab::compare(&records[0], &records[i]);
-        text.push_str(&kiln_results::explain::ab::markdown(
-            &columns,
-            &sides[0].0.label(),
-            &burn.label(),
-        ));
+    if let Some((first, a)) = sides.first() {
+        for (label, b) in &sides[1..] {
+            let columns = kiln_results::explain::ab::compare(a, b);
+            text.push_str(&kiln_results::explain::ab::markdown(&columns, first, label));
+        }
     }
     let path = out.join(AB_FILE);
     std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
-    let all_ok = records.iter().flatten().all(|r| r.status != Status::Failed);
-    Ok((text, all_ok))
+    Ok(text)
 }
 
 fn request_for(
@@ -370,8 +383,16 @@ mod tests {
             b.iter()
                 .all(|r| r.burn.as_ref().unwrap().spec == "path:/src/burn")
         );
-        assert!(tmp.path().join(AB_FILE).is_file());
         assert!(tmp.path().join("a").join("explain.md").is_file());
+        // `cargo xtask report DIR` renders the same comparison again from the records.
+        std::fs::remove_file(tmp.path().join(AB_FILE)).unwrap();
+        let burns = tmp.path().join(crate::burn::BURNS_FILE);
+        std::fs::write(&burns, r#"[{"dir": "a"}, {"dir": "b"}]"#).unwrap();
+        crate::report::report(&[tmp.path().to_path_buf()], None, &Default::default()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),
+            text
+        );
     }
 
     #[test]

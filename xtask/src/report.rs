@@ -30,6 +30,30 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs) -> Result<()> {
+    // An A/B run directory (`--burn A --burn B`): its comparison, rendered again.
+    if let [dir] = paths
+        && let Some(sides) = crate::burn::side_dirs(dir)?
+    {
+        let text = if sides
+            .first()
+            .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
+        {
+            let mut labelled = Vec::new();
+            for side in &sides {
+                let records = crate::explain::load(std::slice::from_ref(side))?;
+                let label = records
+                    .iter()
+                    .find_map(|r| r.burn.as_ref().map(|b| b.label()))
+                    .unwrap_or_else(|| side.display().to_string());
+                labelled.push((label, records));
+            }
+            crate::explain::write_ab(dir, &labelled)?
+        } else {
+            crate::bench::ab::write_ab(dir, &sides)?
+        };
+        print!("{text}");
+        return Ok(());
+    }
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.
     let explained = crate::explain::load(paths)?;
     let timed: Vec<PathBuf> = paths

@@ -15,6 +15,10 @@ use crate::{ModelKind, Status};
 /// whole epoch.
 pub const OP_FLOOR: f64 = 0.10;
 
+/// The least change, as a share of A's measured step, for an op to be named as moved: a
+/// microsecond op that doubles explains nothing of the step.
+pub const MIN_STEP_SHARE: f64 = 0.01;
+
 /// One op (or the whole step), A's runs against B's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpRow {
@@ -30,11 +34,15 @@ pub struct OpRow {
 
 impl OpRow {
     fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>) -> OpRow {
-        let compared = compare_runs(&a, &b, OP_FLOOR, false, 0.0);
+        let mut compared = compare_runs(&a, &b, OP_FLOOR, false, 0.0);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let of_step = step_a
             .filter(|s| *s > 0.0)
             .map(|s| (mean(&b) - mean(&a)) / s);
+        let immaterial = of_step.is_some_and(|s| s.abs() < MIN_STEP_SHARE);
+        if immaterial && compared.moved.is_some() {
+            compared.moved = None;
+        }
         OpRow {
             op,
             a,
@@ -44,12 +52,19 @@ impl OpRow {
         }
     }
 
-    /// `slower`, `faster` or `no difference beyond the noise` (`no verdict` for single runs).
+    /// `slower`, `faster` or `no difference beyond the noise` (`no verdict` for single runs); a
+    /// change beyond the noise worth under [`MIN_STEP_SHARE`] of the step says so.
     pub fn verdict(&self) -> &'static str {
+        let significant = self.compared.p.is_some_and(|p| p < crate::ab::P_VALUE)
+            && self
+                .compared
+                .change
+                .is_some_and(|(r, _, _)| (r - 1.0).abs() > self.compared.threshold);
         match (self.compared.moved, self.compared.p) {
             (Some(true), _) => "B slower",
             (Some(false), _) => "B faster",
             (None, None) => "no verdict: a single run each",
+            (None, Some(_)) if significant => "changed, under 1% of the step",
             (None, Some(_)) => "no difference beyond the noise",
         }
     }
@@ -208,9 +223,11 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
     let _ = write!(
         out,
         "\nAn op moved when Welch's t-test over the runs gives p < {} and its change exceeds the \
-         larger of its runs' variation and {:.0}%. The runs alternated (A, B, A, B, ...).\n",
+         larger of its runs' variation and {:.0}%, and is at least {:.0}% of A's measured step. \
+         The runs alternated (A, B, A, B, ...).\n",
         crate::ab::P_VALUE,
-        100.0 * OP_FLOOR
+        100.0 * OP_FLOOR,
+        100.0 * MIN_STEP_SHARE
     );
     out
 }
@@ -261,6 +278,29 @@ mod tests {
         let md = markdown(&cols, "0.22.1", "path:burn");
         assert!(md.contains("Moved beyond the noise:\n- **"), "{md}");
         assert!(md.contains("B slower (2.00×), +20.0% of A's step"), "{md}");
+    }
+
+    #[test]
+    fn a_tiny_op_that_changed_is_not_named_as_moved() {
+        // The third op: 1 ms against 1.5 ms of a 500 ms step (0.1% of it).
+        let tiny = |first: f64, third: f64| {
+            let mut r = run(first, 0.5);
+            r.ops[2].timing.median_seconds = third;
+            r
+        };
+        let a = vec![
+            tiny(0.01, 0.0010),
+            tiny(0.0101, 0.00101),
+            tiny(0.0099, 0.00099),
+        ];
+        let b = vec![
+            tiny(0.01, 0.0015),
+            tiny(0.0101, 0.00151),
+            tiny(0.0099, 0.00149),
+        ];
+        let cols = compare(&a, &b);
+        assert_eq!(cols[0].moved().count(), 0, "{cols:?}");
+        assert_eq!(cols[0].ops[2].verdict(), "changed, under 1% of the step");
     }
 
     #[test]
