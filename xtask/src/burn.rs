@@ -84,6 +84,68 @@ impl Burn {
     }
 }
 
+/// The `burn*` packages of a lock file, as `name@version`.
+fn locked_burn_crates(lock: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut name: Option<&str> = None;
+    for line in lock.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"'));
+        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take())
+            && (n == "burn" || n.starts_with("burn-"))
+        {
+            out.push(format!("{n}@{}", v.trim_matches('"')));
+        }
+    }
+    out
+}
+
+/// Pin every Burn crate of the overlay to `version`: Burn's crates ask for each other with caret
+/// requirements (`burn-core = "0.22.0"`), so pinning `burn` alone would keep the newer inner
+/// crates of the lock. A member of the overlay that no runner build selects (`pin/`) asks for
+/// every `burn*` crate of the lock at exactly that version, and the lock is resolved again.
+fn pin_burn_crates(overlay: &Path, version: &str) -> Result<()> {
+    let lock = std::fs::read_to_string(overlay.join("Cargo.lock"))?;
+    let mut names: Vec<String> = locked_burn_crates(&lock)
+        .into_iter()
+        .filter_map(|p| p.split_once('@').map(|(n, _)| n.to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    let pin = overlay.join("pin");
+    std::fs::create_dir_all(&pin)?;
+    std::fs::write(pin.join("lib.rs"), "")?;
+    let mut manifest = String::from(
+        "[package]\nname = \"kiln-burn-pin\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[lib]\npath = \"lib.rs\"\n\n[dependencies]\n",
+    );
+    for n in &names {
+        manifest.push_str(&format!("{n} = \"={version}\"\n"));
+    }
+    std::fs::write(pin.join("Cargo.toml"), manifest)?;
+    let out = cargo()
+        .args(["update", "--workspace", "--manifest-path"])
+        .arg(overlay.join("Cargo.toml"))
+        .output()
+        .context("cannot run cargo update")?;
+    if !out.status.success() {
+        bail!(
+            "Burn {version}: {}",
+            first_error(&String::from_utf8_lossy(&out.stderr))
+        );
+    }
+    Ok(())
+}
+
+/// The first line of cargo's output that says `error`, trimmed.
+fn first_error(text: &str) -> String {
+    text.lines()
+        .find(|l| l.contains("error"))
+        .unwrap_or_else(|| text.lines().next().unwrap_or(""))
+        .trim()
+        .to_string()
+}
+
 /// The version of Burn this workspace's manifest pins (`burn = { version = "=X" }`).
 pub fn workspace_burn_version(manifest: &str) -> Option<String> {
     manifest
@@ -281,7 +343,13 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     let overlay = target_dir().join("burn").join(&slug);
     std::fs::create_dir_all(&overlay)
         .with_context(|| format!("cannot create {}", overlay.display()))?;
-    let text = overlay_manifest(&manifest, &build.version, &patches);
+    let mut text = overlay_manifest(&manifest, &build.version, &patches);
+    if matches!(spec, BurnSpec::Version(_)) {
+        text = text.replace(
+            "members = [\"crates/*\"]",
+            "members = [\"crates/*\", \"pin\"]",
+        );
+    }
     std::fs::write(overlay.join("Cargo.toml"), text)?;
     // The lock file keeps every other dependency where this workspace has it.
     let lock = overlay.join("Cargo.lock");
@@ -292,6 +360,9 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     if !crates.exists() {
         std::os::unix::fs::symlink(root.join("crates"), &crates)
             .with_context(|| format!("cannot link {}", crates.display()))?;
+    }
+    if matches!(spec, BurnSpec::Version(_)) {
+        pin_burn_crates(&overlay, &build.version)?;
     }
     Ok(Burn {
         build,
@@ -477,6 +548,17 @@ mod tests {
             let err = bad.parse::<BurnSpec>().unwrap_err();
             assert!(err.contains("path:") || err.contains("directory"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_lock_files_burn_crates_are_listed_with_their_versions() {
+        let lock = "[[package]]\nname = \"burn\"\nversion = \"0.22.1\"\n\n[[package]]\n\
+                    name = \"burnish\"\nversion = \"1.0.0\"\n\n[[package]]\nname = \
+                    \"burn-core\"\nversion = \"0.22.1\"\nsource = \"registry\"\n";
+        assert_eq!(
+            locked_burn_crates(lock),
+            ["burn@0.22.1", "burn-core@0.22.1"]
+        );
     }
 
     #[test]
