@@ -1,0 +1,161 @@
+//! The Burns of an A/B run built side by side: each Burn's runners, the run's side
+//! directories, and `burns.json`, which says which Burns were built and how long each took.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::{Burn, BurnSpec, prepare};
+use crate::backends::{Backend, Source};
+use crate::runners::{Built, Runner, build_and_probe, probe};
+
+/// Build `burn`'s runners of `wanted` and probe them; its own target directory for an overlay.
+pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
+    let Some(root) = &burn.overlay else {
+        return build_and_probe(wanted, learner);
+    };
+    let extra: &[&str] = if learner {
+        &[crate::build::LEARNER]
+    } else {
+        &[]
+    };
+    let plain: Vec<(Option<&str>, &str)> = wanted
+        .iter()
+        .filter_map(|b| match &b.source {
+            Source::Cargo {
+                package,
+                requires: None,
+            } => Some((b.build_group.as_deref(), package.as_str())),
+            _ => {
+                eprintln!(
+                    "kiln: --burn {}: {} is left out (an A/B run builds the plain runners: \
+                     flex, ndarray, wgpu, remote)",
+                    burn.build.spec, b.name
+                );
+                None
+            }
+        })
+        .collect();
+    for packages in crate::backends::by_build_group(plain) {
+        crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
+    }
+    let mut out = Vec::new();
+    for &b in wanted {
+        let Source::Cargo {
+            package,
+            requires: None,
+        } = &b.source
+        else {
+            continue;
+        };
+        let built = crate::workspace::binary(&burn.target(), package);
+        let program = root.join("bin").join(built.file_name().unwrap_or_default());
+        std::fs::create_dir_all(root.join("bin"))?;
+        std::fs::copy(&built, &program)
+            .with_context(|| format!("cannot copy {} to {}", built.display(), program.display()))?;
+        let runner = Runner {
+            program,
+            args: Vec::new(),
+            env: Vec::new(),
+            needs_data_file: false,
+        };
+        let report = probe(&runner)?;
+        out.push((b, runner, report));
+    }
+    Ok(out)
+}
+
+/// A Burn with its runners built, and how long that build took in this run.
+pub struct Side {
+    pub burn: Burn,
+    pub built: Vec<Built>,
+    pub build_seconds: f64,
+}
+
+/// The directory of the `i`th side of an A/B run in `out` (`a-0.22.1`, `b-path-burn-1a2b3c4d`),
+/// announced on stderr.
+pub fn side_dir(out: &Path, i: usize, burn: &Burn) -> PathBuf {
+    let letter = (b'a' + i as u8) as char;
+    let dir = out.join(format!("{letter}-{}", burn.slug));
+    eprintln!(
+        "kiln: {} = Burn {} in {}",
+        letter.to_ascii_uppercase(),
+        burn.build.label(),
+        dir.display()
+    );
+    dir
+}
+
+/// The file of an A/B run that says which Burns it built and how long each build took.
+pub const BURNS_FILE: &str = "burns.json";
+
+/// Prepare and build every spec; one that cannot be used is one line saying why, and the
+/// rest go on. An error when none could be built.
+pub fn build_all(
+    specs: &[BurnSpec],
+    wanted: &[&'static Backend],
+    learner: bool,
+) -> Result<Vec<Side>> {
+    let mut sides = Vec::new();
+    for spec in specs {
+        let started = std::time::Instant::now();
+        let ready = prepare(spec).and_then(|b| {
+            let built = build(&b, wanted, learner)?;
+            Ok((b, built))
+        });
+        match ready {
+            Ok((burn, built)) if !built.is_empty() => sides.push(Side {
+                burn,
+                built,
+                build_seconds: started.elapsed().as_secs_f64(),
+            }),
+            Ok(_) => eprintln!("kiln: --burn {spec} cannot be used: no runner was built for it"),
+            Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
+        }
+    }
+    if sides.is_empty() {
+        bail!("no --burn could be built (each line above says why)");
+    }
+    Ok(sides)
+}
+
+/// The side directories of an A/B run directory, in order, from its [`BURNS_FILE`]; `None`
+/// when `dir` is no A/B run.
+pub fn side_dirs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let path = dir.join(BURNS_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let list: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the list an A/B run writes", path.display()))?;
+    list.iter()
+        .map(|s| {
+            s["dir"]
+                .as_str()
+                .map(|d| dir.join(d))
+                .with_context(|| format!("{}: a side without its \"dir\"", path.display()))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// Write [`BURNS_FILE`] into `out`: each side's Burn, its directory there, and its build time.
+pub fn write_burns(out: &Path, sides: &[(&Side, &Path)]) -> Result<()> {
+    let list: Vec<serde_json::Value> = sides
+        .iter()
+        .map(|(s, dir)| {
+            serde_json::json!({
+                "burn": s.burn.build,
+                "dir": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "runners": s.built.iter().map(|(b, _, _)| b.name.clone()).collect::<Vec<_>>(),
+                "build_seconds": (s.build_seconds * 10.0).round() / 10.0,
+                "overlay": s.burn.overlay.is_some(),
+            })
+        })
+        .collect();
+    let path = out.join(BURNS_FILE);
+    std::fs::write(&path, serde_json::to_string_pretty(&list)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
+}
