@@ -172,6 +172,12 @@ pub fn write_ab(out: &Path, sides: &[(String, Vec<ExplainRecord>)]) -> Result<St
             let columns = kiln_results::explain::ab::compare(a, b);
             text.push_str(&kiln_results::explain::ab::markdown(&columns, first, label));
         }
+        if sides.len() < 2 {
+            text = format!(
+                "## Op by op, Burn A against Burn B\n\nOnly Burn {first} could be built: nothing \
+                 to compare (the log says why each other --burn could not be used).\n"
+            );
+        }
     }
     let path = out.join(AB_FILE);
     std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;

@@ -161,6 +161,13 @@ pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
             &label(&b, other),
         ));
     }
+    if sides.len() < 2 {
+        text = format!(
+            "## Burn A/B\n\nOnly Burn {} could be built: nothing to compare (the run's log says \
+             why each other --burn could not be used).\n",
+            label(&a, first)
+        );
+    }
     std::fs::write(out.join(AB_FILE), &text)?;
     Ok(text)
 }

@@ -786,6 +786,12 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         "{text}"
     );
     assert!(out.join(ab::AB_FILE).is_file());
+    // A run left with one Burn (the other could not be built) says there is nothing to compare.
+    let alone = ab::write_ab(&out, &dirs[..1]).unwrap();
+    assert!(
+        alone.contains("Only Burn 0.22.1 could be built: nothing to compare"),
+        "{alone}"
+    );
 }
 
 #[test]
