@@ -184,10 +184,7 @@ fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
         bail!(
             "{}: cargo cannot read it as a workspace: {}",
             manifest.display(),
-            why.lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or("")
-                .trim()
+            first_error(&why)
         );
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
@@ -214,27 +211,6 @@ fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
         );
     }
     Ok(crates)
-}
-
-/// git's revision of `dir` and whether its work tree has changes, when it is in one.
-fn git_state(dir: &Path) -> (Option<String>, Option<bool>) {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "HEAD"]) {
-        Some(rev) => (
-            Some(rev),
-            git(&["status", "--porcelain"]).map(|s| !s.is_empty()),
-        ),
-        None => (None, None),
-    }
 }
 
 /// The overlay manifest: this workspace's `manifest` with its runner crates only, Burn pinned
@@ -315,7 +291,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
                 .find(|(n, _, _)| n == "burn")
                 .map(|(_, v, _)| v.clone())
                 .unwrap_or_default();
-            let (revision, dirty) = git_state(&dir);
+            let (revision, dirty) = kiln_results::fingerprint::git_state(&dir);
             let name = dir
                 .file_name()
                 .map_or("burn".into(), |n| n.to_string_lossy().into_owned());
