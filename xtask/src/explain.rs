@@ -339,24 +339,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let order = tmp.path().join("order");
         let args = Cli::parse_from(["x", "--passes", "2", "--model", "mnist-cnn"]).args;
-        let probe = |runner: Runner| {
-            let report = kiln_results::ProbeReport {
-                backend: "flex".into(),
-                backend_version: "0".into(),
-                devices: vec![kiln_results::DeviceReport {
-                    spec: "cpu".into(),
-                    name: "cpu".into(),
-                    kind: kiln_results::DeviceKind::Cpu,
-                    available: true,
-                    reason: None,
-                    precisions: vec!["f32".into()],
-                    default: true,
-                    memory_bytes: None,
-                    runtime: None,
-                }],
-            };
-            vec![(crate::backends::find("flex").unwrap(), runner, report)]
-        };
+        let probe = |runner: Runner| vec![crate::bench::tests::on_cpu("flex", runner)];
         let burn = |spec: &str| BurnBuild {
             spec: spec.into(),
             version: "0.22.1".into(),

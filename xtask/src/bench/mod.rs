@@ -15,7 +15,7 @@ mod progress;
 mod resume;
 pub(crate) mod rundir;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::Path;
 use std::time::Duration;

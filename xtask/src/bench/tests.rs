@@ -71,7 +71,8 @@ fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceKind)
     (backends::find(name).unwrap(), runner, report)
 }
 
-fn on_cpu(name: &str, runner: Runner) -> Built {
+/// A built backend whose probe lists one available default CPU device.
+pub(crate) fn on_cpu(name: &str, runner: Runner) -> Built {
     built(name, runner, "cpu", kiln_results::DeviceKind::Cpu)
 }
 
