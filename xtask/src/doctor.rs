@@ -49,8 +49,13 @@ pub fn statuses() -> Vec<BackendStatus> {
                          feature",
                         r.feature(),
                     ),
-                    backends::Source::Cargo { package, .. } => format!(
+                    backends::Source::Cargo { package, .. } if b.default => format!(
                         "not built: `cargo xtask doctor --build` (or `cargo build --release -p {package}`)"
+                    ),
+                    backends::Source::Cargo { package, .. } => format!(
+                        "not built (not in the default matrix here): `cargo build --release -p \
+                         {package}`, or `--backends {}` on a run",
+                        b.name
                     ),
                     backends::Source::Python { .. } => format!("{} not found", runner.display()),
                 });

@@ -62,12 +62,24 @@ pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec
     Ok(out)
 }
 
-/// The backends `names` lists, else every default backend.
+/// The backends `names` lists, else every default backend (and one line naming the others, so
+/// a backend left out of the default matrix is never silently missing from a table).
 pub fn wanted_backends(names: Option<&[String]>) -> Result<Vec<&'static Backend>> {
-    match names {
-        Some(names) => names.iter().map(|n| backends::find(n)).collect(),
-        None => Ok(backends::all().iter().filter(|b| b.default).collect()),
+    if let Some(names) = names {
+        return names.iter().map(|n| backends::find(n)).collect();
     }
+    let (wanted, others): (Vec<&'static Backend>, Vec<_>) =
+        backends::all().iter().partition(|b| b.default);
+    if !others.is_empty() {
+        let names: Vec<&str> = others.iter().map(|b| b.name.as_str()).collect();
+        eprintln!(
+            "kiln: not in the default matrix here: {} (`--backends {},{}` adds one; docs/backends.md)",
+            names.join(", "),
+            wanted.first().map_or("flex", |b| b.name.as_str()),
+            names[0]
+        );
+    }
+    Ok(wanted)
 }
 
 /// The backends of `wanted` that can be built here; the others are named with the reason.
