@@ -438,7 +438,7 @@ mod tests {
     #[test]
     fn the_terminal_table_fits_100_columns_and_lists_what_did_not_run() {
         let run =
-            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-f26m2-quick-all");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;
@@ -465,7 +465,7 @@ mod tests {
     fn report_html_renders_in_headless_chromium_without_console_errors() {
         let Some(browser) = chromium() else { return };
         let run =
-            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-2core-quick-all");
+            crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-f26m2-quick-all");
         let records = kiln_results::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;
