@@ -4,6 +4,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut loaded = kiln_results::read::Loaded::default();
-    kiln_results::read::read_into(data, std::path::Path::new("fuzz"), &mut loaded);
+    let mut loaded = kiln_report::read::Loaded::default();
+    kiln_report::read::read_into(data, std::path::Path::new("fuzz"), &mut loaded);
 });

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_results::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
+use kiln_report::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 use kiln_results::{BurnBuild, ModelKind, Status};
 
 use crate::backends::Backend;
@@ -169,8 +169,8 @@ pub fn write_ab(out: &Path, sides: &[(String, Vec<ExplainRecord>)]) -> Result<St
     let mut text = String::new();
     if let Some((first, a)) = sides.first() {
         for (label, b) in &sides[1..] {
-            let columns = kiln_results::explain::ab::compare(a, b);
-            text.push_str(&kiln_results::explain::ab::markdown(&columns, first, label));
+            let columns = kiln_report::explain::ab::compare(a, b);
+            text.push_str(&kiln_report::explain::ab::markdown(&columns, first, label));
         }
         if sides.len() < 2 {
             text = format!(
@@ -202,8 +202,8 @@ fn summary(r: &ExplainRecord) {
             r.model,
             r.column(),
             r.ops.len(),
-            kiln_results::explain::ms(r.ops_total()),
-            kiln_results::explain::ms(r.step.map_or(0.0, |s| s.median_seconds)),
+            kiln_report::explain::ms(r.ops_total()),
+            kiln_report::explain::ms(r.step.map_or(0.0, |s| s.median_seconds)),
             100.0 * share,
             time::short(r.wall_seconds)
         ),
@@ -278,7 +278,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
             p.clone()
         };
         if file.file_name().is_some_and(|n| n == EXPLAIN_FILE) && file.is_file() {
-            records.extend(kiln_results::explain::read_records(&file).map_err(anyhow::Error::msg)?);
+            records.extend(kiln_report::explain::read_records(&file).map_err(anyhow::Error::msg)?);
         }
     }
     Ok(records)
@@ -288,13 +288,13 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
 mod tests {
     use super::*;
     use crate::torch::{test_python, test_script};
-    use kiln_results::explain::Phase;
+    use kiln_report::explain::Phase;
     use kiln_results::{ModelKind, Precision};
 
     /// A fake runner that writes an explain record of flex whose first op takes `first`
     /// seconds and appends `side` to `order`.
     fn side_runner(dir: &Path, side: &str, first: f64, order: &Path) -> Runner {
-        use kiln_results::explain::{OpTiming, Timing};
+        use kiln_report::explain::{OpTiming, Timing};
         let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 8);
         let mut r = ExplainRecord::start(&request, "0", 2);
         r.status = Status::Ok;
@@ -365,7 +365,7 @@ mod tests {
         assert!(text.contains("Moved beyond the noise:\n- **"), "{text}");
         assert!(text.contains("B slower (3.00×)"), "{text}");
         assert_eq!(text.matches("| B slower |").count(), 2, "{text}");
-        let b = kiln_results::explain::read_records(&tmp.path().join("b").join(EXPLAIN_FILE));
+        let b = kiln_report::explain::read_records(&tmp.path().join("b").join(EXPLAIN_FILE));
         let b = b.unwrap();
         assert_eq!(b.len(), 2);
         assert!(

@@ -141,9 +141,9 @@ mod tests {
     /// its records (a doc may quote the current report of a committed run).
     fn run_text(root: &Path, run: &str) -> String {
         let mut text = String::new();
-        let results = root.join(run).join(kiln_results::read::RESULTS_FILE);
-        if let Ok(loaded) = kiln_results::read::load(std::slice::from_ref(&results)) {
-            text.push_str(&kiln_results::render::markdown(&loaded.records, None));
+        let results = root.join(run).join(kiln_report::read::RESULTS_FILE);
+        if let Ok(loaded) = kiln_report::read::load(std::slice::from_ref(&results)) {
+            text.push_str(&kiln_report::render::markdown(&loaded.records, None));
         }
         let mut stack = vec![root.join(run)];
         while let Some(dir) = stack.pop() {

@@ -140,8 +140,8 @@ mod tests {
     fn methodology_says_how_often_the_second_set_fell_inside_the_first_sets_intervals() {
         let dir = crate::workspace::workspace_root().join("docs/results");
         let rows = |name: &str| {
-            let loaded = kiln_results::read::load(&[dir.join(name).join("results.jsonl")]).unwrap();
-            kiln_results::repeats::combine(&loaded.records)
+            let loaded = kiln_report::read::load(&[dir.join(name).join("results.jsonl")]).unwrap();
+            kiln_report::repeats::combine(&loaded.records)
         };
         let (mut held, mut held_unfloored, mut checked) = (0, 0, 0);
         for (first, second) in PAIRS {
@@ -254,8 +254,8 @@ mod tests {
         let path = crate::workspace::workspace_root()
             .join(run)
             .join("results.jsonl");
-        let loaded = kiln_results::read::load(&[path]).unwrap();
-        let report = kiln_results::render::markdown(&loaded.records, None);
+        let loaded = kiln_report::read::load(&[path]).unwrap();
+        let report = kiln_report::render::markdown(&loaded.records, None);
         let mut rows = 0;
         for line in text
             .lines()

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use kiln_report::cells::{human_seconds, row_label};
+use kiln_report::html::HtmlParts;
 use kiln_results::Record;
-use kiln_results::cells::{human_seconds, row_label};
-use kiln_results::html::HtmlParts;
 
 use crate::chart;
 use crate::flags::ReportOutputs;
@@ -70,7 +70,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
         .cloned()
         .collect();
     if !explained.is_empty() {
-        print!("{}", kiln_results::explain::report(&explained));
+        print!("{}", kiln_report::explain::report(&explained));
         if let Some(target) = &outputs.svg {
             let charts = crate::explain::charts(&explained)?;
             for (model, svg) in &charts {
@@ -82,7 +82,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
         }
     }
     let paths = &timed[..];
-    let loaded = kiln_results::read::load(paths)?;
+    let loaded = kiln_report::read::load(paths)?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
@@ -98,16 +98,16 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
     }
     print!(
         "{}",
-        kiln_results::render::markdown(&loaded.records, baseline)
+        kiln_report::render::markdown(&loaded.records, baseline)
     );
     if let Some(path) = &outputs.csv {
-        write(path, &kiln_results::render::csv(&loaded.records))?;
+        write(path, &kiln_report::render::csv(&loaded.records))?;
     }
     if let Some(path) = &outputs.json {
-        write(path, &kiln_results::render::json(&loaded.records))?;
+        write(path, &kiln_report::render::json(&loaded.records))?;
     }
     if let Some(path) = &outputs.latex {
-        write(path, &kiln_results::latex::latex(&loaded.records, baseline))?;
+        write(path, &kiln_report::latex::latex(&loaded.records, baseline))?;
     }
     if let Some(target) = &outputs.html {
         let dir = target.parent().unwrap_or(Path::new("."));
@@ -173,7 +173,7 @@ fn page(
             .collect(),
         logs,
     };
-    kiln_results::html::html(records, baseline, &parts)
+    kiln_report::html::html(records, baseline, &parts)
 }
 
 /// Links from the page in `page_dir` to the logs of `run`'s cells that have one: relative when
@@ -193,7 +193,7 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
                     .display()
                     .to_string()
             };
-            Some((kiln_results::table::cell_key(r), href))
+            Some((kiln_report::table::cell_key(r), href))
         })
         .collect()
 }
@@ -202,7 +202,7 @@ fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, St
 /// tables with the charts linked), `report.html` (self-contained) and `results.csv`. Returns
 /// the Markdown and the paths of the two reports.
 pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathBuf, PathBuf)> {
-    let mut markdown = kiln_results::render::markdown(records, None);
+    let mut markdown = kiln_report::render::markdown(records, None);
     // Each chart file, linked from report.md with what it shows (and inline in report.html).
     let sets = chart_sets(records, None)?;
     for (prefix, shows, charts) in &sets {
@@ -226,7 +226,7 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
         page(records, None, title, log_links(out, records, out), &sets),
     )
     .with_context(|| format!("cannot write {}", html.display()))?;
-    std::fs::write(out.join("results.csv"), kiln_results::render::csv(records))
+    std::fs::write(out.join("results.csv"), kiln_report::render::csv(records))
         .with_context(|| format!("cannot write results.csv in {}", out.display()))?;
     Ok((markdown, report, html))
 }
@@ -236,7 +236,7 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
 /// run or failed, with its reason and its log.
 pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
     use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
-    use kiln_results::table::{Column, model_tables};
+    use kiln_report::table::{Column, model_tables};
     use kiln_results::{Method, Status};
 
     let mut text = String::new();
@@ -252,7 +252,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         (Column::Accuracy, "accuracy"),
     ];
     // The rows the tables show: each cell's repeats combined.
-    let combined = kiln_results::repeats::combine(records);
+    let combined = kiln_report::repeats::combine(records);
     for t in model_tables(records, None) {
         let rows: Vec<&Record> = combined
             .iter()
@@ -278,7 +278,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                 .map(
                     |&(column, i, _)| match (column, &r.epoch_seconds, row.status) {
                         (Column::EpochTime, Some(e), Status::Ok)
-                            if kiln_results::cells::low_confidence(r) =>
+                            if kiln_report::cells::low_confidence(r) =>
                         {
                             format!("≈ {} (low confidence)", human_seconds(e.median))
                         }
@@ -299,9 +299,9 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                         }
                         (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
                         (Column::Memory, _, _) => {
-                            let total = r.peak_memory_bytes.map(kiln_results::cells::human_bytes);
+                            let total = r.peak_memory_bytes.map(kiln_report::cells::human_bytes);
                             match (
-                                r.training_bytes().map(kiln_results::cells::human_bytes),
+                                r.training_bytes().map(kiln_report::cells::human_bytes),
                                 total,
                             ) {
                                 (Some(t), Some(total)) => format!("{t} (RSS {total})"),
@@ -394,7 +394,7 @@ mod tests {
         // The committed batch-size run: several batch sizes, a target accuracy.
         let run = crate::workspace::workspace_root()
             .join("docs/results/2026-12-01-epyc-f26m2-quick-batch");
-        let records = kiln_results::read::load(std::slice::from_ref(&run))
+        let records = kiln_report::read::load(std::slice::from_ref(&run))
             .expect("the committed run loads")
             .records;
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -439,7 +439,7 @@ mod tests {
     fn the_terminal_table_fits_100_columns_and_lists_what_did_not_run() {
         let run =
             crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-f26m2-quick-all");
-        let records = kiln_results::read::load(std::slice::from_ref(&run))
+        let records = kiln_report::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;
         let text = terminal(&records, Some(&run));
@@ -466,7 +466,7 @@ mod tests {
         let Some(browser) = chromium() else { return };
         let run =
             crate::workspace::workspace_root().join("docs/results/2026-11-30-epyc-f26m2-quick-all");
-        let records = kiln_results::read::load(std::slice::from_ref(&run))
+        let records = kiln_report::read::load(std::slice::from_ref(&run))
             .unwrap()
             .records;
         let tmp = tempfile::tempdir().unwrap();
@@ -475,8 +475,8 @@ mod tests {
         let text = page(&records, None, "test".into(), Vec::new(), &sets);
         std::fs::write(&page_path, &text).unwrap();
         // Open it sorted by the epoch-time column, fastest first.
-        let table = &kiln_results::table::model_tables(&records, None)[0];
-        let col = table.index(kiln_results::table::Column::EpochTime).unwrap();
+        let table = &kiln_report::table::model_tables(&records, None)[0];
+        let col = table.index(kiln_report::table::Column::EpochTime).unwrap();
         let url = format!("file://{}#sort={col}", page_path.display());
         let out = Command::new(browser)
             .args(["--headless", "--no-sandbox", "--disable-gpu"])

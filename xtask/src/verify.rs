@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use kiln_results::verify::{
+use kiln_report::verify::{
     self, Deviation, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights,
 };
 use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
@@ -363,8 +363,8 @@ fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<Verif
 mod tests {
     use super::*;
     use crate::torch::{test_python, test_script};
+    use kiln_report::verify::Verdict;
     use kiln_results::DatasetName;
-    use kiln_results::verify::Verdict;
 
     fn args() -> VerifyArgs {
         VerifyArgs {

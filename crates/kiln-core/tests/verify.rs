@@ -9,7 +9,7 @@ use burn::prelude::*;
 use common::{Cpu, FLEX};
 use kiln_core::models::{MnistCnn, ModelKind, ResNet};
 use kiln_core::verify::{load_weights, verify, weights_of};
-use kiln_results::verify::{
+use kiln_report::verify::{
     Fault, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights, compare,
 };
 use kiln_results::{DatasetName, Precision, Status};

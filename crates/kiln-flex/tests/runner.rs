@@ -387,7 +387,7 @@ fn a_leak_of_every_epoch_shows_in_the_memory_per_epoch_and_is_flagged() {
             .map(|e| e.rss_bytes)
             .collect::<Vec<_>>()
     );
-    let warnings = kiln_results::warnings::warnings(&leaking);
+    let warnings = kiln_report::warnings::warnings(&leaking);
     assert!(
         warnings.iter().any(|w| w.starts_with("memory grows")),
         "{warnings:?}"

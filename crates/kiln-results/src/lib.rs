@@ -3,33 +3,21 @@
 //! probe report, run profiles, the reader that keeps every valid line, summary statistics and
 //! the renderers (Markdown, CSV) derived from records.
 
-pub mod ab;
-pub mod batch;
 pub mod cell;
-pub mod cells;
 pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod fingerprint;
-pub mod html;
-pub mod latex;
 pub mod memory;
 pub mod observe;
 pub mod probe;
 pub mod profile;
 pub mod protocol;
-pub mod read;
-pub mod render;
-pub mod repeats;
 pub mod schema;
-pub mod sections;
 pub mod settings;
 pub mod stats;
-pub mod table;
-pub mod units;
 pub mod verify;
 pub mod vocab;
-pub mod warnings;
 
 pub use cell::{CELL_VERSION, CellRequest};
 pub use events::{Event, Progress, Start};

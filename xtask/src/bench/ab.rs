@@ -2,12 +2,12 @@
 //! runners are built on their own (`crate::burn`), the cells are planned once, and the runs
 //! alternate as separate processes, one pass of the matrix per Burn in turn (A's pass 1, B's
 //! pass 1, A's pass 2, ...), each Burn into its own run directory. `ab.md` compares every
-//! other Burn with the first (`kiln_results::ab`).
+//! other Burn with the first (`kiln_report::ab`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use kiln_results::read::RESULTS_FILE;
+use kiln_report::read::RESULTS_FILE;
 use kiln_results::{ModelKind, Precision, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config};
@@ -139,7 +139,7 @@ pub(super) fn run_passes(
 /// Compare every side with the first and write `ab.md` in `out`; returns its text.
 pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
     let load = |dir: &PathBuf| -> Result<Vec<kiln_results::Record>> {
-        Ok(kiln_results::read::load(&[dir.join(RESULTS_FILE)])?.records)
+        Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
     };
     let label = |records: &[kiln_results::Record], dir: &Path| {
         records
@@ -154,8 +154,8 @@ pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
     let mut text = String::new();
     for other in &sides[1..] {
         let b = load(other)?;
-        let rows = kiln_results::ab::compare(&a, &b);
-        text.push_str(&kiln_results::ab::markdown(
+        let rows = kiln_report::ab::compare(&a, &b);
+        text.push_str(&kiln_report::ab::markdown(
             &rows,
             &label(&a, first),
             &label(&b, other),

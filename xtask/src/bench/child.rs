@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use kiln_results::cells::{human_seconds, obtained_text};
+use kiln_report::cells::{human_seconds, obtained_text};
 use kiln_results::{Calibration, CellId, DevicePeak, Event, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};
@@ -459,7 +459,7 @@ pub fn observed_record(
     let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
     // Its FLOPs come from the one model description the Rust runners and explain use.
     if observed.measurements.is_some() {
-        observed.flops_per_sample = Some(kiln_results::explain::training_flops_per_sample(
+        observed.flops_per_sample = Some(kiln_report::explain::training_flops_per_sample(
             request.model,
         ));
     }

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use kiln_results::read::RESULTS_FILE;
+use kiln_report::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status, TrainingLoop};
 
 use crate::backends::{self, Backend};
@@ -205,7 +205,7 @@ fn execute_rest(
         measure_drift(&cells, built, &cfg, out, &mut display, &peaks)?;
     }
     display.finish();
-    let loaded = kiln_results::read::load(std::slice::from_ref(&results))?;
+    let loaded = kiln_report::read::load(std::slice::from_ref(&results))?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }

@@ -225,7 +225,7 @@ mod tests {
             "not clamped"
         );
         assert!(n.quiet_within_resolution() && !n.busy());
-        let text = kiln_results::cells::noise_text(&n);
+        let text = kiln_report::cells::noise_text(&n);
         assert!(
             text.contains("below the 1-tick resolution of a 2000-tick window"),
             "{text}"
@@ -237,7 +237,7 @@ mod tests {
             "timed epochs",
         );
         assert!(!n.quiet_within_resolution());
-        assert!(kiln_results::cells::noise_text(&n).contains("0.5% of CPU used by others"));
+        assert!(kiln_report::cells::noise_text(&n).contains("0.5% of CPU used by others"));
     }
 
     #[test]
@@ -263,7 +263,7 @@ mod tests {
             Some(&at(&stat(1900, 100, 0), 1000, t1)),
             "timed epochs",
         ));
-        let md = kiln_results::render::markdown(&[r], None);
+        let md = kiln_report::render::markdown(&[r], None);
         assert!(
             md.contains("⚠ busy machine (45% of CPU used by others)"),
             "{md}"

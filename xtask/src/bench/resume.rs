@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::read::RESULTS_FILE;
+use kiln_report::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, Record};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
@@ -38,7 +38,7 @@ pub(super) fn done_runs(dir: &Path) -> Result<Vec<(CellId, usize)>> {
     if !results.exists() {
         return Ok(Vec::new());
     }
-    Ok(kiln_results::read::load(std::slice::from_ref(&results))?
+    Ok(kiln_report::read::load(std::slice::from_ref(&results))?
         .records
         .iter()
         .map(|r: &Record| (r.cell(), r.repeat.as_ref().map_or(1, |p| p.index)))

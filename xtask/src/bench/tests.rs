@@ -133,7 +133,7 @@ fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
         let mut config = cfg();
         config.cell.fallback = fallback;
         execute(vec![gpu_cell.clone()], &runners, config, &out).unwrap();
-        let records = kiln_results::read::load(std::slice::from_ref(&out))
+        let records = kiln_report::read::load(std::slice::from_ref(&out))
             .unwrap()
             .records;
         // The unavailable cell is always recorded with its reason.
@@ -195,7 +195,7 @@ fn a_failing_runner_becomes_a_failed_record_and_the_matrix_goes_on() {
     let runners = vec![on_cpu("flex", crash), on_cpu("ndarray", fine)];
     let all_ok = execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
     assert!(!all_ok);
-    let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
+    let loaded = kiln_report::read::load(std::slice::from_ref(&out)).unwrap();
     assert_eq!(loaded.records.len(), 2);
     let failed = &loaded.records[0];
     assert_eq!(failed.status, Status::Failed);
@@ -225,7 +225,7 @@ fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
     execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
     let text = std::fs::read_to_string(out.join(RESULTS_FILE)).unwrap();
     assert!(text.ends_with('\n'), "every record is a whole line");
-    let loaded = kiln_results::read::load(std::slice::from_ref(&out)).unwrap();
+    let loaded = kiln_report::read::load(std::slice::from_ref(&out)).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.records[0].status, Status::Ok);
     let killed = &loaded.records[1];
@@ -377,7 +377,7 @@ fn records_are_appended_whole() {
     for _ in 0..3 {
         append_record(&path, &Record::not_run(&id, Status::Skipped, "x")).unwrap();
     }
-    let loaded = kiln_results::read::load(&[tmp.path().to_path_buf()]).unwrap();
+    let loaded = kiln_report::read::load(&[tmp.path().to_path_buf()]).unwrap();
     assert_eq!(loaded.records.len(), 3);
     assert!(loaded.warnings.is_empty());
 }
@@ -435,7 +435,7 @@ fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
         ..cfg()
     };
     assert!(execute(cells, &runners, config, &out).unwrap());
-    let records = kiln_results::read::load(std::slice::from_ref(&out))
+    let records = kiln_report::read::load(std::slice::from_ref(&out))
         .unwrap()
         .records;
     let order: Vec<(String, usize)> = records
@@ -495,7 +495,7 @@ fn every_backend_on_a_device_is_divided_by_the_best_peak_measured_at_the_runs_st
     let out = tmp.path().join("run");
     prepare_out(Some(&out)).unwrap();
     execute(vec![cell("flex"), cell("ndarray")], &runners, cfg(), &out).unwrap();
-    let records = kiln_results::read::load(std::slice::from_ref(&out))
+    let records = kiln_report::read::load(std::slice::from_ref(&out))
         .unwrap()
         .records;
     for r in &records {
@@ -701,7 +701,7 @@ fn a_run_with_repeats_measures_its_drift_at_the_end() {
         out.join("logs/mnist-cnn-flex-cpu-f32-b8-gemm-end.stderr")
             .is_file()
     );
-    let records = kiln_results::read::load(std::slice::from_ref(&out))
+    let records = kiln_report::read::load(std::slice::from_ref(&out))
         .unwrap()
         .records;
     assert_eq!(records.len(), 2);
@@ -769,7 +769,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
     // Each pass: the side's calibration, then its cell.
     let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
     assert_eq!(calls, "AABBAABB");
-    let b = kiln_results::read::load(std::slice::from_ref(&dirs[1]))
+    let b = kiln_report::read::load(std::slice::from_ref(&dirs[1]))
         .unwrap()
         .records;
     assert_eq!(b.len(), 2);

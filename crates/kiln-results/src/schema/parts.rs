@@ -290,7 +290,7 @@ pub struct Repeat {
     pub run: String,
 }
 
-/// How a row that combines a cell's repeats was made (derived by [`crate::repeats::combine`],
+/// How a row that combines a cell's repeats was made (derived by `kiln_report::repeats::combine`,
 /// never written by a runner).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct BetweenRuns {

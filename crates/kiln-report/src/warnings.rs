@@ -1,7 +1,7 @@
 //! What a reader should know before trusting a row: the warnings every table shows beside it.
 
 use crate::cells::{chunks_text, human_bytes, human_seconds, low_confidence, noise_text};
-use crate::schema::{DataKind, Method, Record, Status};
+use kiln_results::schema::{DataKind, Method, Record, Status};
 
 /// Things a reader should know before trusting a row.
 pub fn warnings(r: &Record) -> Vec<String> {
@@ -9,7 +9,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.status != Status::Ok {
         return out;
     }
-    if let Some(g) = crate::memory::memory_growth(&r.epochs) {
+    if let Some(g) = kiln_results::memory::memory_growth(&r.epochs) {
         out.push(format!(
             "memory grows: the runner's resident set rose after every epoch from the second on, \
              {} per epoch ({} to {} over {} epochs): a leak, or caches still filling; a longer \
@@ -20,12 +20,12 @@ pub fn warnings(r: &Record) -> Vec<String> {
             g.epochs
         ));
     }
-    if r.learning_rate != crate::protocol::LEARNING_RATE {
+    if r.learning_rate != kiln_results::protocol::LEARNING_RATE {
         out.push(format!(
             "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \
              only with rows of the same rate",
             r.learning_rate,
-            crate::protocol::LEARNING_RATE
+            kiln_results::protocol::LEARNING_RATE
         ));
     }
     if let Some(e) = &r.epoch_seconds {
@@ -63,7 +63,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             if low_confidence(r) {
                 format!(
                     "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
-                    crate::MIN_CHUNKS
+                    kiln_results::MIN_CHUNKS
                 )
             } else {
                 String::new()
@@ -76,7 +76,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             noise_text(n),
             human_seconds(n.window_seconds),
             n.window,
-            crate::BUSY_SHARE * 100.0
+            kiln_results::BUSY_SHARE * 100.0
         ));
     }
 
@@ -84,7 +84,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
         out.push("synthetic data: accuracy means nothing".into());
     }
     if r.device_kind
-        .is_some_and(crate::DeviceKind::is_cpu_emulated)
+        .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
     {
         out.push(
             "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \

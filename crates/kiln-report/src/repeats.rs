@@ -4,8 +4,8 @@
 //! their own: a single run, whose only spread is within that one process.
 
 use crate::cells::machine_key;
-use crate::schema::{BetweenRuns, Record, Status};
-use crate::stats::{Stats, median};
+use kiln_results::schema::{BetweenRuns, Record, Status};
+use kiln_results::stats::{Stats, median};
 
 /// From this many timed runs on, the fastest and the slowest are dropped as outliers.
 pub const DROP_EXTREMES_FROM: usize = 5;
@@ -106,7 +106,7 @@ fn combine_group(group: &[&Record]) -> Record {
             })
             .collect();
         times.sort_by(f64::total_cmp);
-        let mid = crate::stats::median_of_sorted(&times);
+        let mid = kiln_results::stats::median_of_sorted(&times);
         t.seconds = mid.filter(|m| m.is_finite());
         t.best = used_records
             .iter()
@@ -166,7 +166,7 @@ fn combine_group(group: &[&Record]) -> Record {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Repeat;
+    use kiln_results::schema::Repeat;
 
     fn run(index: usize, of: usize, median: f64) -> Record {
         let mut r = crate::cells::tests_support::timed("flex", median);
@@ -193,7 +193,7 @@ mod tests {
     fn time_to_accuracy_is_the_median_runs_and_a_miss_counts_as_slowest() {
         let with = |index: usize, seconds: Option<f64>| {
             let mut r = run(index, 3, 10.0 + index as f64);
-            r.time_to_accuracy = Some(crate::TimeToAccuracy {
+            r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
                 target: 0.8,
                 seconds,
                 epoch: seconds.map(|_| 2),

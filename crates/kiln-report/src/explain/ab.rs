@@ -7,9 +7,9 @@
 
 use std::fmt::Write as _;
 
-use super::ExplainRecord;
 use crate::ab::{Compared, compare_runs};
-use crate::{ModelKind, Status};
+use kiln_results::explain::ExplainRecord;
+use kiln_results::{ModelKind, Status};
 
 /// The least change of an op's time that counts: ops timed alone are small and noisier than a
 /// whole epoch.
@@ -151,7 +151,7 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
 }
 
 fn ms(v: &[f64]) -> String {
-    crate::stats::median(v).map_or("–".into(), super::ms)
+    kiln_results::stats::median(v).map_or("–".into(), super::ms)
 }
 
 fn row_text(o: &OpRow) -> String {
@@ -235,8 +235,8 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Precision;
     use crate::explain::{ExplainRequest, OpTiming, Phase, Timing};
+    use kiln_results::Precision;
 
     fn timing(s: f64) -> Timing {
         Timing {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kiln_results::read::{Loaded, parse_line, read_into};
+use kiln_report::read::{Loaded, parse_line, read_into};
 use kiln_results::{CellId, Record, Status};
 use proptest::collection::vec;
 use proptest::prelude::*;

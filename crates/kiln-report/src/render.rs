@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 
 use crate::cells::*;
-use crate::schema::Record;
 use crate::sections::{learner_section, scaling_section};
 use crate::table::{Column, machine_lines, model_tables};
+use kiln_results::schema::Record;
 
 /// The loop-overhead measurements (`bench --bare`) as a small table.
 fn overhead_table(records: &[&Record]) -> String {
@@ -92,7 +92,7 @@ pub fn json(records: &[Record]) -> String {
 pub fn csv(records: &[Record]) -> String {
     let mut out = csv::Writer::from_writer(Vec::new());
     // The header is the columns' names, whatever the record.
-    let none = crate::CellId {
+    let none = kiln_results::CellId {
         training_loop: None,
         model: String::new(),
         backend: String::new(),
@@ -100,7 +100,7 @@ pub fn csv(records: &[Record]) -> String {
         precision: String::new(),
         batch_size: 0,
     };
-    let header = columns(&Record::not_run(&none, crate::Status::Skipped, ""));
+    let header = columns(&Record::not_run(&none, kiln_results::Status::Skipped, ""));
     let _ = out.write_record(header.iter().map(|(name, _)| name));
     for r in records {
         // Writing to memory cannot fail.
@@ -204,7 +204,7 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
         ("training_memory_bytes", optu(r.training_bytes())),
         (
             "memory_growth_bytes_per_epoch",
-            opt(crate::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
+            opt(kiln_results::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
         ),
         (
             "rss_baseline_bytes",
@@ -240,7 +240,7 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
         ),
         (
             "other_cpu_share_resolution",
-            opt(r.noise.as_ref().and_then(crate::Noise::resolution)),
+            opt(r.noise.as_ref().and_then(kiln_results::Noise::resolution)),
         ),
         (
             "steal_share",
@@ -289,8 +289,8 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Status;
-    use crate::stats::Stats;
+    use kiln_results::schema::Status;
+    use kiln_results::stats::Stats;
 
     /// Rows of fields of CSV text (quoted fields may hold commas, quotes and newlines).
     fn parse_csv(text: &str) -> Vec<Vec<String>> {
@@ -343,7 +343,7 @@ mod tests {
         let torch = timed("pytorch", 100.0);
         let tch = timed("tch", 130.0);
         let mut emulated = timed("wgpu", 400.0);
-        emulated.device_kind = Some(crate::DeviceKind::CpuEmulatedGpu);
+        emulated.device_kind = Some(kiln_results::DeviceKind::CpuEmulatedGpu);
         let md = markdown(&[torch, tch, emulated.clone()], None);
         assert!(md.contains("Time ÷ PyTorch's"), "{md}");
         assert!(md.contains("| 1.30× (single run) |"), "{md}");
@@ -429,7 +429,7 @@ mod tests {
             .enumerate()
             .map(|(i, f)| {
                 let mut r = on(host, backend, median * f);
-                r.repeat = Some(crate::Repeat {
+                r.repeat = Some(kiln_results::Repeat {
                     index: i + 1,
                     of: 3,
                     run: "run".into(),
@@ -488,7 +488,7 @@ mod tests {
     fn two_cpus_named_vm_are_two_machines_each_named_by_its_cpu() {
         let mut epyc = on("vm", "flex", 10.0);
         epyc.fingerprint.cpu_model = "AMD EPYC".into();
-        epyc.fingerprint.cpu = Some(crate::CpuIdentity {
+        epyc.fingerprint.cpu = Some(kiln_results::CpuIdentity {
             vendor: Some("AuthenticAMD".into()),
             family: Some(26),
             model: Some(2),
@@ -496,7 +496,7 @@ mod tests {
         });
         let mut xeon = on("vm", "flex", 12.0);
         xeon.fingerprint.cpu_model = "Intel(R) Xeon(R) Processor".into();
-        xeon.fingerprint.cpu = Some(crate::CpuIdentity {
+        xeon.fingerprint.cpu = Some(kiln_results::CpuIdentity {
             vendor: Some("GenuineIntel".into()),
             family: Some(6),
             model: Some(143),
@@ -519,7 +519,7 @@ mod tests {
     fn two_runs_on_one_machine_get_a_run_column_and_their_own_reference() {
         let run = |name: &str, backend: &str, median: f64| {
             let mut r = on("vm", backend, median);
-            r.repeat = Some(crate::Repeat {
+            r.repeat = Some(kiln_results::Repeat {
                 index: 1,
                 of: 1,
                 run: name.into(),
@@ -544,7 +544,7 @@ mod tests {
 
     #[test]
     fn time_to_accuracy_is_a_column_and_not_reaching_it_is_a_labelled_result() {
-        let tta = |seconds: Option<f64>| crate::TimeToAccuracy {
+        let tta = |seconds: Option<f64>| kiln_results::TimeToAccuracy {
             target: 0.8,
             seconds,
             epoch: seconds.map(|_| 2),
@@ -571,7 +571,7 @@ mod tests {
     fn a_learner_row_is_its_own_row_and_is_compared_with_kilns_loop() {
         let kiln = super::tests_support::timed("flex", 10.0);
         let mut learner = super::tests_support::timed("flex", 12.5);
-        learner.training_loop = Some(crate::TrainingLoop::Learner);
+        learner.training_loop = Some(kiln_results::TrainingLoop::Learner);
         assert_eq!(row_label(&learner), "flex/cpu/f32 (learner loop)");
         assert_ne!(kiln.cell(), learner.cell());
         let md = markdown(&[kiln.clone(), learner.clone()], None);
@@ -591,7 +591,7 @@ mod tests {
         let repeated = |r: &Record, k: usize, median: f64| {
             let mut r = r.clone();
             r.epoch_seconds = Stats::from_samples(&[median * 0.99, median, median * 1.01]);
-            r.repeat = Some(crate::Repeat {
+            r.repeat = Some(kiln_results::Repeat {
                 index: k,
                 of: 2,
                 run: "run".into(),
@@ -613,24 +613,24 @@ mod tests {
     #[test]
     fn a_remote_row_is_labelled_with_its_link() {
         let mut r = Record::not_run(
-            &crate::CellId::new(
-                crate::ModelKind::MnistCnn,
+            &kiln_results::CellId::new(
+                kiln_results::ModelKind::MnistCnn,
                 "remote",
                 "remote:ws://127.0.0.1:3000",
-                crate::Precision::F32,
+                kiln_results::Precision::F32,
                 128,
             ),
             Status::Ok,
             "",
         );
         r.device_name = "flex cpu (EPYC) on gpu-box".into();
-        r.remote = Some(crate::Remote {
+        r.remote = Some(kiln_results::Remote {
             url: "ws://127.0.0.1:3000".into(),
             index: 0,
             backend: "flex".into(),
             device: "cpu".into(),
             device_name: "EPYC".into(),
-            fingerprint: crate::Fingerprint::default(),
+            fingerprint: kiln_results::Fingerprint::default(),
             rtt_seconds: 0.000_25,
             sync_seconds: 0.0012,
         });
@@ -655,12 +655,12 @@ mod tests {
     #[test]
     fn a_data_parallel_row_shows_its_scaling_against_one_device() {
         let mut one = super::tests_support::timed("flex", 10.0);
-        one.training_loop = Some(crate::TrainingLoop::Learner);
+        one.training_loop = Some(kiln_results::TrainingLoop::Learner);
         one.images_per_second = Some(100.0);
         let mut two = one.clone();
         two.device = "cpu,cpu".into();
         two.images_per_second = Some(150.0);
-        two.data_parallel = Some(crate::DataParallel {
+        two.data_parallel = Some(kiln_results::DataParallel {
             devices: vec!["cpu".into(), "cpu".into()],
             strategy: "multi-device".into(),
             global_batch_size: 256,
@@ -680,14 +680,14 @@ mod tests {
     #[test]
     fn a_busy_window_flags_its_row() {
         let mut quiet = timed("flex", 10.0);
-        quiet.noise = Some(crate::Noise {
+        quiet.noise = Some(kiln_results::Noise {
             other_cpu_share: Some(0.01),
             window_seconds: 20.0,
             window: "timed epochs".into(),
             ..Default::default()
         });
         let mut busy = timed("ndarray", 10.0);
-        busy.noise = Some(crate::Noise {
+        busy.noise = Some(kiln_results::Noise {
             other_cpu_share: Some(0.48),
             window_seconds: 20.0,
             window: "timed epochs".into(),

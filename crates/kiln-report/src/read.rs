@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use crate::schema::{Record, SCHEMA_VERSION};
+use kiln_results::schema::{Record, SCHEMA_VERSION};
 
 /// Name of the results file inside a run directory.
 pub const RESULTS_FILE: &str = "results.jsonl";
@@ -47,9 +47,9 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
         let first = loaded.records.len();
         read_into(BufReader::new(file), &file_path, &mut loaded);
         // The run's drift (`drift.json` beside the results), the floor of its intervals.
-        let drift_path = file_path.with_file_name(crate::drift::DRIFT_FILE);
+        let drift_path = file_path.with_file_name(kiln_results::drift::DRIFT_FILE);
         if let Ok(text) = std::fs::read_to_string(&drift_path) {
-            match serde_json::from_str::<crate::drift::RunDrift>(&text) {
+            match serde_json::from_str::<kiln_results::drift::RunDrift>(&text) {
                 Ok(drift) => {
                     for r in &mut loaded.records[first..] {
                         r.run_drift = Some(drift.share);
@@ -125,7 +125,7 @@ pub fn parse_line(text: &str) -> Result<Record, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{CellId, Status};
+    use kiln_results::schema::{CellId, Status};
 
     fn record_line(model: &str) -> String {
         let cell = CellId {
@@ -205,7 +205,7 @@ mod tests {
         std::fs::write(dir.join(RESULTS_FILE), format!("{line}\n{line}\n")).unwrap();
         let loaded = load(std::slice::from_ref(&dir)).unwrap();
         assert!(loaded.records.iter().all(|r| r.run_drift.is_none()));
-        let drift = crate::drift::RunDrift::of(vec![crate::drift::Recalibration {
+        let drift = kiln_results::drift::RunDrift::of(vec![kiln_results::drift::Recalibration {
             backend: "flex".into(),
             device: "cpu".into(),
             weights: "f32".into(),
@@ -214,7 +214,7 @@ mod tests {
         }])
         .unwrap();
         std::fs::write(
-            dir.join(crate::drift::DRIFT_FILE),
+            dir.join(kiln_results::drift::DRIFT_FILE),
             serde_json::to_string(&drift).unwrap(),
         )
         .unwrap();
@@ -223,7 +223,7 @@ mod tests {
         for r in &loaded.records {
             assert!((r.run_drift.unwrap() - 0.04).abs() < 1e-12);
         }
-        std::fs::write(dir.join(crate::drift::DRIFT_FILE), "{").unwrap();
+        std::fs::write(dir.join(kiln_results::drift::DRIFT_FILE), "{").unwrap();
         let loaded = load(std::slice::from_ref(&dir)).unwrap();
         assert!(
             loaded.warnings[0].contains("drift.json"),

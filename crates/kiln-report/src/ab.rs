@@ -13,8 +13,8 @@
 use std::fmt::Write as _;
 
 use crate::cells::{human_bytes, human_seconds};
-use crate::schema::{Record, Status};
-use crate::stats::{Stats, welch};
+use kiln_results::schema::{Record, Status};
+use kiln_results::stats::{Stats, welch};
 
 /// Two-sided p-value under which a difference is not taken for noise.
 pub const P_VALUE: f64 = 0.05;
@@ -99,7 +99,7 @@ fn key(r: &Record) -> String {
         r.precision,
         r.batch_size,
         match r.training_loop {
-            Some(l) if l != crate::TrainingLoop::Kiln => format!(" · {l} loop"),
+            Some(l) if l != kiln_results::TrainingLoop::Kiln => format!(" · {l} loop"),
             _ => String::new(),
         }
     )
@@ -234,8 +234,9 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     );
     for row in rows {
         for m in &row.measures {
-            let median =
-                |v: &[f64]| crate::stats::median(v).map_or("–".into(), |x| value_text(m.name, x));
+            let median = |v: &[f64]| {
+                kiln_results::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
+            };
             let change = match (m.change, m.name) {
                 (Some((d, lo, hi)), "test accuracy") => format!(
                     "{:+.1} points ({:+.1} to {:+.1})",

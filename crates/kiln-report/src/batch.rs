@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use crate::cells::row_name;
-use crate::schema::{Record, Status};
 use crate::table::{by_model, machines, several_batch_sizes};
+use kiln_results::schema::{Record, Status};
 
 /// One batch size of a curve: its status, and its throughput when it trained.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,8 +158,8 @@ pub fn markdown(curves: &[BatchCurve]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::CellId;
-    use crate::stats::Stats;
+    use kiln_results::schema::CellId;
+    use kiln_results::stats::Stats;
 
     fn row(backend: &str, batch: usize, status: Status, images: f64) -> Record {
         let id = CellId {

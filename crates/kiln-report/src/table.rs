@@ -7,9 +7,9 @@ use crate::cells::{
     human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
     pytorch_reference, row_label, row_name, run_of, thousands,
 };
-use crate::schema::{Record, Status};
-use crate::stats::ratio_with_uncertainty;
 use crate::warnings::warnings;
+use kiln_results::schema::{Record, Status};
+use kiln_results::stats::ratio_with_uncertainty;
 
 /// What a column shows (renderers pick columns by kind, e.g. the terminal's compact table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,7 +350,7 @@ pub(crate) fn epoch_ratio(a: &Record, b: &Record) -> Option<(f64, String)> {
     let (Some(ea), Some(eb)) = (&a.epoch_seconds, &b.epoch_seconds) else {
         return None;
     };
-    let between = |r: &Record, e: &crate::Stats| r.between_runs.is_some() && e.n > 1;
+    let between = |r: &Record, e: &kiln_results::Stats| r.between_runs.is_some() && e.n > 1;
     Some(if between(a, ea) && between(b, eb) {
         let (ratio, err) = ratio_with_uncertainty(ea, eb);
         (ratio, format!("{ratio:.2}× ± {err:.2}"))
@@ -446,7 +446,7 @@ fn local_machine_lines(all: &[Record]) -> Vec<String> {
 }
 
 /// The end of a machine line: memory, OS, and the Burn and Kiln that made the record.
-fn memory_os_and_build(fp: &crate::Fingerprint) -> String {
+fn memory_os_and_build(fp: &kiln_results::Fingerprint) -> String {
     format!(
         "{}, {}; Burn {}, Kiln {} ({}{})",
         fp.memory_bytes

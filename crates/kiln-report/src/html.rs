@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use crate::cells::human_bytes;
-use crate::schema::{Record, Status};
 use crate::table::{Column, machine_lines, machines, model_tables};
+use kiln_results::schema::{Record, Status};
 
 /// What the page shows besides the records.
 #[derive(Debug, Default, Clone)]
@@ -339,7 +339,7 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
         let fp = &r.fingerprint;
         let key = format!(
             "{}|{}|{}",
-            crate::fingerprint::machine_key(fp),
+            kiln_results::fingerprint::machine_key(fp),
             fp.backend_version,
             r.backend
         );
@@ -350,7 +350,7 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
         let _ = writeln!(
             out,
             "<details><summary>{} — {} runner</summary><dl class=\"fp\">",
-            escape(&crate::fingerprint::machine_label(fp)),
+            escape(&kiln_results::fingerprint::machine_label(fp)),
             escape(&r.backend)
         );
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
@@ -439,8 +439,8 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{CellId, Fingerprint};
-    use crate::stats::Stats;
+    use kiln_results::schema::{CellId, Fingerprint};
+    use kiln_results::stats::Stats;
 
     fn record(backend: &str, median: f64) -> Record {
         let id = CellId {
