@@ -286,13 +286,15 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
 }
 
 /// The machine a fingerprint describes, as a key built from its hardware: CPU (vendor, name,
-/// family/model/stepping), logical cores, memory (whole GiB), GPU; the host name last, only to
-/// tell apart identical hardware. Records of one key are one machine in a report.
+/// family/model/stepping), logical cores, memory (whole GiB); the host name last, only to tell
+/// apart identical hardware. Records of one key are one machine in a report. The GPU is not in
+/// it: only a GPU cell's record names its GPU (`gpu_name`), and the flex and CUDA rows of one
+/// machine are one machine; a row's GPU is in its device column.
 pub fn machine_key(fp: &Fingerprint) -> String {
     let cpu = fp.cpu.clone().unwrap_or_default();
     let num = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_else(|| "?".into());
     format!(
-        "{}|{}|{}.{}.{}|{}|{}|{}|{}",
+        "{}|{}|{}.{}.{}|{}|{}|{}",
         cpu.vendor.unwrap_or_default(),
         fp.cpu_model,
         num(cpu.family),
@@ -300,7 +302,6 @@ pub fn machine_key(fp: &Fingerprint) -> String {
         num(cpu.stepping),
         fp.logical_cores,
         fp.memory_bytes.map(gib).unwrap_or_default(),
-        fp.gpu_name.clone().unwrap_or_default(),
         fp.hostname
     )
 }
@@ -309,8 +310,9 @@ fn gib(bytes: u64) -> u64 {
     (bytes as f64 / (1u64 << 30) as f64).round() as u64
 }
 
-/// A machine's name in tables: its CPU (with family and model where known), core count and
-/// GPU, then the host name: `AMD EPYC (family 26 model 2), 2 cores · vm`.
+/// A machine's name in tables: its CPU (with family and model where known) and core count,
+/// then the host name: `AMD EPYC (family 26 model 2), 2 cores · vm` (the GPU a row ran on is
+/// in its device column, as for [`machine_key`]).
 pub fn machine_label(fp: &Fingerprint) -> String {
     if fp.cpu_model.is_empty() && fp.hostname.is_empty() {
         return String::new();
@@ -322,9 +324,6 @@ pub fn machine_label(fp: &Fingerprint) -> String {
         label.push_str(&format!(" (family {f} model {m})"));
     }
     label.push_str(&format!(", {} cores", fp.logical_cores));
-    if let Some(gpu) = &fp.gpu_name {
-        label.push_str(&format!(", {gpu}"));
-    }
     if !fp.hostname.is_empty() {
         label.push_str(&format!(" · {}", fp.hostname));
     }
@@ -404,5 +403,14 @@ mod tests {
         // The host name only tells identical hardware apart.
         assert_ne!(machine_key(&a), machine_key(&fp("other", "AMD EPYC", 25)));
         assert_eq!(machine_key(&a), machine_key(&fp("vm", "AMD EPYC", 25)));
+    }
+
+    #[test]
+    fn a_gpu_cell_and_a_cpu_cell_of_one_machine_are_one_machine() {
+        let cpu = fp("vm", "AMD EPYC", 25);
+        let mut gpu = cpu.clone();
+        gpu.gpu_name = Some("NVIDIA H200".into());
+        assert_eq!(machine_key(&cpu), machine_key(&gpu));
+        assert_eq!(machine_label(&cpu), machine_label(&gpu));
     }
 }
