@@ -284,14 +284,18 @@ fn rss_bytes(pid: u32) -> u64 {
 }
 
 /// Burn's WebSocket server, fed garbage, a bad handshake, a frame that claims 2^40 bytes and
-/// 200 idle connections, keeps training a valid client's cell, under twice its idle memory.
+/// 200 idle connections, keeps training a valid client's cell, under twice its idle memory:
+/// its memory once two valid cells have trained (a second clean session alone nearly doubles
+/// the first's, in the allocator's pools: docs/remote.md).
 #[test]
 fn burns_port_survives_garbage_and_keeps_serving_with_bounded_memory() {
     use std::io::{Read, Write};
     use std::net::TcpStream;
     let server = Server::start(None);
-    let (first, stderr) = run_remote(&tiny("remote", &server.spec()), None);
-    assert_eq!(first.status, Status::Ok, "{stderr}");
+    for _ in 0..2 {
+        let (warm, stderr) = run_remote(&tiny("remote", &server.spec()), None);
+        assert_eq!(warm.status, Status::Ok, "{stderr}");
+    }
     let idle = rss_bytes(server.child.id());
     let addr = ("127.0.0.1", server.port);
     let send = |bytes: &[u8]| {
