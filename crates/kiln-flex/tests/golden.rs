@@ -10,10 +10,12 @@
 //! A change that should move the record rewrites it: `KILN_BLESS=1 cargo test --release -p
 //! kiln-flex --test golden`, with the reason in the commit.
 
-use std::collections::BTreeSet;
-use std::process::Command;
+mod common;
 
-use kiln_results::{CellRequest, Event, ModelKind, Profile};
+use std::collections::BTreeSet;
+
+use common::{final_record, runner};
+use kiln_results::{CellRequest, ModelKind, Profile};
 use serde_json::Value;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/tiny-cell.json");
@@ -60,8 +62,8 @@ fn request() -> CellRequest {
 fn run(request: &CellRequest) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cell.json");
-    std::fs::write(&path, serde_json::to_vec(request).unwrap()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
+    request.write(&path).unwrap();
+    let out = runner()
         .arg("--cell")
         .arg(&path)
         .env("RAYON_NUM_THREADS", "2")
@@ -72,15 +74,7 @@ fn run(request: &CellRequest) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let finals: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| match serde_json::from_str::<Event>(l) {
-            Ok(Event::Final(r)) => Some(serde_json::to_value(&*r).unwrap()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(finals.len(), 1, "exactly one final record");
-    finals.into_iter().next().unwrap()
+    serde_json::to_value(final_record(&out.stdout)).unwrap()
 }
 
 /// Every key path of `v` (`/epochs[]/mean_loss` for a key of an array's objects).

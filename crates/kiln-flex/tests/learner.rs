@@ -2,34 +2,13 @@
 //! protocol, its clocks follow the same rules as Kiln's loop, its records say which loop and
 //! which devices made them.
 
-use std::process::Command;
+mod common;
 
+use common::{events_and_record, runner};
 #[cfg(feature = "learner")]
 use kiln_results::Method;
 use kiln_results::TrainingLoop;
 use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
-
-fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
-}
-
-/// Every event line of a run, and its final record.
-fn events_and_record(stdout: &[u8]) -> (Vec<Event>, Record) {
-    let text = String::from_utf8_lossy(stdout);
-    let events: Vec<Event> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect();
-    let finals: Vec<Record> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Final(r) => Some((**r).clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(finals.len(), 1, "exactly one final record: {text}");
-    (events, finals[0].clone())
-}
 
 /// A tiny synthetic Learner cell: 64 samples, batch 8, two epochs, no calibration.
 fn tiny() -> CellRequest {

@@ -1,33 +1,15 @@
 //! The flex runner binary as users and xtask run it: probe, a tiny real cell, bad input.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
+use common::{final_record, runner};
+
 use kiln_results::{
-    CellRequest, DataKind, DatasetName, Event, Method, ModelKind, ProbeReport, Profile, Record,
-    Status,
+    CellRequest, DataKind, DatasetName, Method, ModelKind, ProbeReport, Profile, Record, Status,
 };
-
-fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kiln-flex"))
-}
-
-fn final_record(stdout: &[u8]) -> Record {
-    let text = String::from_utf8_lossy(stdout);
-    let events: Vec<Event> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect();
-    let finals: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e, Event::Final(_)))
-        .collect();
-    assert_eq!(finals.len(), 1, "exactly one final record");
-    match finals[0] {
-        Event::Final(r) => (**r).clone(),
-        _ => unreachable!(),
-    }
-}
 
 #[test]
 fn probe_reports_the_cpu() {

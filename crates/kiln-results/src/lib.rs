@@ -1,7 +1,8 @@
-//! Kiln's shared vocabulary without Burn: the names of models, precisions, datasets and
-//! device kinds, the cell request every runner takes, the versioned record schema every runner writes, the
-//! probe report, run profiles, the reader that keeps every valid line, summary statistics and
-//! the renderers (Markdown, CSV) derived from records.
+//! Kiln's shared vocabulary without Burn, the contract between the runners and the reports: the
+//! names of models, precisions, datasets and device kinds, the cell request every runner takes,
+//! the versioned record schema every runner writes, the probe report, run profiles, the
+//! protocol's rules, summary statistics and the machine's fingerprint. The reports made from
+//! records are `kiln-report`'s.
 
 pub mod cell;
 pub mod drift;
