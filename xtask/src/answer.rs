@@ -74,12 +74,20 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
     let log_path = logs.join(format!("{stem}.stderr"));
-    let log = std::fs::File::create(&log_path)
+    let mut log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut cmd = runner.command();
     cmd.arg(flag).arg(&request_path);
     let started = Instant::now();
-    let (status, stdout, _) = crate::runners::run_once(&mut cmd, limit, log, true)
+    // Its log keeps every line; Kiln's own lines are shown as they come.
+    let on_stderr = move |line: &str| {
+        use std::io::Write;
+        let _ = writeln!(log, "{line}");
+        if line.starts_with("kiln") {
+            eprintln!("  {line}");
+        }
+    };
+    let (status, stdout) = crate::supervise::run_once(&mut cmd, limit, on_stderr)
         .with_context(|| format!("cannot start {}", runner.display()))?;
     if let Some(r) = stdout
         .lines()

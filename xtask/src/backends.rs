@@ -2,14 +2,14 @@
 //! needs to build, and which are in the default matrix (runners: `runners.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
+use cargo_metadata::Metadata;
 use serde::Deserialize;
 
 use crate::torch;
-use crate::workspace::{cargo, workspace_root};
+use crate::workspace::workspace_root;
 
 /// What a backend crate needs before it can be built, beyond Rust and a C compiler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +216,8 @@ pub fn reference_files() -> Result<Vec<String>> {
         std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
     {
         let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".py") {
+        // The code, and the contract's schema it validates requests and records against.
+        if name.ends_with(".py") || name.ends_with(".json") {
             files.push(format!("{REFERENCE_RUNNER}/{name}"));
         }
     }
@@ -240,25 +241,14 @@ fn pytorch() -> Backend {
 
 /// The backends declared by the packages of `cargo metadata`'s JSON (`[package.metadata.kiln]`
 /// of a package with a binary of its own name), then the PyTorch reference, in table order.
-pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
+pub fn from_metadata(metadata: &Metadata) -> Result<Vec<Backend>> {
     let mut found = Vec::new();
-    let packages = metadata
-        .get("packages")
-        .and_then(|p| p.as_array())
-        .context("cargo metadata printed no package list")?;
-    for package in packages {
-        let Some(kiln) = package.pointer("/metadata/kiln") else {
+    for package in &metadata.packages {
+        let Some(kiln) = package.metadata.get("kiln") else {
             continue;
         };
-        let name = package
-            .get("name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default()
-            .to_string();
-        let manifest = package
-            .get("manifest_path")
-            .and_then(|n| n.as_str())
-            .unwrap_or(&name);
+        let name = package.name.to_string();
+        let manifest = package.manifest_path.as_str();
         let declared: Declared = serde_json::from_value(kiln.clone()).with_context(|| {
             format!(
                 "{manifest}: [package.metadata.kiln] must have backend = \"NAME\", summary = \"...\", \
@@ -267,17 +257,7 @@ pub fn from_metadata(metadata: &serde_json::Value) -> Result<Vec<Backend>> {
                  install)"
             )
         })?;
-        let has_runner = package
-            .get("targets")
-            .and_then(|t| t.as_array())
-            .is_some_and(|targets| {
-                targets.iter().any(|t| {
-                    t.get("name").and_then(|n| n.as_str()) == Some(name.as_str())
-                        && t.get("kind")
-                            .and_then(|k| k.as_array())
-                            .is_some_and(|k| k.iter().any(|k| k == "bin"))
-                })
-            });
+        let has_runner = package.targets.iter().any(|t| t.name == name && t.is_bin());
         if !has_runner {
             bail!(
                 "{manifest}: declares Kiln backend {:?} but has no binary named {name} \
@@ -331,7 +311,7 @@ pub fn discover(root: &Path) -> Result<Vec<Backend>> {
 
 /// `cargo metadata` of the workspace at `root` (its own packages), or, where `KILN_BACKENDS_FILE`
 /// names one, that file: a GPU kit carries its backends' metadata, having no cargo to ask.
-pub fn metadata(root: &Path) -> Result<serde_json::Value> {
+pub fn metadata(root: &Path) -> Result<Metadata> {
     if let Some(file) = std::env::var_os("KILN_BACKENDS_FILE") {
         let file = PathBuf::from(file);
         let text = std::fs::read_to_string(&file)
@@ -343,27 +323,20 @@ pub fn metadata(root: &Path) -> Result<serde_json::Value> {
             )
         });
     }
-    let out = cargo()
-        .current_dir(root)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("cannot start `cargo metadata` to find the backend crates")?;
-    if !out.status.success() {
-        bail!(
-            "`cargo metadata` failed in {} ({}); the message above says why",
-            root.display(),
-            out.status
-        );
+    let mut cmd = cargo_metadata::MetadataCommand::new();
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        cmd.cargo_path(cargo);
     }
-    serde_json::from_slice(&out.stdout)
-        .context("`cargo metadata` printed something that is not JSON")
+    cmd.current_dir(root)
+        .no_deps()
+        .other_options(vec!["--offline".to_string()])
+        .exec()
+        .with_context(|| {
+            format!(
+                "`cargo metadata` failed in {}, so the backend crates cannot be found",
+                root.display()
+            )
+        })
 }
 
 /// Every backend Kiln knows, in the order tables list them: discovered once per process.
@@ -424,6 +397,39 @@ pub fn unbuildable(b: &Backend) -> Option<String> {
         Source::Cargo { requires: None, .. } => None,
         Source::Python { .. } => torch::reference_python_problem(),
     }
+}
+
+/// `cargo metadata` of `packages` (JSON objects with what a test needs: name, manifest_path,
+/// targets with name and kind, metadata), the fields cargo always writes filled in.
+#[cfg(test)]
+pub fn fake_metadata(packages: serde_json::Value) -> Metadata {
+    let packages: Vec<serde_json::Value> = packages
+        .as_array()
+        .expect("a list of packages")
+        .iter()
+        .map(|p| {
+            let mut full = serde_json::json!({
+                "version": "0.1.0", "dependencies": [], "features": {}, "targets": [],
+                "id": format!("path+file:///w#{}@0.1.0", p["name"].as_str().unwrap_or("x")),
+            });
+            for (k, v) in p.as_object().expect("a package object") {
+                full[k] = v.clone();
+            }
+            let name = full["name"].clone();
+            for t in full["targets"].as_array_mut().expect("targets") {
+                t["src_path"] = serde_json::json!("/w/src/main.rs");
+                if t.get("name").is_none() {
+                    t["name"] = name.clone();
+                }
+            }
+            full
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "packages": packages, "workspace_members": [], "workspace_root": "/w",
+        "target_directory": "/w/target", "version": 1,
+    }))
+    .expect("cargo metadata's shape")
 }
 
 #[cfg(test)]
@@ -585,12 +591,12 @@ mod tests {
     #[test]
     fn a_driver_requirement_needs_its_table_and_the_table_its_requirement() {
         let package = |kiln: serde_json::Value| {
-            serde_json::json!({"packages": [{
+            fake_metadata(serde_json::json!([{
                 "name": "kiln-x",
                 "manifest_path": "/w/crates/kiln-x/Cargo.toml",
                 "metadata": {"kiln": kiln},
                 "targets": [{"name": "kiln-x", "kind": ["bin"]}],
-            }]})
+            }]))
         };
         let driver = serde_json::json!({"library": "libx.so", "feature": "x-gpu", "install": "X"});
         let ok = from_metadata(&package(serde_json::json!({
@@ -631,12 +637,12 @@ mod tests {
     #[test]
     fn a_declaration_without_a_runner_or_with_a_typo_is_refused_by_name() {
         let package = |kiln: serde_json::Value, bin: &str| {
-            serde_json::json!({"packages": [{
+            fake_metadata(serde_json::json!([{
                 "name": "kiln-x",
                 "manifest_path": "/w/crates/kiln-x/Cargo.toml",
                 "metadata": {"kiln": kiln},
                 "targets": [{"name": bin, "kind": ["bin"]}],
-            }]})
+            }]))
         };
         let good = serde_json::json!({"backend": "x", "summary": "X"});
         assert_eq!(

@@ -7,6 +7,8 @@ mod bench;
 mod build;
 mod burn;
 mod chart;
+#[cfg(test)]
+mod contract;
 mod doctor;
 mod explain;
 mod export;
@@ -20,6 +22,7 @@ mod readme;
 mod report;
 mod runners;
 mod serve;
+mod supervise;
 mod test;
 mod time;
 mod torch;

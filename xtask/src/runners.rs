@@ -5,13 +5,14 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kiln_results::ProbeReport;
 
 use crate::backends::{self, Backend, Source};
+use crate::supervise::run_once;
 use crate::torch;
 use crate::workspace::{prebuilt_dir, target_dir, workspace_root};
 
@@ -212,8 +213,16 @@ pub fn probe(runner: &Runner) -> Result<ProbeReport> {
 fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
     let mut cmd = runner.command();
     cmd.arg("--probe");
-    let (status, stdout, stderr) = run_once(&mut cmd, limit, Vec::new(), false)
-        .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let lines = stderr.clone();
+    let (status, stdout) = run_once(&mut cmd, limit, move |l| {
+        if let Ok(mut text) = lines.lock() {
+            text.push_str(l);
+            text.push('\n');
+        }
+    })
+    .with_context(|| format!("cannot start {}", runner.display()))?;
+    let stderr = stderr.lock().map(|s| s.clone()).unwrap_or_default();
     let Some(status) = status else {
         bail!(
             "{} --probe did not answer within {} s",
@@ -229,61 +238,11 @@ fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
             format!(
                 "{} --probe printed no report ({status}); stderr: {}",
                 runner.display(),
-                String::from_utf8_lossy(&stderr).trim()
+                stderr.trim()
             )
         })?;
     serde_json::from_str(line)
         .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
-}
-
-/// Run `cmd` once, for at most `limit` (then it is killed: status `None`): its standard output
-/// read whole, each line of its standard error written to `sink` as it comes (and echoed when
-/// `echo` and Kiln's), both pipes drained by threads so that a chatty child cannot stall. The
-/// one-shot supervisor of probes and of explain's and verify's requests.
-pub fn run_once<W: std::io::Write + Send + 'static>(
-    cmd: &mut Command,
-    limit: Duration,
-    mut sink: W,
-    echo: bool,
-) -> Result<(Option<std::process::ExitStatus>, String, W)> {
-    use std::io::{BufRead, BufReader, Read};
-    use wait_timeout::ChildExt;
-
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().context("the child's stdout")?;
-    let stderr = child.stderr.take().context("the child's stderr")?;
-    let errors = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).split(b'\n').map_while(Result::ok) {
-            let _ = sink.write_all(&line);
-            let _ = sink.write_all(b"\n");
-            if echo && line.starts_with(b"kiln") {
-                eprintln!("  {}", String::from_utf8_lossy(&line));
-            }
-        }
-        sink
-    });
-    let output = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = BufReader::new(stdout).read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    });
-    let status = match child.wait_timeout(limit)? {
-        Some(status) => Some(status),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    };
-    let stdout = output.join().unwrap_or_default();
-    let sink = errors
-        .join()
-        .map_err(|_| anyhow::anyhow!("the thread reading the child's stderr panicked"))?;
-    Ok((status, stdout, sink))
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ the torch environment's Python and `--cell FILE`, the same cell request every Ru
 whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 `python bench/pytorch/kiln_torch --probe`.
 
-The package: common.py (JSON lines, requests), models.py (the layers; their FLOPs are Rust's), machine.py (devices, memory, GEMM
+The package: common.py (JSON lines, requests), contract.py (the request and record checked
+against contract.schema.json, generated from the Rust types), models.py (the layers; their FLOPs are Rust's), machine.py (devices, memory, GEMM
 peak), cell.py (sample order, data, the timed loop), explain.py, verify.py; this file reads
 the arguments and the cell request."""
 
@@ -27,6 +28,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 
 from common import emit, fail, finite_or_null, note, read_request  # noqa: E402
+import contract  # noqa: E402
 from models import MODELS  # noqa: E402
 from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
 from cell import Cell, load_data, train  # noqa: E402
@@ -52,8 +54,10 @@ CELL_VERSION = 1
 
 
 def read_cell(path):
-    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side)."""
+    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side and
+    against the contract's schema here)."""
     cell = read_request(path, "cell request", "kiln_cell", CELL_VERSION)
+    contract.check(cell, "cell_request", path)
     if cell.get("model") not in MODELS:
         raise SystemExit("error: %s: this runner has no model %r" % (path, cell.get("model")))
     if not cell.get("data_file"):
@@ -162,6 +166,10 @@ def main():
     except Exception as e:  # one failed record instead of a traceback-only crash
         fail(record, e)
         code = 1
+    # What Kiln reads must be what the contract says: a misspelt or mistyped field stops here,
+    # named, instead of being lost or failing in xtask's reading.
+    record = finite_or_null(record)
+    contract.check(record, "observed", "the record this runner made")
     emit(dict(event="observed", **record))
     return code
 

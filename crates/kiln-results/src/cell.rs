@@ -17,6 +17,10 @@ pub const CELL_VERSION: u32 = 1;
 /// One cell of the matrix, fully specified: its coordinates, the run's settings (flattened:
 /// their keys sit beside the coordinates) and what xtask adds for this cell alone.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+// Rust refuses an unknown key too (`unknown_key`: serde's own check does not combine with the
+// flattened settings).
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 pub struct CellRequest {
     /// [`CELL_VERSION`].
     pub kiln_cell: u32,

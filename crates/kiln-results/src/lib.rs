@@ -5,6 +5,8 @@
 //! records are `kiln-report`'s.
 
 pub mod cell;
+#[cfg(feature = "schema")]
+pub mod contract;
 pub mod drift;
 pub mod events;
 pub mod explain;

@@ -15,6 +15,8 @@ use crate::{DeviceKind, Stats};
 
 /// Steady-state steps timed between two synced clock reads (the warm-up step is never in one).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Chunk {
     pub steps: usize,
     pub samples: usize,
@@ -24,6 +26,7 @@ pub struct Chunk {
 /// What a cell's training loop measured, before any statistic. A runner writes it (the PyTorch
 /// reference in Python too): a field this struct does not have is an error, not a loss.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Measurements {
     /// Samples in one epoch of the data actually trained on.
@@ -164,6 +167,7 @@ pub fn time_to_accuracy(epochs: &[EpochSummary], target: f64) -> crate::TimeToAc
 /// and data, and its measurements. [`Observed::into_record`] turns it into the cell's record.
 /// A field this struct does not have (a misspelt key from the Python runner) is an error.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Observed {
     /// `ok` when the cell trained (or `--bare` measured), else why not.

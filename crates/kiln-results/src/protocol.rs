@@ -15,6 +15,7 @@ pub(crate) fn default_learning_rate() -> f64 {
 /// The protocol's timing rules: when a runner reads its synced clocks. Every runner takes them
 /// from its request (the PyTorch reference too), so they are written once, here.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TimingRules {
     /// A chunk of steady-state steps closes after an epoch's steps divided by this (at least

@@ -14,6 +14,7 @@ use crate::vocab::{AutotuneLevel, FallbackTarget, Profile};
 /// The settings every cell of a run shares (a cell may still override its budget and
 /// autotune level: `PlannedCell`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CellSettings {
     /// Which profile's defaults apply (synthetic set sizes, GPU loop sizes).
     pub profile: Profile,

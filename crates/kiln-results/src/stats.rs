@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Median, extremes and spread of a set of samples (seconds, usually).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stats {
     pub median: f64,
     pub min: f64,

@@ -2,10 +2,8 @@
 //! wall-clock limit enforced, its record returned whatever happens to it.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -20,6 +18,7 @@ use super::progress::{Display, Position};
 use super::rundir::cell_stem;
 use crate::export::export_data;
 use crate::runners::Runner;
+use crate::supervise::{Ended, Out, Stderr, Supervised};
 use crate::time;
 use crate::workspace::{fingerprint_here, workspace_root};
 
@@ -155,27 +154,14 @@ pub(super) fn run_cell(
     cmd.env("KILN_WORKSPACE", workspace_root());
     let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
     let oom_kills_before = oom_kills();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
-        .spawn()
+    let mut child = Supervised::spawn(&mut cmd, Stderr::File(stderr))
         .with_context(|| format!("cannot start {}", runner.display()))?;
-    let pid = child.id();
+    let pid = child.pid();
     let load_average_start = kiln_results::fingerprint::load_average();
     // Samples of the machine at the edges of the windows a cell's noise can be measured over:
     // spawn, start of training, end of the warm-up epoch, the last epoch, the final record.
     let spawned = noise::sample(Some(pid));
     let (mut trained_from, mut warm_until, mut last_epoch, mut ended) = (None, None, None, None);
-    let stdout = child.stdout.take().context("runner has no stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
 
     let started = Instant::now();
     let label = format!(
@@ -200,8 +186,8 @@ pub(super) fn run_cell(
     let mut timed_out = false;
     let mut clock = PhaseClock::new();
     loop {
-        match rx.recv_timeout(Duration::from_millis(500)) {
-            Ok(Ok(line)) => match serde_json::from_str::<Event>(&line) {
+        match child.next(Duration::from_millis(500)) {
+            Out::Line(line) => match serde_json::from_str::<Event>(&line) {
                 Ok(Event::Final(record)) => {
                     ended = noise::sample(Some(pid));
                     final_record = Some(*record);
@@ -270,14 +256,14 @@ pub(super) fn run_cell(
                 }
                 Err(_) => unparsed.push(line),
             },
-            Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
+            Out::Closed => break,
+            Out::Quiet => {
                 if interrupted() {
-                    let _ = child.kill();
+                    child.kill();
                     break;
                 }
                 if clock.elapsed() > limits.of(clock.phase).as_secs_f64() {
-                    let _ = child.kill();
+                    child.kill();
                     timed_out = true;
                     break;
                 }
@@ -296,7 +282,12 @@ pub(super) fn run_cell(
             }
         }
     }
-    let (status, parent_max_rss) = wait_with_max_rss(&mut child)?;
+    let Ended {
+        status,
+        max_rss: parent_max_rss,
+    } = child.finish(None)?;
+    // Killed by us or not, a child reaped without a deadline has a status.
+    let status = status.context("the runner's exit status")?;
     display.finish_cell();
     if interrupted() {
         display.line(&format!("{label}: interrupted, not recorded"));
@@ -421,31 +412,6 @@ fn sigkill(status: ExitStatus) -> bool {
         let _ = status;
         false
     }
-}
-
-/// Wait for the runner and return its exit status with its maximum resident set size as the
-/// kernel accounted it (`wait4`; `None` where the OS has no such call).
-fn wait_with_max_rss(child: &mut std::process::Child) -> Result<(ExitStatus, Option<u64>)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        let pid = child.id() as libc::pid_t;
-        let mut status = 0;
-        // SAFETY: wait4 writes only into the status and the zeroed rusage we own.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if got == pid {
-            // Linux reports KiB, macOS bytes.
-            let raw = usage.ru_maxrss.max(0) as u64;
-            let bytes = if cfg!(target_os = "macos") {
-                raw
-            } else {
-                raw * 1024
-            };
-            return Ok((ExitStatus::from_raw(status), Some(bytes)));
-        }
-    }
-    Ok((child.wait()?, None))
 }
 
 /// The record of a cell whose runner reported what it observed instead of a record (the

@@ -4,10 +4,8 @@
 //! set's artifacts side by side (Burn's CPU kernels, the longest crate, compile once). Cargo's
 //! list of produced artifacts is checked against the runner packages.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc::RecvTimeoutError;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -19,6 +17,7 @@ use progress::executables;
 use progress::{BuildLog, Plan};
 
 use crate::backends::{Backend, Requirement, Source};
+use crate::supervise::{Out, Stderr, Supervised};
 use crate::torch;
 use crate::workspace::{binary, cargo, prebuilt_dir, target_dir, workspace_root};
 
@@ -203,66 +202,43 @@ fn run_build(mut cmd: Command, what: &str, plan: Option<Plan>) -> Result<Vec<(St
         )
         .collect::<Vec<_>>()
         .join(" ");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot start cargo to build the runners")?;
     // cargo's progress and the compiler's diagnostics go on to the terminal; the first error
     // line is kept, for a failure to say in one line.
     let first_error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-    if let Some(stderr) = child.stderr.take() {
-        let first = first_error.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                eprintln!("{line}");
-                let error = line.trim_start();
-                if error.starts_with("error")
-                    && !error.starts_with("error: could not compile")
-                    && let Ok(mut slot) = first.lock()
-                    && slot.is_none()
-                {
-                    *slot = Some(error.to_string());
-                }
-            }
-        });
-    }
-    let stdout = child
-        .stdout
-        .take()
-        .context("cargo's output could not be read")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
+    let first = first_error.clone();
+    let on_stderr = move |line: &str| {
+        eprintln!("{line}");
+        let error = line.trim_start();
+        if error.starts_with("error")
+            && !error.starts_with("error: could not compile")
+            && let Ok(mut slot) = first.lock()
+            && slot.is_none()
         {
-            if tx.send(line).is_err() {
-                break;
-            }
+            *slot = Some(error.to_string());
         }
-    });
+    };
+    let child = Supervised::spawn(&mut cmd, Stderr::Lines(Box::new(on_stderr)))
+        .context("cannot start cargo to build the runners")?;
     let started = Instant::now();
     let mut log = BuildLog::new(plan.unwrap_or_default());
     let mut last_status = Instant::now();
     loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) => log.observe(&line),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+        match child.next(Duration::from_secs(1)) {
+            Out::Line(line) => log.observe(&line),
+            Out::Quiet => {}
+            Out::Closed => break,
         }
         if last_status.elapsed() >= Duration::from_secs(10) {
             eprintln!("kiln: {}", log.status(what, started.elapsed()));
             last_status = Instant::now();
         }
     }
-    let status = child.wait().context("waiting for cargo")?;
+    let status = child
+        .finish(None)
+        .context("waiting for cargo")?
+        .status
+        .context("cargo's exit status")?;
     if !status.success() {
-        // Let the stderr thread pass on the last lines.
-        std::thread::sleep(Duration::from_millis(100));
         let first = first_error.lock().ok().and_then(|s| s.clone());
         bail!(
             "building {what} failed ({status}){}; `{shown}` reproduces it",
@@ -352,7 +328,7 @@ mod tests {
 
     /// `cargo metadata`'s JSON for three packages: the runner (lib and bin), a dependency with
     /// a build script, and one that the tree does not list.
-    fn metadata(dir: &Path) -> serde_json::Value {
+    fn metadata(dir: &Path) -> cargo_metadata::Metadata {
         let package = |name: &str, kinds: &[&[&str]], sub: &str| {
             let root = dir.join(sub);
             std::fs::create_dir_all(root.join("src")).unwrap();
@@ -363,11 +339,11 @@ mod tests {
                 "targets": kinds.iter().map(|k| serde_json::json!({"kind": k})).collect::<Vec<_>>(),
             })
         };
-        serde_json::json!({"packages": [
+        crate::backends::fake_metadata(serde_json::json!([
             package("kiln-flex", &[&["lib"], &["bin"]], "a"),
             package("burn", &[&["lib"], &["custom-build"]], "b"),
             package("unused", &[&["lib"]], "c"),
-        ]})
+        ]))
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use cargo_metadata::{Metadata, TargetKind};
+
 use crate::workspace::{cargo, workspace_root};
 
 /// What one build will compile, as cargo resolves it for one package and its features: each
@@ -36,13 +38,11 @@ impl Plan {
         if !tree.status.success() {
             return None;
         }
-        let metadata = cargo()
-            .current_dir(workspace_root())
-            .args(["metadata", "--format-version", "1"])
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).ok()?;
+        let mut metadata = cargo_metadata::MetadataCommand::new();
+        if let Some(cargo) = std::env::var_os("CARGO") {
+            metadata.cargo_path(cargo);
+        }
+        let metadata = metadata.current_dir(workspace_root()).exec().ok()?;
         Some(Plan::from_tree(
             &String::from_utf8_lossy(&tree.stdout),
             &metadata,
@@ -52,7 +52,7 @@ impl Plan {
 
     /// The plan from `cargo tree --format {p}`'s lines and `cargo metadata`'s packages; `roots`
     /// are the packages built (their binaries are units too).
-    pub(super) fn from_tree(tree: &str, metadata: &serde_json::Value, roots: &[&str]) -> Plan {
+    pub(super) fn from_tree(tree: &str, metadata: &Metadata, roots: &[&str]) -> Plan {
         let wanted: BTreeSet<(&str, &str)> = tree
             .lines()
             .filter_map(|l| {
@@ -61,46 +61,27 @@ impl Plan {
             })
             .collect();
         let mut plan = Plan::default();
-        let packages = metadata
-            .get("packages")
-            .and_then(|p| p.as_array())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for p in packages {
-            let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-            let (name, version, id) = (field("name"), field("version"), field("id"));
-            if !wanted.contains(&(name, version)) {
+        for p in &metadata.packages {
+            let version = p.version.to_string();
+            if !wanted.contains(&(p.name.as_str(), version.as_str())) {
                 continue;
             }
-            let kinds: Vec<&str> = p
-                .get("targets")
-                .and_then(|t| t.as_array())
-                .into_iter()
-                .flatten()
-                .flat_map(|t| {
-                    t.get("kind")
-                        .and_then(|k| k.as_array())
-                        .into_iter()
-                        .flatten()
-                })
-                .filter_map(|k| k.as_str())
-                .collect();
-            let lib = kinds
-                .iter()
-                .any(|k| matches!(*k, "lib" | "rlib" | "proc-macro"));
-            let script = kinds.contains(&"custom-build");
-            let bins = if roots.contains(&name) {
-                kinds.iter().filter(|k| **k == "bin").count()
+            let has = |kind: TargetKind| p.targets.iter().any(|t| t.is_kind(kind.clone()));
+            let lib = has(TargetKind::Lib) || has(TargetKind::RLib) || has(TargetKind::ProcMacro);
+            let script = has(TargetKind::CustomBuild);
+            let bins = if roots.contains(&p.name.as_str()) {
+                p.targets.iter().filter(|t| t.is_bin()).count()
             } else {
                 0
             };
             let units = usize::from(lib) + usize::from(script) + bins;
-            let dir = Path::new(field("manifest_path"))
+            let dir = p
+                .manifest_path
                 .parent()
-                .map(Path::to_path_buf)
+                .map(|d| d.as_std_path().to_path_buf())
                 .unwrap_or_default();
             plan.packages.insert(
-                id.to_string(),
+                p.id.repr.clone(),
                 (source_bytes(&dir.join("src")).max(1), units.max(1)),
             );
         }

@@ -168,40 +168,31 @@ fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
             dir.display()
         );
     }
-    let out = cargo()
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
-        bail!(
+    let mut cmd = cargo_metadata::MetadataCommand::new();
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        cmd.cargo_path(cargo);
+    }
+    let meta = match cmd.manifest_path(&manifest).no_deps().exec() {
+        Ok(meta) => meta,
+        Err(cargo_metadata::Error::CargoMetadata { stderr }) => bail!(
             "{}: cargo cannot read it as a workspace: {}",
             manifest.display(),
-            first_error(&why)
-        );
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let crates: Vec<(String, String, PathBuf)> = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            let name = p["name"].as_str()?;
-            let manifest = PathBuf::from(p["manifest_path"].as_str()?);
-            (name == "burn" || name.starts_with("burn-")).then(|| {
-                (
-                    name.to_string(),
-                    p["version"].as_str().unwrap_or_default().to_string(),
-                    manifest.parent().unwrap_or(Path::new(".")).to_path_buf(),
-                )
-            })
+            first_error(&stderr)
+        ),
+        Err(e) => bail!("{}: cannot run cargo metadata: {e}", manifest.display()),
+    };
+    let crates: Vec<(String, String, PathBuf)> = meta
+        .packages
+        .iter()
+        .filter(|p| p.name.as_str() == "burn" || p.name.starts_with("burn-"))
+        .map(|p| {
+            (
+                p.name.to_string(),
+                p.version.to_string(),
+                p.manifest_path
+                    .parent()
+                    .map_or(PathBuf::from("."), |d| d.as_std_path().to_path_buf()),
+            )
         })
         .collect();
     if !crates.iter().any(|(n, _, _)| n == "burn") {

@@ -395,32 +395,18 @@ fn kit_common_args() -> crate::flags::CommonArgs {
 }
 
 /// The `cargo metadata` of the kit's runner crates, as `KILN_BACKENDS_FILE` reads it there.
-fn kit_metadata(root: &Path) -> Result<serde_json::Value> {
-    let metadata = backends::metadata(root)?;
-    let packages: Vec<serde_json::Value> = metadata
-        .get("packages")
-        .and_then(|p| p.as_array())
-        .context("cargo metadata printed no package list")?
-        .iter()
-        .filter(|p| {
-            p.pointer("/metadata/kiln/backend")
-                .and_then(|b| b.as_str())
-                .is_some_and(|b| RUNNERS.contains(&b))
-        })
-        .map(|p| {
-            serde_json::json!({
-                "name": p.get("name"),
-                "manifest_path": p.get("manifest_path"),
-                "targets": p.get("targets").and_then(|t| t.as_array()).map(|t| {
-                    t.iter()
-                        .map(|t| serde_json::json!({"name": t.get("name"), "kind": t.get("kind")}))
-                        .collect::<Vec<_>>()
-                }),
-                "metadata": p.get("metadata"),
-            })
-        })
-        .collect();
-    Ok(serde_json::json!({ "packages": packages }))
+fn kit_metadata(root: &Path) -> Result<cargo_metadata::Metadata> {
+    let mut metadata = backends::metadata(root)?;
+    metadata.packages.retain(|p| {
+        p.metadata
+            .pointer("/kiln/backend")
+            .and_then(|b| b.as_str())
+            .is_some_and(|b| RUNNERS.contains(&b))
+    });
+    let kept: Vec<_> = metadata.packages.iter().map(|p| p.id.clone()).collect();
+    metadata.workspace_members.retain(|id| kept.contains(id));
+    metadata.resolve = None;
+    Ok(metadata)
 }
 
 fn readme(carried: &[String], missing: &[(String, String)], llvm: Option<String>) -> String {
@@ -508,7 +494,7 @@ mod tests {
         assert_eq!(info["cells"], CELLS.len());
         assert_eq!(info["runners"], serde_json::json!(["kiln-wgpu"]));
         // The backends' metadata lists exactly the kit's runner crates, as discovery reads it.
-        let meta: serde_json::Value =
+        let meta: cargo_metadata::Metadata =
             serde_json::from_str(&std::fs::read_to_string(out.join("backends.json")).unwrap())
                 .unwrap();
         let mut found: Vec<String> = backends::from_metadata(&meta)

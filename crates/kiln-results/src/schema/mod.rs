@@ -10,6 +10,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// How a cell ended.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Trained and timed; the numbers are valid.
@@ -61,6 +62,7 @@ pub const MIN_CHUNKS: usize = 3;
 
 /// Real files or generated data.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DataKind {
     Real,

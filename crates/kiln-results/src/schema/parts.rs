@@ -8,6 +8,8 @@ use crate::stats::Stats;
 
 /// Peak device allocator figures, where the backend reports them.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct DeviceMemory {
     pub peak_in_use_bytes: u64,
     pub peak_reserved_bytes: u64,
@@ -15,6 +17,8 @@ pub struct DeviceMemory {
 
 /// One epoch as it ran (times are for the epoch actually run, not scaled).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct EpochSummary {
     pub epoch: usize,
     pub seconds: f64,
@@ -25,6 +29,7 @@ pub struct EpochSummary {
     /// NaN or infinite when training diverged; JSON has no such numbers, so it is written as
     /// `null` and read back as NaN.
     #[serde(deserialize_with = "null_as_nan")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
     pub mean_loss: f64,
     pub test_accuracy: Option<f64>,
     /// The runner's resident set size when the epoch's training ended (where the OS says), so
@@ -35,6 +40,7 @@ pub struct EpochSummary {
 
 /// The Kiln loop against a bare loop of the same operations (`--bare`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LoopOverhead {
     pub rounds: usize,
     pub steps_per_round: usize,
@@ -46,6 +52,8 @@ pub struct LoopOverhead {
 
 /// A device's measured matrix-multiply peak (a short large-GEMM calibration).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Calibration {
     /// Best GFLOP/s of the square products timed.
     pub gflops: f64,
@@ -59,6 +67,7 @@ pub struct Calibration {
 
 /// How a device's runtime was set up for a cell (GPU runtimes; `None` fields were not reported).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Runtime {
     /// Graphics or compute API (`vulkan`, `metal`, `dx12`, `webgpu`, `cuda`, ...).
     pub api: Option<String>,
@@ -82,6 +91,8 @@ pub struct Runtime {
 
 /// Dynamic loss scaling of an `amp-*` cell (what PyTorch's GradScaler does).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct LossScaling {
     pub initial_scale: f64,
     pub final_scale: f64,
@@ -95,6 +106,7 @@ pub struct LossScaling {
 
 /// The CPU's identity and the capabilities that decide training speed.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CpuIdentity {
     /// `GenuineIntel`, `AuthenticAMD`, `Apple`, ...
     pub vendor: Option<String>,
@@ -308,6 +320,7 @@ pub struct BetweenRuns {
 
 /// Where and with what a record was produced.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Fingerprint {
     pub hostname: String,
     pub cpu_model: String,
@@ -345,6 +358,7 @@ pub struct Fingerprint {
 
 /// The NVIDIA driver's own account of a machine's GPUs (`nvidia-smi -q`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NvidiaSmi {
     pub driver_version: Option<String>,
     /// The newest CUDA version the driver supports.
@@ -357,6 +371,7 @@ pub struct NvidiaSmi {
 
 /// How a data-parallel cell trained on several devices.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DataParallel {
     /// The device specs, the first one holding the model and the optimizer.
     pub devices: Vec<String>,
@@ -369,6 +384,7 @@ pub struct DataParallel {
 
 /// A remote device as the client reached it (`cargo xtask serve` on the other machine).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Remote {
     /// Burn's remote server as given (`ws://host:port`).
     pub url: String,

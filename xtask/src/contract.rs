@@ -1,0 +1,154 @@
+//! The JSON Schema of the runner boundary (`kiln_results::contract`): committed as generated,
+//! and the Python runner's validator accepting what Rust writes and refusing what Rust refuses.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use kiln_results::contract::{SCHEMA_FILE, contract_schema};
+use kiln_results::{CellRequest, ModelKind, Observed, Profile};
+use serde_json::{Value, json};
+
+use crate::workspace::workspace_root;
+
+fn committed() -> PathBuf {
+    workspace_root().join(SCHEMA_FILE)
+}
+
+#[test]
+fn contract_schema_is_committed_as_the_types_generate_it() {
+    let generated = serde_json::to_string_pretty(&contract_schema()).unwrap() + "\n";
+    if std::env::var_os("KILN_BLESS").is_some() {
+        std::fs::write(committed(), &generated).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(committed()).unwrap_or_default();
+    assert!(
+        on_disk == generated,
+        "{SCHEMA_FILE} is not what kiln-results' types generate: a request or record field \
+         changed. Rewrite it with `KILN_BLESS=1 cargo test -p xtask contract_schema` and commit it"
+    );
+}
+
+/// What the PyTorch reference writes for a cell that trained, as its `observed()` builds it.
+fn observed_from_python() -> Value {
+    json!({
+        "event": "observed",
+        "status": "ok", "reason": null, "device": "cpu", "device_name": "cpu",
+        "device_kind": "cpu", "runtime": null, "device_memory_bytes": null,
+        "backend_version": "torch 2.9.0", "threads": 2, "dataset": "fashion-mnist-sample",
+        "data": "real", "notes": [], "flops_per_sample": null, "peak": null,
+        "peak_memory_bytes": 123456789, "started_at": 1764770000, "wall_seconds": 12.5,
+        "args": ["--cell", "x.request.json"],
+        "measurements": {
+            "epoch_samples": 256, "test_samples": 256, "first_step_seconds": 0.25,
+            "epochs": [
+                {"epoch": 1, "seconds": 2.0, "steps": 4, "samples": 256, "partial": false,
+                 "mean_loss": 1.5, "test_accuracy": 0.5},
+                {"epoch": 2, "seconds": 1.9, "steps": 4, "samples": 256, "partial": false,
+                 "mean_loss": null, "test_accuracy": null},
+            ],
+            "chunks": [{"steps": 3, "samples": 192, "seconds": 1.4}],
+            "diverged": "loss NaN at step 7", "device_memory": null, "loss_scaling": null,
+            "rss_baseline_bytes": 1000, "rss_peak_bytes": 2000, "peak_since_baseline": true,
+        },
+        "loop_overhead": null,
+    })
+}
+
+/// Each of `values` checked by the Python runner's validator against `message`'s schema:
+/// `None` when valid, else its first error.
+fn python_verdicts(message: &str, values: &[Value]) -> Vec<Option<String>> {
+    let package = workspace_root().join("bench/pytorch/kiln_torch");
+    let script = "import json, sys\n\
+                  sys.path.insert(0, sys.argv[1])\n\
+                  import contract\n\
+                  for line in sys.stdin:\n\
+                  \x20   errors = contract.errors(json.loads(line), sys.argv[2])\n\
+                  \x20   print(json.dumps(errors[0] if errors else None))\n";
+    let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .arg(&package)
+        .arg(message)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (CI installs it; the PyTorch runner needs it anyway)");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn python_accepts_what_rust_reads_and_refuses_a_misspelt_or_mistyped_field() {
+    // The record: as Python writes it (the event tag is the line's, not the record's), and as
+    // Rust writes the same record back.
+    let mut python = observed_from_python();
+    python.as_object_mut().unwrap().remove("event");
+    let parsed: Observed = serde_json::from_value(python.clone()).expect("Rust reads it");
+    let rust = serde_json::to_value(&parsed).unwrap();
+    let mut misspelt = python.clone();
+    let wall = misspelt
+        .as_object_mut()
+        .unwrap()
+        .remove("wall_seconds")
+        .unwrap();
+    misspelt["wall_second"] = wall;
+    assert!(serde_json::from_value::<Observed>(misspelt.clone()).is_err());
+    let mut deep = python.clone();
+    deep["measurements"]["epochs"][0]["mean_los"] = json!(1.0);
+    assert!(serde_json::from_value::<Observed>(deep.clone()).is_err());
+    let mut mistyped = python.clone();
+    mistyped["threads"] = json!("2");
+    assert!(serde_json::from_value::<Observed>(mistyped.clone()).is_err());
+    let mut bad_name = python.clone();
+    bad_name["device_kind"] = json!("tpu");
+    assert!(serde_json::from_value::<Observed>(bad_name.clone()).is_err());
+    let verdicts = python_verdicts(
+        "observed",
+        &[python, rust, misspelt, deep, mistyped, bad_name],
+    );
+    assert_eq!(verdicts[0], None);
+    assert_eq!(verdicts[1], None);
+    let said = |i: usize| verdicts[i].clone().unwrap_or_default();
+    assert!(said(2).contains("wall_second"), "{}", said(2));
+    assert!(
+        said(3).contains("measurements.epochs[0]") && said(3).contains("mean_los"),
+        "{}",
+        said(3)
+    );
+    assert!(said(4).contains("threads"), "{}", said(4));
+    assert!(
+        said(5).contains("device_kind") && said(5).contains("tpu"),
+        "{}",
+        said(5)
+    );
+
+    // The request xtask writes for the PyTorch reference, and one with a stale key.
+    let mut request = CellRequest::new(ModelKind::MnistCnn, "pytorch", Profile::Quick);
+    request.data_file = Some("/tmp/cell.kdata".into());
+    let request = serde_json::to_value(&request).unwrap();
+    let mut stale = request.clone();
+    stale["lr"] = json!(0.01);
+    let mut negative = request.clone();
+    negative["batch_size"] = json!(-1);
+    let verdicts = python_verdicts("cell_request", &[request, stale, negative]);
+    assert_eq!(verdicts[0], None);
+    assert!(verdicts[1].clone().unwrap_or_default().contains("lr"));
+    assert!(
+        verdicts[2]
+            .clone()
+            .unwrap_or_default()
+            .contains("batch_size")
+    );
+}
