@@ -30,7 +30,14 @@ impl Plan {
         for p in packages {
             tree.args(["-p", p]);
         }
-        tree.args(["-e", "normal,build", "--prefix", "none", "--format", "{p}"]);
+        tree.args([
+            "-e",
+            "normal,build",
+            "--charset",
+            "ascii",
+            "--format",
+            "{p}",
+        ]);
         if !features.is_empty() {
             tree.args(["--features", &features.join(",")]);
         }
@@ -50,20 +57,21 @@ impl Plan {
         ))
     }
 
-    /// The plan from `cargo tree --format {p}`'s lines and `cargo metadata`'s packages; `roots`
-    /// are the packages built (their binaries are units too).
+    /// The plan from `cargo tree --charset ascii --format {p}`'s tree and `cargo metadata`'s
+    /// packages; `roots` are the packages built (their binaries are units too). A package
+    /// built both for the build's own use (build scripts, proc-macros and what they use) and
+    /// for the runner is compiled twice (a release build compiles build-time code apart), so
+    /// it counts twice.
     pub(super) fn from_tree(tree: &str, metadata: &Metadata, roots: &[&str]) -> Plan {
-        let wanted: BTreeSet<(&str, &str)> = tree
-            .lines()
-            .filter_map(|l| {
-                let mut words = l.split_whitespace();
-                Some((words.next()?, words.next()?.strip_prefix('v')?))
-            })
-            .collect();
+        let wanted = built_for(tree);
         let mut plan = Plan::default();
         for p in &metadata.packages {
             let version = p.version.to_string();
-            if !wanted.contains(&(p.name.as_str(), version.as_str())) {
+            let copies = [false, true]
+                .into_iter()
+                .filter(|host| wanted.contains(&(p.name.to_string(), version.clone(), *host)))
+                .count();
+            if copies == 0 {
                 continue;
             }
             let has = |kind: TargetKind| p.targets.iter().any(|t| t.is_kind(kind.clone()));
@@ -74,15 +82,16 @@ impl Plan {
             } else {
                 0
             };
-            let units = usize::from(lib) + usize::from(script) + bins;
+            let units = (usize::from(lib) + usize::from(script)) * copies + bins;
             let dir = p
                 .manifest_path
                 .parent()
                 .map(|d| d.as_std_path().to_path_buf())
                 .unwrap_or_default();
+            let bytes = source_bytes(&dir.join("src")) + native_bytes(&dir);
             plan.packages.insert(
                 p.id.repr.clone(),
-                (source_bytes(&dir.join("src")).max(1), units.max(1)),
+                (bytes.max(1) * copies as u64, units.max(1)),
             );
         }
         plan
@@ -105,6 +114,97 @@ impl Plan {
 }
 
 /// The size of the `.rs` files under `dir`.
+/// Each package of a `cargo tree --charset ascii --format {p}` tree as (name, version,
+/// whether it is built for the host): under a `[build-dependencies]` heading, a proc-macro, or
+/// below either. The tree lists a package's dependencies once (`(*)` later), so the edges are
+/// gathered first and the host side followed through them.
+fn built_for(tree: &str) -> BTreeSet<(String, String, bool)> {
+    type Key = (String, String);
+    // Each package's dependencies, with whether the edge is a build dependency.
+    let mut edges: BTreeMap<Key, BTreeSet<(Key, bool)>> = BTreeMap::new();
+    let mut proc_macros: BTreeSet<Key> = BTreeSet::new();
+    let mut roots: Vec<Key> = Vec::new();
+    // By depth: the package there, and whether its children listed so far are under a
+    // `[build-dependencies]` heading.
+    let mut stack: Vec<(Key, bool)> = Vec::new();
+    for line in tree.lines() {
+        let mut rest = line;
+        let mut depth = 0;
+        while let Some(r) = ["|   ", "|-- ", "`-- ", "    "]
+            .iter()
+            .find_map(|p| rest.strip_prefix(p))
+        {
+            rest = r;
+            depth += 1;
+        }
+        if rest.starts_with('[') {
+            // A heading names the kind of the children of the package at its depth.
+            if let Some((_, section)) = stack.get_mut(depth) {
+                *section = rest.starts_with("[build-dependencies]");
+            }
+            continue;
+        }
+        let mut words = rest.split_whitespace();
+        let (Some(name), Some(Some(version))) =
+            (words.next(), words.next().map(|v| v.strip_prefix('v')))
+        else {
+            continue;
+        };
+        let key: Key = (name.to_string(), version.to_string());
+        if rest.contains("(proc-macro)") {
+            proc_macros.insert(key.clone());
+        }
+        match depth.checked_sub(1).and_then(|d| stack.get(d)) {
+            Some((parent, build)) => {
+                edges
+                    .entry(parent.clone())
+                    .or_default()
+                    .insert((key.clone(), *build));
+            }
+            None => roots.push(key.clone()),
+        }
+        stack.truncate(depth);
+        stack.push((key, false));
+    }
+    let mut out = BTreeSet::new();
+    let mut todo: Vec<(Key, bool)> = roots.into_iter().map(|k| (k, false)).collect();
+    while let Some((key, host)) = todo.pop() {
+        let host = host || proc_macros.contains(&key);
+        if !out.insert((key.0.clone(), key.1.clone(), host)) {
+            continue;
+        }
+        for (child, build) in edges.get(&key).into_iter().flatten() {
+            todo.push((child.clone(), host || *build));
+        }
+    }
+    out
+}
+
+/// Bytes of C and C++ sources a package compiles itself (torch-sys's bindings, zstd), anywhere
+/// in its directory: they take as long as Rust to build.
+fn native_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => native_bytes(&path),
+                Ok(_)
+                    if path
+                        .extension()
+                        .is_some_and(|x| x == "c" || x == "cc" || x == "cpp" || x == "cxx") =>
+                {
+                    e.metadata().map_or(0, |m| m.len())
+                }
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
 fn source_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -238,4 +338,44 @@ pub(super) fn executables(reader: impl std::io::BufRead) -> Vec<(String, PathBuf
         log.observe(&line);
     }
     log.executables
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_time_code_is_planned_apart_from_the_runners_code() {
+        // zip is listed in full where the runner uses it, and only as `(*)` under the build
+        // script's dependencies: its own dependency (crc) is built for both sides too.
+        let tree = "kiln-flex v0.1.0 (/w)\n\
+                    |-- burn v0.22.1\n\
+                    |   |-- serde v1.0.0\n\
+                    |   |   `-- serde_derive v1.0.0 (proc-macro)\n\
+                    |   |       `-- syn v2.0.0\n\
+                    |   |-- zip v2.0.0\n\
+                    |   |   `-- crc v3.0.0\n\
+                    |   [build-dependencies]\n\
+                    |   |-- cc v1.0.0\n\
+                    |   |   `-- shlex v1.0.0\n\
+                    |   `-- zip v2.0.0 (*)\n\
+                    `-- syn v2.0.0\n";
+        let got: Vec<(String, String, bool)> = built_for(tree).into_iter().collect();
+        let want = [
+            ("burn", "0.22.1", false),
+            ("cc", "1.0.0", true),
+            ("crc", "3.0.0", false),
+            ("crc", "3.0.0", true),
+            ("kiln-flex", "0.1.0", false),
+            ("serde", "1.0.0", false),
+            ("serde_derive", "1.0.0", true),
+            ("shlex", "1.0.0", true),
+            ("syn", "2.0.0", false),
+            ("syn", "2.0.0", true),
+            ("zip", "2.0.0", false),
+            ("zip", "2.0.0", true),
+        ]
+        .map(|(n, v, h)| (n.to_string(), v.to_string(), h));
+        assert_eq!(got, want);
+    }
 }
