@@ -152,6 +152,8 @@ fn print_times(times: &[(String, f64)]) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -191,6 +193,75 @@ mod tests {
             !groups(&[vec!["kiln-wgpu"]])
                 .iter()
                 .any(|g| g.name == "kiln-flex (Learner)")
+        );
+    }
+
+    /// Every crate `cargo test` with `args` compiles below `package`, with its features, as
+    /// cargo resolves them (`cargo tree` with dev-dependencies).
+    fn below(package: &str, args: &[String]) -> BTreeSet<(String, bool)> {
+        let mut kept: Vec<&str> = Vec::new();
+        let mut words = args.iter().map(String::as_str);
+        while let Some(a) = words.next() {
+            match a {
+                "test" | "--release" => {}
+                "--test" => {
+                    words.next();
+                }
+                a => kept.push(a),
+            }
+        }
+        let args = kept;
+        let out = crate::workspace::cargo()
+            .current_dir(workspace_root())
+            .arg("tree")
+            .args(&args)
+            .args(["-e", "normal,build,dev", "--charset", "ascii"])
+            .args(["--format", "{p} [{f}]"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cargo tree {args:?}: {out:?}");
+        let prefix = format!("{package} ");
+        crate::build::TreeGraph::parse(&String::from_utf8_lossy(&out.stdout))
+            .reachable(Some(&|k: &str| k.starts_with(&prefix)))
+    }
+
+    #[test]
+    fn feature_sets_let_burn_flex_and_burn_ndarray_compile_once_for_the_groups_that_use_them() {
+        // The groups `cargo xtask test` runs; the lib of `--test learner` aside, a group builds
+        // what these `cargo tree`s list.
+        let packages =
+            backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
+                Source::Cargo {
+                    package,
+                    requires: None | Some(Requirement::Driver(_)),
+                } => Some((b.build_group.as_deref(), package.as_str())),
+                _ => None,
+            }));
+        let all = groups(&packages);
+        let args = |name: &str| {
+            &all.iter()
+                .find(|g| g.name == name)
+                .unwrap_or_else(|| panic!("no test group {name}"))
+                .args
+        };
+        let cpu = below("burn-flex", args("kiln-flex, kiln-cuda, kiln-rocm"));
+        assert!(cpu.len() > 50, "{cpu:?}");
+        for group in ["kiln-core (Learner)", "kiln-flex (Learner)"] {
+            let other = below("burn-flex", args(group));
+            assert!(
+                other == cpu,
+                "burn-flex compiles again for {group}: below it, only there: {:?}; only for the \
+                 CPU runners: {:?}. Pin the features in kiln-core's Cargo.toml",
+                other.difference(&cpu).collect::<Vec<_>>(),
+                cpu.difference(&other).collect::<Vec<_>>()
+            );
+        }
+        let ndarray = below("burn-ndarray", args("kiln-ndarray"));
+        let learner = below("burn-ndarray", args("kiln-flex (Learner)"));
+        assert!(
+            ndarray.len() > 50 && ndarray == learner,
+            "{:?}",
+            ndarray.symmetric_difference(&learner).collect::<Vec<_>>()
         );
     }
 }

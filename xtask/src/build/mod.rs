@@ -13,6 +13,9 @@ use anyhow::{Context, Result, bail};
 mod progress;
 
 #[cfg(test)]
+pub(crate) use progress::TreeGraph;
+
+#[cfg(test)]
 use progress::executables;
 use progress::{BuildLog, Plan};
 

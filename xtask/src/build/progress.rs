@@ -114,70 +114,112 @@ impl Plan {
 }
 
 /// The size of the `.rs` files under `dir`.
-/// Each package of a `cargo tree --charset ascii --format {p}` tree as (name, version,
-/// whether it is built for the host): under a `[build-dependencies]` heading, a proc-macro, or
-/// below either. The tree lists a package's dependencies once (`(*)` later), so the edges are
-/// gathered first and the host side followed through them.
-fn built_for(tree: &str) -> BTreeSet<(String, String, bool)> {
-    type Key = (String, String);
-    // Each package's dependencies, with whether the edge is a build dependency.
-    let mut edges: BTreeMap<Key, BTreeSet<(Key, bool)>> = BTreeMap::new();
-    let mut proc_macros: BTreeSet<Key> = BTreeSet::new();
-    let mut roots: Vec<Key> = Vec::new();
-    // By depth: the package there, and whether its children listed so far are under a
-    // `[build-dependencies]` heading.
-    let mut stack: Vec<(Key, bool)> = Vec::new();
-    for line in tree.lines() {
-        let mut rest = line;
-        let mut depth = 0;
-        while let Some(r) = ["|   ", "|-- ", "`-- ", "    "]
-            .iter()
-            .find_map(|p| rest.strip_prefix(p))
-        {
-            rest = r;
-            depth += 1;
-        }
-        if rest.starts_with('[') {
-            // A heading names the kind of the children of the package at its depth.
-            if let Some((_, section)) = stack.get_mut(depth) {
-                *section = rest.starts_with("[build-dependencies]");
+/// A `cargo tree --charset ascii` tree as a graph: each line's package (the line, `(*)` and
+/// `(proc-macro)` aside) and its dependencies, with whether each edge is a build dependency.
+/// The tree lists a package's dependencies once (`(*)` later), so reading its edges first and
+/// following them afterwards sees every use.
+#[derive(Default)]
+pub(crate) struct TreeGraph {
+    roots: Vec<String>,
+    edges: BTreeMap<String, BTreeSet<(String, bool)>>,
+    proc_macros: BTreeSet<String>,
+}
+
+impl TreeGraph {
+    pub(crate) fn parse(tree: &str) -> TreeGraph {
+        let mut graph = TreeGraph::default();
+        // By depth: the package there, and whether its children listed so far are under a
+        // `[build-dependencies]` heading.
+        let mut stack: Vec<(String, bool)> = Vec::new();
+        for line in tree.lines() {
+            let mut rest = line;
+            let mut depth = 0;
+            while let Some(r) = ["|   ", "|-- ", "`-- ", "    "]
+                .iter()
+                .find_map(|p| rest.strip_prefix(p))
+            {
+                rest = r;
+                depth += 1;
             }
-            continue;
+            if rest.starts_with('[') {
+                // A heading names the kind of the children of the package at its depth.
+                if let Some((_, section)) = stack.get_mut(depth) {
+                    *section = rest.starts_with("[build-dependencies]");
+                }
+                continue;
+            }
+            if rest.trim().is_empty() {
+                continue;
+            }
+            let key = rest
+                .replace(" (*)", "")
+                .replace(" (proc-macro)", "")
+                .trim()
+                .to_string();
+            if rest.contains("(proc-macro)") {
+                graph.proc_macros.insert(key.clone());
+            }
+            match depth.checked_sub(1).and_then(|d| stack.get(d)) {
+                Some((parent, build)) => {
+                    graph
+                        .edges
+                        .entry(parent.clone())
+                        .or_default()
+                        .insert((key.clone(), *build));
+                }
+                None => graph.roots.push(key.clone()),
+            }
+            stack.truncate(depth);
+            stack.push((key, false));
         }
-        let mut words = rest.split_whitespace();
-        let (Some(name), Some(Some(version))) =
-            (words.next(), words.next().map(|v| v.strip_prefix('v')))
-        else {
-            continue;
+        graph
+    }
+
+    /// Every package reachable from those `start` picks (the roots when `None`), with whether
+    /// it is built for the host: under a build dependency, a proc-macro, or below either.
+    pub(crate) fn reachable(
+        &self,
+        start: Option<&dyn Fn(&str) -> bool>,
+    ) -> BTreeSet<(String, bool)> {
+        let mut todo: Vec<(String, bool)> = match start {
+            None => self.roots.iter().map(|k| (k.clone(), false)).collect(),
+            Some(pick) => self
+                .edges
+                .values()
+                .flatten()
+                .map(|(k, _)| k)
+                .chain(&self.roots)
+                .filter(|k| pick(k))
+                .map(|k| (k.clone(), false))
+                .collect(),
         };
-        let key: Key = (name.to_string(), version.to_string());
-        if rest.contains("(proc-macro)") {
-            proc_macros.insert(key.clone());
-        }
-        match depth.checked_sub(1).and_then(|d| stack.get(d)) {
-            Some((parent, build)) => {
-                edges
-                    .entry(parent.clone())
-                    .or_default()
-                    .insert((key.clone(), *build));
+        let mut out = BTreeSet::new();
+        while let Some((key, host)) = todo.pop() {
+            let host = host || self.proc_macros.contains(&key);
+            if !out.insert((key.clone(), host)) {
+                continue;
             }
-            None => roots.push(key.clone()),
+            for (child, build) in self.edges.get(&key).into_iter().flatten() {
+                todo.push((child.clone(), host || *build));
+            }
         }
-        stack.truncate(depth);
-        stack.push((key, false));
+        out
     }
-    let mut out = BTreeSet::new();
-    let mut todo: Vec<(Key, bool)> = roots.into_iter().map(|k| (k, false)).collect();
-    while let Some((key, host)) = todo.pop() {
-        let host = host || proc_macros.contains(&key);
-        if !out.insert((key.0.clone(), key.1.clone(), host)) {
-            continue;
-        }
-        for (child, build) in edges.get(&key).into_iter().flatten() {
-            todo.push((child.clone(), host || *build));
-        }
-    }
-    out
+}
+
+/// Each package of a `cargo tree --charset ascii --format {p}` tree as (name, version,
+/// whether it is built for the host).
+fn built_for(tree: &str) -> BTreeSet<(String, String, bool)> {
+    TreeGraph::parse(tree)
+        .reachable(None)
+        .into_iter()
+        .filter_map(|(key, host)| {
+            let mut words = key.split_whitespace();
+            let name = words.next()?.to_string();
+            let version = words.next()?.strip_prefix('v')?.to_string();
+            Some((name, version, host))
+        })
+        .collect()
 }
 
 /// Bytes of C and C++ sources a package compiles itself (torch-sys's bindings, zstd), anywhere
