@@ -78,6 +78,17 @@ fn group_of(name: &str, args: &[&str]) -> Group {
     }
 }
 
+/// The backend crates that build without libtorch, by build group.
+fn without_libtorch() -> Vec<Vec<&'static str>> {
+    backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
+        Source::Cargo {
+            package,
+            requires: None | Some(Requirement::Driver(_)),
+        } => Some((b.build_group.as_deref(), package.as_str())),
+        _ => None,
+    }))
+}
+
 /// Run the tests; `extra` goes to every `cargo test` after `--`.
 pub fn run(extra: &[String]) -> Result<bool> {
     let torch = torch::find();
@@ -85,15 +96,7 @@ pub fn run(extra: &[String]) -> Result<bool> {
     if let (Err(why), true) = (&torch, require) {
         bail!("KILN_REQUIRE_TORCH=1 but {why}");
     }
-    // The backend crates that build without libtorch, by build group.
-    let packages =
-        backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
-            Source::Cargo {
-                package,
-                requires: None | Some(Requirement::Driver(_)),
-            } => Some((b.build_group.as_deref(), package.as_str())),
-            _ => None,
-        }));
+    let packages = without_libtorch();
     let mut times = Vec::new();
     for g in groups(&packages) {
         let mut cmd = crate::workspace::cargo();
@@ -229,15 +232,7 @@ mod tests {
     fn feature_sets_let_burn_flex_and_burn_ndarray_compile_once_for_the_groups_that_use_them() {
         // The groups `cargo xtask test` runs; the lib of `--test learner` aside, a group builds
         // what these `cargo tree`s list.
-        let packages =
-            backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
-                Source::Cargo {
-                    package,
-                    requires: None | Some(Requirement::Driver(_)),
-                } => Some((b.build_group.as_deref(), package.as_str())),
-                _ => None,
-            }));
-        let all = groups(&packages);
+        let all = groups(&without_libtorch());
         let args = |name: &str| {
             &all.iter()
                 .find(|g| g.name == name)

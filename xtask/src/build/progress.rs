@@ -88,7 +88,10 @@ impl Plan {
                 .parent()
                 .map(|d| d.as_std_path().to_path_buf())
                 .unwrap_or_default();
-            let bytes = source_bytes(&dir.join("src")) + native_bytes(&dir);
+            // Its Rust, and the C and C++ it compiles itself (torch-sys's bindings, zstd),
+            // which take as long to build.
+            let bytes =
+                bytes_of(&dir.join("src"), &["rs"]) + bytes_of(&dir, &["c", "cc", "cpp", "cxx"]);
             plan.packages.insert(
                 p.id.repr.clone(),
                 (bytes.max(1) * copies as u64, units.max(1)),
@@ -222,9 +225,8 @@ fn built_for(tree: &str) -> BTreeSet<(String, String, bool)> {
         .collect()
 }
 
-/// Bytes of C and C++ sources a package compiles itself (torch-sys's bindings, zstd), anywhere
-/// in its directory: they take as long as Rust to build.
-fn native_bytes(dir: &Path) -> u64 {
+/// Bytes of the files under `dir` whose extension is one of `extensions`.
+fn bytes_of(dir: &Path, extensions: &[&str]) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -233,31 +235,12 @@ fn native_bytes(dir: &Path) -> u64 {
         .map(|e| {
             let path = e.path();
             match e.file_type() {
-                Ok(t) if t.is_dir() => native_bytes(&path),
+                Ok(t) if t.is_dir() => bytes_of(&path, extensions),
                 Ok(_)
                     if path
                         .extension()
-                        .is_some_and(|x| x == "c" || x == "cc" || x == "cpp" || x == "cxx") =>
+                        .is_some_and(|x| extensions.iter().any(|e| x == *e)) =>
                 {
-                    e.metadata().map_or(0, |m| m.len())
-                }
-                _ => 0,
-            }
-        })
-        .sum()
-}
-
-fn source_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| {
-            let path = e.path();
-            match e.file_type() {
-                Ok(t) if t.is_dir() => source_bytes(&path),
-                Ok(_) if path.extension().is_some_and(|x| x == "rs") => {
                     e.metadata().map_or(0, |m| m.len())
                 }
                 _ => 0,
