@@ -309,24 +309,55 @@ pub enum Cmd {
     },
 }
 
-/// The files `cargo xtask report` writes besides the Markdown it prints: one flag a format.
-#[derive(Args, Debug, Default)]
+/// The files `cargo xtask report` writes besides the Markdown it prints: a flag per format of
+/// `kiln_report::export::FORMATS` (taken from there, so a new format needs no edit here), and
+/// the SVG charts.
+#[derive(Debug, Default)]
 pub struct ReportOutputs {
-    /// Also write the table as CSV to this file.
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// Also write the merged records as a JSON array to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several.
-    #[arg(long)]
+    /// Each format asked for, with its file.
+    pub files: Vec<(&'static kiln_report::export::Format, PathBuf)>,
+    /// The SVG charts: FILE.svg for one model, FILE-<model>.svg for several.
     pub svg: Option<PathBuf>,
-    /// Also write a self-contained HTML page (tables, charts, fingerprints, logs linked).
-    #[arg(long)]
-    pub html: Option<PathBuf>,
-    /// Also write the model tables as LaTeX (booktabs) for a paper.
-    #[arg(long)]
-    pub latex: Option<PathBuf>,
+}
+
+const SVG_HELP: &str =
+    "Also draw SVG bar charts: FILE.svg for one model, FILE-<model>.svg for several";
+
+impl clap::FromArgMatches for ReportOutputs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(ReportOutputs {
+            files: kiln_report::export::FORMATS
+                .iter()
+                .filter_map(|f| m.get_one::<PathBuf>(f.flag).map(|p| (f, p.clone())))
+                .collect(),
+            svg: m.get_one::<PathBuf>("svg").cloned(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for ReportOutputs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let file = |flag: &'static str, help: &'static str| {
+            clap::Arg::new(flag)
+                .long(flag)
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help(help)
+        };
+        kiln_report::export::FORMATS
+            .iter()
+            .fold(cmd, |cmd, f| cmd.arg(file(f.flag, f.help)))
+            .arg(file("svg", SVG_HELP))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// The flag a clap id of `subcommand` stands for, as a user types it (`training_loop`: `--loop`).

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use kiln_report::cells::{human_seconds, row_label};
+use kiln_report::export::{FORMATS, Inputs};
 use kiln_report::html::HtmlParts;
 use kiln_results::Record;
 
@@ -100,27 +101,25 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
         "{}",
         kiln_report::render::markdown(&loaded.records, baseline)
     );
-    if let Some(path) = &outputs.csv {
-        write(path, &kiln_report::render::csv(&loaded.records))?;
-    }
-    if let Some(path) = &outputs.json {
-        write(path, &kiln_report::render::json(&loaded.records))?;
-    }
-    if let Some(path) = &outputs.latex {
-        write(path, &kiln_report::latex::latex(&loaded.records, baseline))?;
-    }
-    if let Some(target) = &outputs.html {
-        let dir = target.parent().unwrap_or(Path::new("."));
-        let mut logs = Vec::new();
-        for run in paths.iter().filter(|p| p.is_dir()) {
-            logs.extend(log_links(run, &loaded.records, dir));
+    for (format, target) in &outputs.files {
+        let mut parts = HtmlParts::default();
+        if format.shows_charts {
+            let dir = target.parent().unwrap_or(Path::new("."));
+            for run in paths.iter().filter(|p| p.is_dir()) {
+                parts.logs.extend(log_links(run, &loaded.records, dir));
+            }
+            parts.title = match paths {
+                [one] => one.display().to_string(),
+                _ => format!("{} runs", paths.len()),
+            };
+            parts.charts = all_charts(&chart_sets(&loaded.records, baseline)?);
         }
-        let title = match paths {
-            [one] => one.display().to_string(),
-            _ => format!("{} runs", paths.len()),
+        let inputs = Inputs {
+            records: &loaded.records,
+            baseline,
+            parts,
         };
-        let sets = chart_sets(&loaded.records, baseline)?;
-        write(target, &page(&loaded.records, baseline, title, logs, &sets))?;
+        write(target, &(format.render)(&inputs))?;
     }
     if let Some(target) = &outputs.svg {
         let charts = chart::charts(&loaded.records, baseline)?;
@@ -157,23 +156,11 @@ fn chart_sets(records: &[Record], baseline: Option<&str>) -> Result<[ChartSet; 3
     ])
 }
 
-/// The HTML page of `records`, with `sets` (from [`chart_sets`]) inline.
-fn page(
-    records: &[Record],
-    baseline: Option<&str>,
-    title: String,
-    logs: Vec<(String, String)>,
-    sets: &[ChartSet],
-) -> String {
-    let parts = HtmlParts {
-        title,
-        charts: sets
-            .iter()
-            .flat_map(|(_, _, charts)| charts.iter().cloned())
-            .collect(),
-        logs,
-    };
-    kiln_report::html::html(records, baseline, &parts)
+/// Every chart of `sets` (from [`chart_sets`]), as the HTML page shows them inline.
+fn all_charts(sets: &[ChartSet]) -> Vec<(String, String)> {
+    sets.iter()
+        .flat_map(|(_, _, charts)| charts.iter().cloned())
+        .collect()
 }
 
 /// Links from the page in `page_dir` to the logs of `run`'s cells that have one: relative when
@@ -216,19 +203,26 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
     let report = out.join("report.md");
     std::fs::write(&report, &markdown)
         .with_context(|| format!("cannot write {}", report.display()))?;
-    let title = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let html = out.join("report.html");
-    std::fs::write(
-        &html,
-        page(records, None, title, log_links(out, records, out), &sets),
-    )
-    .with_context(|| format!("cannot write {}", html.display()))?;
-    std::fs::write(out.join("results.csv"), kiln_report::render::csv(records))
-        .with_context(|| format!("cannot write results.csv in {}", out.display()))?;
-    Ok((markdown, report, html))
+    // Every format that names a file of its own in a run directory (report.html, results.csv).
+    let inputs = Inputs {
+        records,
+        baseline: None,
+        parts: HtmlParts {
+            title: out
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            charts: all_charts(&sets),
+            logs: log_links(out, records, out),
+        },
+    };
+    for format in FORMATS {
+        if let Some(name) = format.run_file {
+            std::fs::write(out.join(name), (format.render)(&inputs))
+                .with_context(|| format!("cannot write {name} in {}", out.display()))?;
+        }
+    }
+    Ok((markdown, report, out.join("report.html")))
 }
 
 /// The end of a run on the terminal: per model a compact table that fits 100 columns (the
@@ -471,8 +465,12 @@ mod tests {
             .records;
         let tmp = tempfile::tempdir().unwrap();
         let page_path = tmp.path().join("report.html");
-        let sets = chart_sets(&records, None).unwrap();
-        let text = page(&records, None, "test".into(), Vec::new(), &sets);
+        let parts = HtmlParts {
+            title: "test".into(),
+            charts: all_charts(&chart_sets(&records, None).unwrap()),
+            logs: Vec::new(),
+        };
+        let text = kiln_report::html::html(&records, None, &parts);
         std::fs::write(&page_path, &text).unwrap();
         // Open it sorted by the epoch-time column, fastest first.
         let table = &kiln_report::table::model_tables(&records, None)[0];
