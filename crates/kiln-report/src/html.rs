@@ -1,8 +1,9 @@
 //! `report.html`: one self-contained page per run (no network at view time): the tables of
 //! [`crate::table`] with sortable columns, the charts inline, each cell's log linked, the
-//! machines' fingerprints and how every number was obtained.
+//! machines' fingerprints and how every number was obtained. Written with maud's `html!`
+//! templates, which escape every value they are given.
 
-use std::fmt::Write as _;
+use maud::{DOCTYPE, Markup, PreEscaped, html as page};
 
 use crate::cells::human_bytes;
 use crate::table::{Column, machine_lines, machines, model_tables};
@@ -17,22 +18,6 @@ pub struct HtmlParts {
     pub charts: Vec<(String, String)>,
     /// Links to each cell's log: (`model/backend/device/precision`, href).
     pub logs: Vec<(String, String)>,
-}
-
-/// Text made safe for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = r#"
@@ -95,246 +80,197 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// What the page says about reading it.
+const ABOUT: &str = "Click a column header to sort (a link ending in #sort=N opens the page \
+     sorted by column N). A row that ran several times shows the median of its runs and a 95% \
+     interval for the median of one more run (Student's t over the runs' medians: wide from 3 \
+     runs, narrower with more --repeats), and its ratios the interval propagated from both rows; \
+     a single run says so. Times are scaled to the standard epoch; a PROJECTED time comes from \
+     the steps a cell's budget allowed (≈ and low confidence from fewer than 3 chunks).";
+
+/// How the numbers were obtained, one line each.
+const HOW: &[&str] = &[
+    "Every cell ran in its own process; the device was synced before each clock read.",
+    "The first epoch (compilation, autotune, caches) is the warm-up column and is not in the \
+     epoch time.",
+    "Test accuracy is evaluated after each epoch, outside the timed region; n is the number of \
+     test samples.",
+    "Training memory is the runner's peak resident set during training minus its resident set \
+     when model, optimizer and data were ready; the whole process's peak is beside it; GPU cells \
+     add the device allocator's peaks where the backend reports them.",
+    "GFLOP/s is the model's training FLOPs per sample times images per second, as a share of the \
+     device's peak: the best GEMM any backend measured on that device at the run's start, one \
+     denominator for every backend on it.",
+    "Each record carries the share of the CPU other processes used while it was timed; a row \
+     above 5% is flagged as measured on a busy machine.",
+    "The Obtained column says for each row whether its time was measured or projected, on which \
+     data, and how epochs were scaled.",
+];
+
 /// The whole page.
 pub fn html(all: &[Record], baseline: Option<&str>, parts: &HtmlParts) -> String {
-    let mut out = String::new();
     let title = if parts.title.is_empty() {
         "Kiln report".to_string()
     } else {
         format!("Kiln report: {}", parts.title)
     };
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        escape(&title),
-        escape(&title)
-    );
     let machine_count = machines(all).len();
-    let _ = writeln!(
-        out,
-        "<p class=\"sub\">{} records from {} machine{}. Click a column header to sort (a link \
-         ending in <code>#sort=N</code> opens the page sorted by column N). A row that ran \
-         several times shows the median of its runs and a 95% interval for the median of one \
-         more run (Student's t over the runs' medians: wide from 3 runs, narrower with more \
-         --repeats), and its ratios the interval propagated from both rows; a single run says \
-         so. \
-         Times are scaled to the standard epoch; a PROJECTED time comes from the steps a \
-         cell's budget allowed (≈ and low confidence from fewer than 3 chunks).</p>",
-        all.len(),
-        machine_count,
-        if machine_count == 1 { "" } else { "s" }
-    );
-    overhead_section(&mut out, all);
-    for section in [
-        crate::sections::learner_section(all),
-        crate::sections::scaling_section(all),
-    ] {
-        derived_section(&mut out, &section);
-    }
     let curves = crate::batch::batch_curves(all);
-    for t in model_tables(all, baseline) {
-        let _ = writeln!(out, "<h2>{}</h2>", escape(&t.model));
-        let _ = writeln!(
-            out,
-            "<div class=\"scroll\"><table class=\"sortable\">\n<thead><tr>"
-        );
-        for (_, title) in &t.columns {
-            let _ = write!(out, "<th>{}</th>", escape(title));
-        }
-        let _ = writeln!(out, "<th>Log</th></tr></thead>\n<tbody>");
-        let epoch = t.index(Column::EpochTime);
-        let wide = t.index(Column::Obtained);
-        for row in &t.rows {
-            let _ = write!(
-                out,
-                "<tr class=\"{}\">",
-                row.status.as_str().replace(' ', "-")
-            );
-            for (i, c) in row.cells.iter().enumerate() {
-                match (&row.reason, Some(i) == epoch) {
-                    (Some(reason), true) => {
-                        let _ = write!(
-                            out,
-                            "<td><span class=\"status\">{}</span> {}</td>",
-                            row.status.as_str(),
-                            escape(reason)
-                        );
-                    }
-                    _ => match c.sort {
-                        Some(v) if v.is_finite() => {
-                            let _ = write!(
-                                out,
-                                "<td class=\"num\" data-sort=\"{v}\">{}</td>",
-                                escape(&c.text)
-                            );
-                        }
-                        _ if Some(i) == wide => {
-                            let _ = write!(out, "<td class=\"wide\">{}</td>", escape(&c.text));
-                        }
-                        _ => {
-                            let _ = write!(out, "<td>{}</td>", escape(&c.text));
-                        }
-                    },
+    let markup = page! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { (title) }
+                p.sub {
+                    (all.len()) " records from " (machine_count) " machine"
+                    @if machine_count != 1 { "s" } ". " (ABOUT)
                 }
+                (overhead_section(all))
+                (derived_section(&crate::sections::learner_section(all)))
+                (derived_section(&crate::sections::scaling_section(all)))
+                @for t in model_tables(all, baseline) {
+                    (model_section(&t, parts, curves.iter().find(|(m, _)| *m == t.model)))
+                }
+                (fingerprint_section(all))
+                h2 { "How the numbers were obtained" }
+                ul.notes { @for line in HOW { li { (line) } } }
+                script { (PreEscaped(SCRIPT)) }
             }
-            let log = parts
-                .logs
-                .iter()
-                .find(|(cell, _)| *cell == row.cell)
-                .map(|(_, href)| format!("<a href=\"{}\">stderr</a>", escape(href)))
-                .unwrap_or_else(|| "–".into());
-            let _ = writeln!(out, "<td>{log}</td></tr>");
         }
-        let _ = writeln!(out, "</tbody>\n</table></div>");
-        if !t.notes.is_empty() {
-            let _ = writeln!(out, "<ul class=\"notes\">");
-            for n in &t.notes {
-                let _ = writeln!(out, "<li>{}</li>", escape(n));
-            }
-            let _ = writeln!(out, "</ul>");
-        }
-        if let Some((_, c)) = curves.iter().find(|(m, _)| *m == t.model) {
-            batch_section(&mut out, c);
-        }
-        for (_, svg) in parts.charts.iter().filter(|(m, _)| *m == t.model) {
-            // The chart is our own SVG (plotters), inlined so the page needs no other file.
-            let svg = svg.trim_start_matches(|c| c != '<');
-            let svg = match svg.find("<svg") {
-                Some(i) => &svg[i..],
-                None => svg,
-            };
-            let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+    };
+    markup.into_string()
+}
+
+/// One model's table, its notes, its batch sizes and its charts.
+fn model_section(
+    t: &crate::table::ModelTable,
+    parts: &HtmlParts,
+    curves: Option<&(String, Vec<crate::batch::BatchCurve>)>,
+) -> Markup {
+    let epoch = t.index(Column::EpochTime);
+    let wide = t.index(Column::Obtained);
+    page! {
+        h2 { (t.model) }
+        div.scroll { table.sortable {
+            thead { tr { @for (_, title) in &t.columns { th { (title) } } th { "Log" } } }
+            tbody { @for row in &t.rows {
+                tr class=(row.status.as_str().replace(' ', "-")) {
+                    @for (i, c) in row.cells.iter().enumerate() {
+                        @if let (Some(reason), true) = (&row.reason, Some(i) == epoch) {
+                            td { span.status { (row.status.as_str()) } " " (reason) }
+                        } @else if let Some(v) = c.sort.filter(|v| v.is_finite()) {
+                            td.num data-sort=(v) { (c.text) }
+                        } @else if Some(i) == wide {
+                            td.wide { (c.text) }
+                        } @else {
+                            td { (c.text) }
+                        }
+                    }
+                    td { @match parts.logs.iter().find(|(cell, _)| *cell == row.cell) {
+                        Some((_, href)) => a href=(href) { "stderr" },
+                        None => "–",
+                    } }
+                }
+            } }
+        } }
+        @if !t.notes.is_empty() { ul.notes { @for n in &t.notes { li { (n) } } } }
+        @if let Some((_, c)) = curves { (batch_section(c)) }
+        @for (_, svg) in parts.charts.iter().filter(|(m, _)| *m == t.model) {
+            // Our own SVG (plotters), inlined so the page needs no other file.
+            div.chart { (PreEscaped(inline_svg(svg))) }
         }
     }
-    fingerprint_section(&mut out, all);
-    let _ = writeln!(
-        out,
-        "<h2>How the numbers were obtained</h2>\n<ul class=\"notes\">\n\
-         <li>Every cell ran in its own process; the device was synced before each clock read.</li>\n\
-         <li>The first epoch (compilation, autotune, caches) is the warm-up column and is not in the epoch time.</li>\n\
-         <li>Test accuracy is evaluated after each epoch, outside the timed region; n is the number of test samples.</li>\n\
-         <li>Training memory is the runner's peak resident set during training minus its resident set when model, optimizer and data were ready; the whole process's peak is beside it; GPU cells add the device allocator's peaks where the backend reports them.</li>\n\
-         <li>GFLOP/s is the model's training FLOPs per sample times images per second, as a share of the device's peak: the best GEMM any backend measured on that device at the run's start, one denominator for every backend on it.</li>\n\
-         <li>Each record carries the share of the CPU other processes used while it was timed; a row above 5% is flagged as measured on a busy machine.</li>\n\
-         <li>The Obtained column says for each row whether its time was measured or projected, on which data, and how epochs were scaled.</li>\n\
-         </ul>"
-    );
-    let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
-    out
+}
+
+/// An SVG file's text from its `<svg` element on (no XML declaration inside the page).
+fn inline_svg(svg: &str) -> &str {
+    svg.find("<svg").map_or(svg, |i| &svg[i..])
 }
 
 /// One model's images/s by batch size, the fastest batch and the largest that fit.
-fn batch_section(out: &mut String, curves: &[crate::batch::BatchCurve]) {
+fn batch_section(curves: &[crate::batch::BatchCurve]) -> Markup {
     let sizes = crate::batch::sizes(curves);
-    let _ = write!(
-        out,
-        "<h3>Images/s by batch size</h3>\n<div class=\"scroll\"><table class=\"sortable\">\n\
-         <thead><tr><th>Backend / device / precision</th>"
-    );
-    for b in &sizes {
-        let _ = write!(out, "<th>batch {b}</th>");
+    page! {
+        h3 { "Images/s by batch size" }
+        div.scroll { table.sortable {
+            thead { tr {
+                th { "Backend / device / precision" }
+                @for b in &sizes { th { "batch " (b) } }
+                th { "Fastest batch" } th { "Largest batch that fit" }
+            } }
+            tbody { @for c in curves { tr {
+                td { (c.label) }
+                @for b in &sizes {
+                    @match c.points.iter().find(|p| p.batch == *b) {
+                        Some(p) => @match p.images_per_second {
+                            Some(i) => td.num data-sort=(i) { (format!("{i:.0}")) },
+                            None => td { (p.status.as_str()) },
+                        },
+                        None => td { "–" },
+                    }
+                }
+                td { (c.fastest_text()) } td { (c.fit_text()) }
+            } } }
+        } }
     }
-    let _ = writeln!(
-        out,
-        "<th>Fastest batch</th><th>Largest batch that fit</th></tr></thead>\n<tbody>"
-    );
-    for c in curves {
-        let _ = write!(out, "<tr><td>{}</td>", escape(&c.label));
-        for b in &sizes {
-            match c.points.iter().find(|p| p.batch == *b) {
-                Some(p) => match p.images_per_second {
-                    Some(i) => {
-                        let _ = write!(out, "<td class=\"num\" data-sort=\"{i}\">{i:.0}</td>");
-                    }
-                    None => {
-                        let _ = write!(out, "<td>{}</td>", escape(p.status.as_str()));
-                    }
-                },
-                None => out.push_str("<td>–</td>"),
+}
+
+fn derived_section(s: &crate::sections::Section) -> Markup {
+    page! {
+        @if !s.rows.is_empty() {
+            h2 { (s.title) }
+            p { (s.about) }
+            table.sortable {
+                thead { tr { @for h in s.header.iter() { th { (h) } } } }
+                tbody { @for row in &s.rows { tr { @for c in row { td { (c) } } } } }
             }
         }
-        let _ = writeln!(
-            out,
-            "<td>{}</td><td>{}</td></tr>",
-            c.fastest_text(),
-            escape(&c.fit_text())
-        );
     }
-    let _ = writeln!(out, "</tbody>\n</table></div>");
 }
 
-fn derived_section(out: &mut String, s: &crate::sections::Section) {
-    if s.rows.is_empty() {
-        return;
-    }
-    let header: String = s
-        .header
+fn overhead_section(all: &[Record]) -> Markup {
+    let rows: Vec<(&Record, &kiln_results::LoopOverhead)> = all
         .iter()
-        .map(|h| format!("<th>{}</th>", escape(h)))
+        .filter_map(|r| r.loop_overhead.as_ref().map(|o| (r, o)))
         .collect();
-    let _ = writeln!(
-        out,
-        "<h2>{}</h2>\n<p>{}</p>\n<table class=\"sortable\"><thead><tr>{header}</tr></thead><tbody>",
-        escape(s.title),
-        escape(s.about)
-    );
-    for row in &s.rows {
-        let cells: String = row
-            .iter()
-            .map(|c| format!("<td>{}</td>", escape(c)))
-            .collect();
-        let _ = writeln!(out, "<tr>{cells}</tr>");
-    }
-    let _ = writeln!(out, "</tbody></table>");
-}
-
-fn overhead_section(out: &mut String, all: &[Record]) {
-    let overheads: Vec<&Record> = all.iter().filter(|r| r.loop_overhead.is_some()).collect();
-    if overheads.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "<h2>Kiln loop overhead</h2>\n<table class=\"sortable\"><thead><tr><th>Model</th>\
-         <th>Backend / device</th><th>Precision</th><th>Kiln loop (ms/step)</th>\
-         <th>Bare loop (ms/step)</th><th>Overhead</th></tr></thead><tbody>"
-    );
-    for r in overheads {
-        if let Some(o) = &r.loop_overhead {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{} / {}</td><td>{}</td>\
-                 <td class=\"num\" data-sort=\"{}\">{:.1}</td>\
-                 <td class=\"num\" data-sort=\"{}\">{:.1}</td>\
-                 <td class=\"num\" data-sort=\"{}\">{:+.2}%</td></tr>",
-                escape(&r.model),
-                escape(&r.backend),
-                escape(&r.device),
-                escape(&r.precision),
-                o.kiln_step_seconds.median,
-                o.kiln_step_seconds.median * 1e3,
-                o.bare_step_seconds.median,
-                o.bare_step_seconds.median * 1e3,
-                o.overhead_percent,
-                o.overhead_percent
-            );
+    page! {
+        @if !rows.is_empty() {
+            h2 { "Kiln loop overhead" }
+            table.sortable {
+                thead { tr {
+                    th { "Model" } th { "Backend / device" } th { "Precision" }
+                    th { "Kiln loop (ms/step)" } th { "Bare loop (ms/step)" } th { "Overhead" }
+                } }
+                tbody { @for (r, o) in &rows { tr {
+                    td { (r.model) } td { (r.backend) " / " (r.device) } td { (r.precision) }
+                    td.num data-sort=(o.kiln_step_seconds.median) {
+                        (format!("{:.1}", o.kiln_step_seconds.median * 1e3))
+                    }
+                    td.num data-sort=(o.bare_step_seconds.median) {
+                        (format!("{:.1}", o.bare_step_seconds.median * 1e3))
+                    }
+                    td.num data-sort=(o.overhead_percent) {
+                        (format!("{:+.2}%", o.overhead_percent))
+                    }
+                } } }
+            }
         }
     }
-    let _ = writeln!(out, "</tbody></table>");
 }
 
-fn fingerprint_section(out: &mut String, all: &[Record]) {
-    let lines = machine_lines(all);
-    if lines.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "<h2>Machines</h2>");
-    for line in &lines {
-        let _ = writeln!(out, "<p>{}</p>", escape(line));
-    }
+/// A machine's label, the backend whose runner reported it, and its (name, value) lines.
+type Fingerprinted = (String, String, Vec<(&'static str, String)>);
+
+/// Each machine's fingerprint, once per machine, Burn and backend.
+fn fingerprints(all: &[Record]) -> Vec<Fingerprinted> {
     let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::new();
     for r in all.iter().filter(|r| !r.fingerprint.cpu_model.is_empty()) {
         let fp = &r.fingerprint;
         let key = format!(
@@ -347,17 +283,11 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
             continue;
         }
         seen.push(key);
-        let _ = writeln!(
-            out,
-            "<details><summary>{} — {} runner</summary><dl class=\"fp\">",
-            escape(&kiln_results::fingerprint::machine_label(fp)),
-            escape(&r.backend)
-        );
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
         let cpu = fp.cpu.clone().unwrap_or_default();
         let num = |n: Option<u32>| n.map_or("–".into(), |n| n.to_string());
         let bytes = |b: Option<u64>| b.map_or("–".into(), crate::cells::human_bytes_short);
-        for (k, v) in [
+        let lines = vec![
             ("host", fp.hostname.clone()),
             ("CPU", fp.cpu_model.clone()),
             ("vendor", opt(&cpu.vendor)),
@@ -418,21 +348,39 @@ fn fingerprint_section(out: &mut String, all: &[Record]) {
             ("rustc", opt(&fp.rustc_version)),
             ("Burn", fp.burn_version.clone()),
             ("Kiln", format!("{} ({})", fp.kiln_version, fp.kiln_commit)),
-        ] {
-            let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
-        }
-        let _ = writeln!(out, "</dl></details>");
+        ];
+        out.push((
+            kiln_results::fingerprint::machine_label(fp),
+            r.backend.clone(),
+            lines,
+        ));
     }
+    out
+}
+
+fn fingerprint_section(all: &[Record]) -> Markup {
+    let lines = machine_lines(all);
     let failed = all
         .iter()
         .filter(|r| matches!(r.status, Status::Failed | Status::Diverged))
         .count();
-    if failed > 0 {
-        let _ = writeln!(
-            out,
-            "<p>{failed} cell{} failed or diverged: see the rows marked in red and their logs.</p>",
-            if failed == 1 { "" } else { "s" }
-        );
+    page! {
+        @if !lines.is_empty() {
+            h2 { "Machines" }
+            @for line in &lines { p { (line) } }
+            @for (label, backend, lines) in fingerprints(all) {
+                details {
+                    summary { (label) " — " (backend) " runner" }
+                    dl.fp { @for (k, v) in &lines { dt { (k) } dd { (v) } } }
+                }
+            }
+            @if failed > 0 {
+                p {
+                    (failed) " cell" @if failed != 1 { "s" }
+                    " failed or diverged: see the rows marked in red and their logs."
+                }
+            }
+        }
     }
 }
 
