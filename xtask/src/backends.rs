@@ -53,7 +53,7 @@ impl Driver {
         if std::env::var(&var).as_deref() == Ok("1") {
             return Ok(());
         }
-        match kiln_results::fingerprint::driver_missing(
+        match kiln_machine::driver_missing(
             &self.feature,
             &self.library,
             &self.install,

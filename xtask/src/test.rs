@@ -15,7 +15,13 @@ use crate::torch;
 use crate::workspace::workspace_root;
 
 /// The crates that link no Burn backend: tested together, in the debug profile.
-const TOOLS: &[&str] = &["xtask", "kiln-results", "kiln-report", "kiln-data"];
+const TOOLS: &[&str] = &[
+    "xtask",
+    "kiln-results",
+    "kiln-machine",
+    "kiln-report",
+    "kiln-data",
+];
 
 /// One `cargo test` invocation: what it tests and its arguments before `--`.
 #[derive(Debug, PartialEq)]

@@ -28,7 +28,7 @@ pub fn revision() -> (Option<String>, Option<bool>) {
             };
             (Some(commit), dirty)
         }
-        _ => kiln_results::fingerprint::git_state(&workspace_root()),
+        _ => kiln_machine::git_state(&workspace_root()),
     }
 }
 
@@ -65,7 +65,7 @@ pub fn fingerprint_here(
     commit: &Option<String>,
     dirty: Option<bool>,
 ) -> kiln_results::Fingerprint {
-    let mut fingerprint = kiln_results::fingerprint::collect(threads, burn_version);
+    let mut fingerprint = kiln_machine::collect(threads, burn_version);
     if burn_version.is_empty() {
         fingerprint.rustc_version = None;
     }

@@ -8,7 +8,7 @@ use burn::prelude::*;
 use burn::tensor::FloatDType;
 use kiln_results::{DeviceKind, DeviceReport, FloatKind, Precision, Status, Vocabulary};
 
-use crate::{CoreError, fingerprint};
+use crate::CoreError;
 
 /// What a thin backend crate tells the runner about its backend.
 pub trait Binding {
@@ -49,7 +49,7 @@ impl Selected {
         Selected {
             device,
             spec: "cpu".into(),
-            name: fingerprint::cpu_model(),
+            name: kiln_machine::cpu_model(),
             kind: DeviceKind::Cpu,
             runtime: None,
             remote: None,
@@ -84,13 +84,13 @@ pub fn supported_precisions(device: &Device) -> Vec<String> {
 pub fn cpu_device_report(device: &Device) -> DeviceReport {
     DeviceReport {
         spec: "cpu".into(),
-        name: fingerprint::cpu_model(),
+        name: kiln_machine::cpu_model(),
         kind: DeviceKind::Cpu,
         available: true,
         reason: None,
         precisions: supported_precisions(device),
         default: true,
-        memory_bytes: fingerprint::memory_bytes(),
+        memory_bytes: kiln_machine::memory_bytes(),
         runtime: None,
     }
 }

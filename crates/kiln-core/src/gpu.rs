@@ -47,7 +47,7 @@ impl DriverGpu {
                 self.name
             ));
         }
-        kiln_results::fingerprint::driver_missing(self.name, self.driver, self.install, "")
+        kiln_machine::driver_missing(self.name, self.driver, self.install, "")
     }
 
     /// The device index a spec names: `default` is device 0.

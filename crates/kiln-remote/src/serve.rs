@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use burn::server::{RemoteServer, TokenAuthorizer, WebSocketTransport};
 use clap::Parser;
 use kiln_core::Binding;
-use kiln_results::{DeviceReport, fingerprint};
+use kiln_results::DeviceReport;
 
 use crate::link;
 
@@ -121,7 +121,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         backend: binding.name().into(),
         backend_version: binding.version().into(),
         devices: reports.clone(),
-        fingerprint: fingerprint::collect(binding.threads(), kiln_core::BURN_VERSION),
+        fingerprint: kiln_machine::collect(binding.threads(), kiln_core::BURN_VERSION),
     };
     let link_token = token.clone();
     std::thread::spawn(move || link::serve(link_listener, info, link_token));

@@ -157,7 +157,7 @@ pub(super) fn run_cell(
     let mut child = Supervised::spawn(&mut cmd, Stderr::File(stderr))
         .with_context(|| format!("cannot start {}", runner.display()))?;
     let pid = child.pid();
-    let load_average_start = kiln_results::fingerprint::load_average();
+    let load_average_start = kiln_machine::load_average();
     // Samples of the machine at the edges of the windows a cell's noise can be measured over:
     // spawn, start of training, end of the warm-up epoch, the last epoch, the final record.
     let spawned = noise::sample(Some(pid));

@@ -282,7 +282,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
                 .find(|(n, _, _)| n == "burn")
                 .map(|(_, v, _)| v.clone())
                 .unwrap_or_default();
-            let (revision, dirty) = kiln_results::fingerprint::git_state(&dir);
+            let (revision, dirty) = kiln_machine::git_state(&dir);
             let name = dir
                 .file_name()
                 .map_or("burn".into(), |n| n.to_string_lossy().into_owned());

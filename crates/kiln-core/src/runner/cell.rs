@@ -16,7 +16,7 @@ use crate::device::{Binding, dtype, open_device, supported_precisions};
 use crate::learner;
 use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Protocol};
-use crate::{BURN_VERSION, CoreError, calibrate, fingerprint, kiln_loop, memory};
+use crate::{BURN_VERSION, CoreError, calibrate, kiln_loop, memory};
 
 /// Everything about a cell that is known before it trains, and what it learns as it goes.
 pub(super) struct Cell<'a> {
@@ -82,7 +82,7 @@ impl Cell<'_> {
     ) -> Record {
         self.observed(status, reason, measurements).into_record(
             self.request,
-            fingerprint::collect(self.threads, BURN_VERSION),
+            kiln_machine::collect(self.threads, BURN_VERSION),
         )
     }
 }
@@ -268,7 +268,7 @@ pub(super) fn run_cell(
                 global_batch_size: protocol.batch_size * devices.len(),
             });
         }
-        return Ok(observed.into_record(request, fingerprint::collect(cell.threads, BURN_VERSION)));
+        return Ok(observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION)));
     }
     let data = DeviceData::upload(&dataset, &device, protocol.settings.eval_limit);
     sink(&protocol::start_event(
@@ -301,7 +301,8 @@ pub(super) fn run_cell(
             None,
         );
         observed.loop_overhead = Some(overhead);
-        let mut r = observed.into_record(request, fingerprint::collect(cell.threads, BURN_VERSION));
+        let mut r =
+            observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION));
         r.train_samples = data.train_len;
         r
     } else {
