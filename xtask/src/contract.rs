@@ -152,3 +152,44 @@ fn python_accepts_what_rust_reads_and_refuses_a_misspelt_or_mistyped_field() {
             .contains("batch_size")
     );
 }
+
+#[test]
+fn every_committed_request_and_record_passes_the_python_validator() {
+    // What Rust and Python runners really wrote: the explain and verify records, and the
+    // requests kept beside them, in every committed run directory.
+    let script = r#"
+import glob, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import contract
+os.chdir(sys.argv[2])
+seen, bad = 0, []
+def check(value, message, where):
+    global seen
+    seen += 1
+    errors = contract.errors(value, message)
+    if errors:
+        bad.append("%s: %s" % (where, errors[0]))
+for name, message in (("explain.jsonl", "explain_record"), ("verify.jsonl", "verify_record")):
+    for path in glob.glob("docs/results/**/" + name, recursive=True):
+        for i, line in enumerate(open(path)):
+            if line.strip():
+                check(json.loads(line), message, "%s:%d" % (path, i + 1))
+for path in glob.glob("docs/results/**/*.request.json", recursive=True):
+    value = json.load(open(path))
+    message = ("explain_request" if "kiln_explain" in value else
+               "verify_request" if "kiln_verify" in value else "cell_request")
+    check(value, message, path)
+print(json.dumps({"seen": seen, "bad": bad}))
+"#;
+    let root = workspace_root();
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(root.join("bench/pytorch/kiln_torch"))
+        .arg(&root)
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{out:?}");
+    let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(verdict["seen"].as_u64().unwrap() >= 20, "{verdict}");
+    assert_eq!(verdict["bad"], json!([]), "{verdict}");
+}

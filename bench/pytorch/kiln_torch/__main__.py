@@ -151,10 +151,12 @@ def main():
     if cli.probe:
         emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
         return 0
-    for flag, answer in ((cli.explain, explain), (cli.verify, verify)):
+    for flag, answer, message in ((cli.explain, explain, "explain_record"),
+                                  (cli.verify, verify, "verify_record")):
         if flag:
-            record = answer(flag)
-            emit(finite_or_null(record))
+            record = finite_or_null(answer(flag))
+            contract.check(record, message, "the record this runner made")
+            emit(record)
             return 1 if record["status"] == "failed" else 0
     if not cli.cell:
         p.error("--cell FILE is required (cargo xtask bench --backend pytorch writes it)")

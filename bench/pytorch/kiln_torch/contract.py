@@ -1,5 +1,6 @@
 """The runner boundary's JSON Schema (contract.schema.json, generated from kiln-results' types:
-`cell_request` and `observed`) and a validator of the part of JSON Schema that schemars writes
+`cell_request`, `observed`, `explain_request`, `explain_record`, `verify_request`,
+`verify_record`) and a validator of the part of JSON Schema that schemars writes
 (type, enum, const, properties, required, additionalProperties, items, $ref, anyOf, oneOf,
 allOf, minimum, maximum). Plain Python on purpose: the reference runner must run in any
 environment that has torch (KILN_TORCH_PYTHON, the GPU kit's offline machine), with nothing else
@@ -88,7 +89,7 @@ def _walk(value, schema, root, path, out):
 
 
 def errors(value, message):
-    """What is wrong with `value` as the contract's `message` (`cell_request` or `observed`):
+    """What is wrong with `value` as the contract's `message` (`cell_request`, `observed`, ...):
     one line per error, naming where (`$.measurements.epochs[0].mean_loss`); empty when valid."""
     schema = _schema()[message]
     out = []

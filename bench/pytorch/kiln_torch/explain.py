@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from common import fail, note, read_request
+import contract
 from models import MODELS
 from machine import open_device, sync
 from cell import Cell
@@ -122,6 +123,7 @@ def explain_site(site, index, timer, dtype, device, classes):
 def explain(path):
     wall0 = time.perf_counter()
     req = read_request(path, "explain request", "kiln_explain", EXPLAIN_VERSION)
+    contract.check(req, "explain_request", path)
     spec = "cpu" if req["device"] == "default" else req["device"]
     record = {"kiln_explain": EXPLAIN_VERSION, "model": req["model"], "backend": "pytorch",
               "backend_version": "torch " + torch.__version__, "device": spec, "device_name": spec,

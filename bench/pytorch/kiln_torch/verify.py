@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from common import fail, read_request
+import contract
 from models import MODELS
 from machine import open_device
 from cell import Cell, load_data
@@ -65,6 +66,7 @@ def burn_weights(model):
 def verify(path):
     wall0 = time.perf_counter()
     req = read_request(path, "verify request", "kiln_verify", VERIFY_VERSION)
+    contract.check(req, "verify_request", path)
     spec = "cpu" if req["device"] == "default" else req["device"]
     record = {"kiln_verify": VERIFY_VERSION, "model": req["model"], "backend": "pytorch",
               "backend_version": "torch " + torch.__version__, "device": spec, "device_name": spec,

@@ -12,6 +12,8 @@ pub const EXPLAIN_VERSION: u32 = 1;
 
 /// What `cargo xtask explain` asks a runner to time (one backend, device and precision).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ExplainRequest {
     pub kiln_explain: u32,
     pub model: ModelKind,
@@ -91,6 +93,8 @@ impl ExplainRequest {
 
 /// A timed thing: median of the timed runs, their range, how many ran.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Timing {
     pub median_seconds: f64,
     pub min_seconds: f64,
@@ -114,6 +118,8 @@ impl Timing {
 
 /// One op of one site in one phase, timed.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct OpTiming {
     /// Index of the site in the request's (and record's) `sites`.
     pub site: usize,
@@ -123,6 +129,8 @@ pub struct OpTiming {
 
 /// What a runner measured for one explain request; xtask adds the fingerprint.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ExplainRecord {
     pub kiln_explain: u32,
     pub model: ModelKind,

@@ -10,6 +10,7 @@ use crate::ModelKind;
 
 /// One kind of layer, with what fixes its cost.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum LayerOp {
     Conv2d {
@@ -208,6 +209,7 @@ impl LayerOp {
 
 /// A part of one layer's work in a training step.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Forward,
@@ -243,6 +245,7 @@ impl fmt::Display for Phase {
 /// One layer at the shape one step runs it, with every layer of the model that is the same op
 /// at the same shape (they are timed once and counted as many times as they run).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Site {
     pub op: LayerOp,
     /// The input's shape (`[batch, channels, height, width]`, `[batch, features]`; empty for

@@ -258,6 +258,7 @@ impl TimeToAccuracy {
 
 /// The Burn a runner was built against, when a run names one (`--burn SPEC`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BurnBuild {
     /// As given: `0.22.1`, `path:../burn`.
     pub spec: String,

@@ -13,6 +13,7 @@ pub const VERIFY_VERSION: u32 = 1;
 
 /// A fault a test injects to see verify fail (never set by `cargo xtask verify` itself).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     /// The first parameter's gradient (the first convolution's weights) comes back with its
@@ -22,6 +23,7 @@ pub enum Fault {
 
 /// One backend/device/precision's part of a verify run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     /// [`VERIFY_VERSION`].
@@ -109,6 +111,8 @@ impl VerifyRequest {
 
 /// What one runner did with a verify request.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct VerifyRecord {
     pub kiln_verify: u32,
     pub model: ModelKind,
@@ -307,6 +311,7 @@ impl Weights {
 /// How a row compares with the reference. Only [`Verdict::Deviates`] says that a backend
 /// computes another training than the reference: `cargo xtask verify` exits 1 for it alone.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Within the precision's pass limits of the reference.
