@@ -91,15 +91,60 @@ impl ExplainRequest {
     }
 }
 
-/// A timed thing: median of the timed runs, their range, how many ran.
+/// A timed thing: median of the timed runs, their range, how many ran. Read as written, or
+/// from the runs' seconds alone (`{"samples_seconds": [...]}`, what the PyTorch reference
+/// writes), summarized here with Kiln's one median.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "TimingWire")]
 pub struct Timing {
     pub median_seconds: f64,
     pub min_seconds: f64,
     pub max_seconds: f64,
     pub runs: usize,
+}
+
+/// A timing as written: summarized, or the runs' seconds.
+#[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+enum TimingWire {
+    Summary(TimingSummary),
+    Samples(TimingSamples),
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+struct TimingSummary {
+    median_seconds: f64,
+    min_seconds: f64,
+    max_seconds: f64,
+    runs: usize,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+struct TimingSamples {
+    samples_seconds: Vec<f64>,
+}
+
+impl TryFrom<TimingWire> for Timing {
+    type Error = String;
+
+    fn try_from(wire: TimingWire) -> Result<Timing, String> {
+        match wire {
+            TimingWire::Summary(t) => Ok(Timing {
+                median_seconds: t.median_seconds,
+                min_seconds: t.min_seconds,
+                max_seconds: t.max_seconds,
+                runs: t.runs,
+            }),
+            TimingWire::Samples(t) => Timing::of(&t.samples_seconds)
+                .ok_or_else(|| "a timing with no finite sample".to_string()),
+        }
+    }
 }
 
 impl Timing {
@@ -280,4 +325,23 @@ pub fn read_records(path: &Path) -> Result<Vec<ExplainRecord>, String> {
                 .map_err(|e| format!("{}:{}: not an explain record ({e})", path.display(), i + 1))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timing_reads_from_its_runs_with_the_one_median() {
+        let t: Timing =
+            serde_json::from_str(r#"{"samples_seconds": [0.3, 0.1, 0.2, 0.4]}"#).unwrap();
+        assert_eq!(
+            (t.median_seconds, t.min_seconds, t.max_seconds, t.runs),
+            (0.25, 0.1, 0.4, 4)
+        );
+        let again: Timing = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(again, t);
+        assert!(serde_json::from_str::<Timing>(r#"{"samples_seconds": []}"#).is_err());
+        assert!(serde_json::from_str::<Timing>(r#"{"median_seconds": 1.0}"#).is_err());
+    }
 }
