@@ -323,11 +323,9 @@ pub fn metadata(root: &Path) -> Result<Metadata> {
             )
         });
     }
-    let mut cmd = cargo_metadata::MetadataCommand::new();
-    if let Some(cargo) = std::env::var_os("CARGO") {
-        cmd.cargo_path(cargo);
-    }
-    cmd.current_dir(root)
+    // cargo_metadata runs the cargo that runs xtask (`CARGO`), as `workspace::cargo` does.
+    cargo_metadata::MetadataCommand::new()
+        .current_dir(root)
         .no_deps()
         .other_options(vec!["--offline".to_string()])
         .exec()

@@ -126,7 +126,8 @@ impl Supervised {
     }
 }
 
-/// Reap `child` (polling, so a deadline can kill it), with its peak memory where `wait4` exists.
+/// Reap `child` (polling while a deadline may still kill it, blocking otherwise), with its
+/// peak memory where `wait4` exists.
 fn wait(child: &mut Child, deadline: Option<Instant>) -> Result<Ended> {
     let mut killed = false;
     #[cfg(unix)]
@@ -137,7 +138,9 @@ fn wait(child: &mut Child, deadline: Option<Instant>) -> Result<Ended> {
             let mut status = 0;
             // SAFETY: wait4 writes only into the status and the zeroed rusage we own.
             let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            let poll = !killed && deadline.is_some();
+            let flags = if poll { libc::WNOHANG } else { 0 };
+            let got = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
             if got == pid {
                 // Linux reports KiB, macOS bytes.
                 let raw = usage.ru_maxrss.max(0) as u64;

@@ -62,11 +62,6 @@ pub const FORMATS: &[Format] = &[
     },
 ];
 
-/// The format of `flag`.
-pub fn format(flag: &str) -> Option<&'static Format> {
-    FORMATS.iter().find(|f| f.flag == flag)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +74,7 @@ mod tests {
         assert_eq!(flags.len(), FORMATS.len());
         let files: Vec<&str> = FORMATS.iter().filter_map(|f| f.run_file).collect();
         assert_eq!(files, ["results.csv", "report.html"]);
+        let format = |flag: &str| FORMATS.iter().find(|f| f.flag == flag);
         assert!(format("latex").is_some_and(|f| !f.shows_charts));
         assert!(
             format("svg").is_none(),

@@ -45,11 +45,10 @@ impl Plan {
         if !tree.status.success() {
             return None;
         }
-        let mut metadata = cargo_metadata::MetadataCommand::new();
-        if let Some(cargo) = std::env::var_os("CARGO") {
-            metadata.cargo_path(cargo);
-        }
-        let metadata = metadata.current_dir(workspace_root()).exec().ok()?;
+        let metadata = cargo_metadata::MetadataCommand::new()
+            .current_dir(workspace_root())
+            .exec()
+            .ok()?;
         Some(Plan::from_tree(
             &String::from_utf8_lossy(&tree.stdout),
             &metadata,
@@ -116,7 +115,6 @@ impl Plan {
     }
 }
 
-/// The size of the `.rs` files under `dir`.
 /// A `cargo tree --charset ascii` tree as a graph: each line's package (the line, `(*)` and
 /// `(proc-macro)` aside) and its dependencies, with whether each edge is a build dependency.
 /// The tree lists a package's dependencies once (`(*)` later), so reading its edges first and

@@ -168,11 +168,12 @@ fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
             dir.display()
         );
     }
-    let mut cmd = cargo_metadata::MetadataCommand::new();
-    if let Some(cargo) = std::env::var_os("CARGO") {
-        cmd.cargo_path(cargo);
-    }
-    let meta = match cmd.manifest_path(&manifest).no_deps().exec() {
+    // cargo_metadata runs the cargo that runs xtask (`CARGO`), as `workspace::cargo` does.
+    let meta = match cargo_metadata::MetadataCommand::new()
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()
+    {
         Ok(meta) => meta,
         Err(cargo_metadata::Error::CargoMetadata { stderr }) => bail!(
             "{}: cargo cannot read it as a workspace: {}",
