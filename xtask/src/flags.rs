@@ -1,6 +1,7 @@
 //! The command line: every subcommand and flag of `cargo xtask`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use kiln_results::{
@@ -33,9 +34,10 @@ pub struct CommonArgs {
     /// images/s drawn against batch size; default: 128).
     #[arg(long, value_delimiter = ',')]
     pub batch: Option<Vec<usize>>,
-    /// Training time budget per cell: 90s, 5m, 1h or none (default: 20m, or 200s with --quick).
-    #[arg(long)]
-    pub budget: Option<String>,
+    /// Training time budget per cell: 90s, 5m, 1h, 1h30m or none (default: 20m, or 200s with
+    /// --quick).
+    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_budget)]
+    pub budget: Option<crate::time::Budget>,
     /// Seed of initialisation, shuffling and synthetic data (default 42).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -76,12 +78,13 @@ pub struct CommonArgs {
     /// Run each cell N times as independent processes, interleaved across the matrix
     /// (A B C A B C ...); rows show the median over runs and the spread between them
     /// (default: 3, or 1 with --quick).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub repeats: Option<usize>,
     /// Before each cell, wait until other processes use at most 5% of the CPU, for at most MAX
     /// (default 2m); a cell that still starts on a busy machine is flagged.
-    #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true)]
-    pub wait_quiet: Option<String>,
+    #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true,
+          value_parser = crate::time::parse_bound)]
+    pub wait_quiet: Option<Duration>,
     /// Record each cell's training time until its test accuracy first reaches A (0.8 for
     /// 80%), or "not reached" (evaluated after every epoch, outside the clock); `none` turns
     /// it off. Default: off with --quick; else each dataset's target (MNIST 0.98,

@@ -1,6 +1,7 @@
-//! UTC timestamps without a date library.
+//! Time as users write it and read it: UTC stamps for run directories, durations on the
+//! command line (humantime), short durations in progress lines.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
@@ -10,30 +11,47 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's civil_from_days).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// `YYYYMMDD-HHMMSS` in UTC, for run directory names.
 pub fn stamp(unix: u64) -> String {
-    let (y, m, d) = civil_from_days((unix / 86_400) as i64);
-    let s = unix % 86_400;
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
+    let at = UNIX_EPOCH + std::time::Duration::from_secs(unix);
+    // `YYYY-MM-DDTHH:MM:SSZ` without its separators.
+    let rfc3339 = humantime::format_rfc3339_seconds(at).to_string();
+    let digits: String = rfc3339.chars().filter(char::is_ascii_digit).collect();
+    format!("{}-{}", &digits[..8], &digits[8..])
+}
+
+/// A duration a user gives: seconds (`90`, `0.5`) or humantime's form (`90s`, `5m`, `1h30m`,
+/// `1h 30m`); `none` is no limit. Zero is refused.
+pub fn parse_duration(text: &str) -> Result<Option<Duration>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let bad = |why: String| {
+        format!("invalid duration {text:?} ({why}): use seconds (90), 90s, 5m, 1h, 1m30s or none")
+    };
+    let d = match t.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|e| bad(e.to_string()))?,
+        Err(_) => humantime::parse_duration(t).map_err(|e| bad(e.to_string()))?,
+    };
+    if d.is_zero() {
+        return Err(bad("zero".into()));
+    }
+    Ok(Some(d))
+}
+
+/// `--budget`: a time limit per cell, or none (`none`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget(pub Option<Duration>);
+
+/// `--budget`'s value parser.
+pub fn parse_budget(text: &str) -> Result<Budget, String> {
+    parse_duration(text).map(Budget)
+}
+
+/// `--wait-quiet`'s value parser: a bound is needed.
+pub fn parse_bound(text: &str) -> Result<Duration, String> {
+    parse_duration(text)?.ok_or_else(|| "give a bound (e.g. 2m), not none".to_string())
 }
 
 /// `1m05s`-style durations for progress lines.
@@ -55,5 +73,22 @@ mod tests {
         assert_eq!(super::stamp(0), "19700101-000000");
         assert_eq!(super::stamp(1_796_039_302), "20261130-114822");
         assert_eq!(super::short(65.0), "1m05s");
+    }
+
+    #[test]
+    fn durations() {
+        use super::parse_duration as p;
+        use std::time::Duration;
+        assert_eq!(p("90").unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(p("0.5").unwrap(), Some(Duration::from_millis(500)));
+        assert_eq!(p("1m30s").unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(p("1h 30m").unwrap(), Some(Duration::from_secs(5400)));
+        assert_eq!(p("2h").unwrap(), Some(Duration::from_secs(7200)));
+        assert_eq!(p("none").unwrap(), None);
+        for bad in ["", "0", "0s", "-5", "5x", "m", "5m3", "nan", "1e300"] {
+            let err = p(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+        assert!(super::parse_bound("none").is_err());
     }
 }

@@ -205,7 +205,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                 partial,
                 mean_loss,
                 test_accuracy: None,
-                rss_bytes: crate::memory::current_rss_bytes(),
+                rss_bytes: kiln_machine::process::current_rss_bytes(),
             },
             partial,
         ))
@@ -227,8 +227,8 @@ pub fn train<M: Classifier>(
     let mut run = Run::new(model, device, data, protocol);
     // Model, optimizer and data are ready: what the runtime holds now is the baseline, and the
     // peak from here on is training's (the high-water mark is reset where the OS allows it).
-    let peak_since_baseline = crate::memory::reset_peak();
-    let rss_baseline_bytes = crate::memory::current_rss_bytes();
+    let peak_since_baseline = kiln_machine::process::reset_peak();
+    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes();
     let mut epochs: Vec<EpochSummary> = Vec::new();
     let mut diverged = None;
     for epoch in 0..protocol.settings.epochs {
@@ -263,7 +263,7 @@ pub fn train<M: Classifier>(
         device_memory: run.device_memory,
         loss_scaling: run.trainer.scaler().map(LossScaler::summary),
         rss_baseline_bytes,
-        rss_peak_bytes: crate::memory::peak_rss_bytes(),
+        rss_peak_bytes: kiln_machine::process::peak_rss_bytes(),
         peak_since_baseline,
     })
 }

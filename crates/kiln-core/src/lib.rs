@@ -11,7 +11,6 @@ pub mod gpu;
 pub mod kiln_loop;
 #[cfg(feature = "learner")]
 pub mod learner;
-pub mod memory;
 pub mod models;
 pub mod protocol;
 pub mod runner;

@@ -1,10 +1,13 @@
 //! The machine Kiln runs on, measured: its hardware (CPU identity, instruction sets, caches,
 //! memory), its OS, the compiler and Kiln's revision for a record's fingerprint; its load; and
-//! whether a driver library loads. Host, OS, CPU brand, cores and memory come from `sysinfo`
+//! whether a driver library loads; what the OS says of a process's memory and CPU time
+//! (`process`). Host, OS, CPU brand, cores and memory come from `sysinfo`
 //! (Linux, macOS and Windows alike); the CPU's vendor, family/model/stepping, instruction sets
 //! and caches from `raw-cpuid` on x86 and the standard library's feature detection on Arm. The
 //! fingerprint's type, and how reports name a machine from it, are the contract's
 //! (`kiln_results::Fingerprint`, `kiln_results::fingerprint`).
+
+pub mod process;
 
 use kiln_results::{CpuIdentity, Fingerprint, NvidiaSmi};
 

@@ -27,7 +27,6 @@ pub use events::{Event, Progress, Start};
 pub use memory::{MemoryGrowth, memory_growth};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
-pub use profile::parse_duration;
 pub use protocol::{LEARNING_RATE, TimingRules};
 pub use schema::*;
 pub use settings::CellSettings;

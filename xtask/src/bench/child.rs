@@ -37,15 +37,6 @@ pub fn tail_of(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
-/// How many processes the kernel's out-of-memory killer has killed since boot (`oom_kill` in
-/// /proc/vmstat, Linux 4.13 on); `None` where the system does not say.
-pub(super) fn oom_kills() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("oom_kill "))
-        .and_then(|n| n.trim().parse().ok())
-}
-
 /// The first line of a log that says the runner ran out of memory (a backtrace may follow it,
 /// so it is looked for in the whole log, not its tail).
 pub(super) fn out_of_memory_line(log: &Path) -> Option<String> {
@@ -153,7 +144,7 @@ pub(super) fn run_cell(
     }
     cmd.env("KILN_WORKSPACE", workspace_root());
     let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
-    let oom_kills_before = oom_kills();
+    let oom_kills_before = kiln_machine::process::oom_kills();
     let mut child = Supervised::spawn(&mut cmd, Stderr::File(stderr))
         .with_context(|| format!("cannot start {}", runner.display()))?;
     let pid = child.pid();
@@ -313,7 +304,7 @@ pub(super) fn run_cell(
                 );
             }
             let oom_killed = sigkill(status)
-                && matches!((oom_kills_before, oom_kills()), (Some(a), Some(b)) if b > a);
+                && matches!((oom_kills_before, kiln_machine::process::oom_kills()), (Some(a), Some(b)) if b > a);
             let oom = (out_of_memory_line(&log), oom_killed);
             let mut r = record_without_final(id, timed_out, oom, why, detail);
             // Which machine it failed (or ran out of memory) on matters as much as the reason.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use kiln_results::{
     AutotuneLevel, CellId, CellRequest, CellSettings, DatasetName, ModelKind, Precision, Profile,
-    TrainingLoop, parse_duration,
+    TrainingLoop,
 };
 
 use crate::flags::{CommonArgs, TargetAccuracy};
@@ -155,10 +155,8 @@ impl RunConfig {
         if let Some(v) = common.epochs {
             cell.epochs = v;
         }
-        if let Some(text) = &common.budget {
-            cell.budget_seconds = parse_duration(text)
-                .map_err(|e| anyhow::anyhow!("--budget: {e}"))?
-                .map(|b| b.as_secs_f64());
+        if let Some(budget) = common.budget {
+            cell.budget_seconds = budget.0.map(|b| b.as_secs_f64());
         }
         if let Some(v) = common.seed {
             cell.seed = v;
@@ -202,8 +200,8 @@ impl RunConfig {
         if let Some(n) = common.repeats {
             self.repeats = n;
         }
-        if common.wait_quiet.is_some() {
-            self.wait_quiet_seconds = wait_quiet(common)?;
+        if let Some(max) = common.wait_quiet {
+            self.wait_quiet_seconds = Some(max.as_secs_f64());
         }
         if let Some(l) = &common.training_loop {
             self.loops = loops(Some(l));
@@ -249,9 +247,6 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
     let mut cfg = RunConfig::new(profile);
     cfg.cell.bare = bare;
     cfg.apply(common)?;
-    if cfg.repeats == 0 {
-        bail!("--repeats must be at least 1 (got 0)");
-    }
     // The rules of a cell are the cell request's: check them once, before any work.
     let probe = PlannedCell {
         id: CellId {
@@ -287,19 +282,6 @@ pub(super) fn batch_sizes(given: Option<&[usize]>, profile: Profile) -> Result<V
         }
     }
     Ok(given.to_vec())
-}
-
-/// `--wait-quiet[=MAX]` in seconds (default two minutes).
-pub(super) fn wait_quiet(common: &CommonArgs) -> Result<Option<f64>> {
-    match &common.wait_quiet {
-        None => Ok(None),
-        Some(text) => {
-            match parse_duration(text).map_err(|e| anyhow::anyhow!("--wait-quiet: {e}"))? {
-                Some(d) => Ok(Some(d.as_secs_f64())),
-                None => bail!("--wait-quiet: give a bound (e.g. 2m), not none"),
-            }
-        }
-    }
 }
 
 /// The dataset for `model`, resolved once so every backend trains on the same data.

@@ -4,48 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use kiln_machine::process::{MachineTicks, machine_ticks, process_ticks};
 use kiln_results::{BUSY_SHARE, Noise};
-
-/// The machine's CPU time in clock ticks, all cores together.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct MachineTicks {
-    /// user + nice + system + irq + softirq.
-    pub busy: u64,
-    /// Time the hypervisor gave to other guests.
-    pub steal: u64,
-    /// Every state (idle and iowait included).
-    pub total: u64,
-}
-
-/// The first (`cpu `) line of `/proc/stat`.
-pub fn parse_proc_stat(text: &str) -> Option<MachineTicks> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
-    let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    let busy = at(0) + at(1) + at(2) + at(5) + at(6);
-    let steal = at(7);
-    Some(MachineTicks {
-        busy,
-        steal,
-        total: busy + steal + at(3) + at(4),
-    })
-}
-
-/// User + system time of a process, its threads and its waited-for children, in clock ticks,
-/// from its `/proc/PID/stat` line.
-pub fn parse_pid_stat(text: &str) -> Option<u64> {
-    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state(3) ... utime(14) stime(15) cutime(16) cstime(17).
-    let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<u64>().ok());
-    Some(n(14)? + n(15)? + n(16)? + n(17)?)
-}
 
 /// One reading of the machine, the runner and this process.
 #[derive(Debug, Clone, Copy)]
@@ -60,19 +20,11 @@ pub struct Sample {
 
 /// Read the machine now; `runner` is the runner's process id, if one is running.
 pub fn sample(runner: Option<u32>) -> Option<Sample> {
-    let machine = parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)?;
-    let ticks = |path: String| {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| parse_pid_stat(&t))
-    };
     Some(Sample {
         at: Instant::now(),
-        machine,
-        runner: runner
-            .and_then(|p| ticks(format!("/proc/{p}/stat")))
-            .unwrap_or(0),
-        own: ticks("/proc/self/stat".into()).unwrap_or(0),
+        machine: machine_ticks()?,
+        runner: runner.and_then(|p| process_ticks(Some(p))).unwrap_or(0),
+        own: process_ticks(None).unwrap_or(0),
     })
 }
 
@@ -156,28 +108,21 @@ pub fn wait_quiet(max: Duration, mut say: impl FnMut(&str)) -> (f64, Option<bool
 mod tests {
     use super::*;
 
-    fn stat(busy_user: u64, idle: u64, steal: u64) -> String {
-        format!(
-            "cpu  {busy_user} 0 0 {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n"
-        )
-    }
-
-    fn at(machine: &str, runner: u64, t: Instant) -> Sample {
-        Sample {
-            at: t,
-            machine: parse_proc_stat(machine).unwrap(),
-            runner,
-            own: 0,
+    fn stat(busy: u64, idle: u64, steal: u64) -> MachineTicks {
+        MachineTicks {
+            busy,
+            steal,
+            total: busy + idle + steal,
         }
     }
 
-    #[test]
-    fn parses_the_kernels_lines() {
-        let m = parse_proc_stat("cpu  10 1 5 100 3 1 1 2 7 0\n").unwrap();
-        assert_eq!((m.busy, m.steal, m.total), (18, 2, 123));
-        let line = "4242 (my (odd) name) S 1 2 3 4 5 6 7 8 9 10 100 20 3 4 20 0 1 0";
-        assert_eq!(parse_pid_stat(line), Some(127));
-        assert_eq!(parse_pid_stat("garbage"), None);
+    fn at(machine: MachineTicks, runner: u64, t: Instant) -> Sample {
+        Sample {
+            at: t,
+            machine,
+            runner,
+            own: 0,
+        }
     }
 
     #[test]
@@ -186,23 +131,23 @@ mod tests {
         let t1 = t0 + Duration::from_secs(10);
         // 2 cores x 10 s = 2000 ticks. The runner used 1000 (one core); another process 800.
         let busy = noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(1800, 200, 0), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(1800, 200, 0), 1000, t1)),
             "timed epochs",
         );
         assert!((busy.other_cpu_share.unwrap() - 0.4).abs() < 1e-9);
         assert!(busy.busy());
         // The same window with only the runner busy.
         let quiet = noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(1010, 990, 0), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(1010, 990, 0), 1000, t1)),
             "timed epochs",
         );
         assert!(quiet.other_cpu_share.unwrap() < 0.01 && !quiet.busy());
         // A hypervisor stealing a fifth of the machine flags it too.
         let stolen = noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(1000, 600, 400), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(1000, 600, 400), 1000, t1)),
             "timed epochs",
         );
         assert!(stolen.busy());
@@ -215,8 +160,8 @@ mod tests {
         let t1 = t0 + Duration::from_secs(10);
         // The runner's counter ran a tick ahead of the machine's: -1 of 2000 ticks.
         let n = noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(999, 1001, 0), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(999, 1001, 0), 1000, t1)),
             "timed epochs",
         );
         assert_eq!(n.window_ticks, Some(2000));
@@ -232,8 +177,8 @@ mod tests {
         );
         // Ten ticks of others' use is a measured share, in words with its decimals.
         let n = noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(1010, 990, 0), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(1010, 990, 0), 1000, t1)),
             "timed epochs",
         );
         assert!(!n.quiet_within_resolution());
@@ -259,8 +204,8 @@ mod tests {
         r.reason = None;
         r.epoch_seconds = kiln_results::Stats::from_samples(&[10.0, 11.0]);
         r.noise = Some(noise(
-            Some(&at(&stat(0, 0, 0), 0, t0)),
-            Some(&at(&stat(1900, 100, 0), 1000, t1)),
+            Some(&at(stat(0, 0, 0), 0, t0)),
+            Some(&at(stat(1900, 100, 0), 1000, t1)),
             "timed epochs",
         ));
         let md = kiln_report::render::markdown(&[r], None);

@@ -635,7 +635,9 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     let mut flags = common();
     flags.quick = true;
     flags.epochs = Some(7);
-    flags.budget = Some("90s".into());
+    flags.budget = Some(crate::time::Budget(Some(std::time::Duration::from_secs(
+        90,
+    ))));
     flags.seed = Some(7);
     flags.data_dir = Some(data.path().to_path_buf());
     flags.eval_limit = Some(7);

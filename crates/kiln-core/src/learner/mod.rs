@@ -334,8 +334,8 @@ pub fn train<M: Classifier>(
         training.launch(Learner::new(model, crate::protocol::adam(), learning_rate))
     };
 
-    let peak_since_baseline = crate::memory::reset_peak();
-    let rss_baseline_bytes = crate::memory::current_rss_bytes();
+    let peak_since_baseline = kiln_machine::process::reset_peak();
+    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes();
     // burn-train runs on its own thread so that its events reach the sink (not `Send`) here.
     let outcome = std::thread::scope(|scope| {
         let worker = scope.spawn({
@@ -409,7 +409,7 @@ pub fn train<M: Classifier>(
             device_memory: s.device_memory.take(),
             loss_scaling: None,
             rss_baseline_bytes,
-            rss_peak_bytes: crate::memory::peak_rss_bytes(),
+            rss_peak_bytes: kiln_machine::process::peak_rss_bytes(),
             peak_since_baseline,
         },
         s.setup_seconds,

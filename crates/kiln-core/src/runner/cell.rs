@@ -16,7 +16,9 @@ use crate::device::{Binding, dtype, open_device, supported_precisions};
 use crate::learner;
 use crate::models::{BuildModel, Classifier, WithModel};
 use crate::protocol::{self, DeviceData, Protocol};
-use crate::{BURN_VERSION, CoreError, calibrate, kiln_loop, memory};
+use kiln_machine::process as memory;
+
+use crate::{BURN_VERSION, CoreError, calibrate, kiln_loop};
 
 /// Everything about a cell that is known before it trains, and what it learns as it goes.
 pub(super) struct Cell<'a> {
