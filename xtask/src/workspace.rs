@@ -69,12 +69,62 @@ pub fn fingerprint_here(
     if burn_version.is_empty() {
         fingerprint.rustc_version = None;
     }
+    // xtask's own opt-level, not the runner's.
+    fingerprint.opt_level = None;
     fingerprint.kiln_commit = commit.clone().unwrap_or_else(|| "unknown".into());
     fingerprint.kiln_dirty = dirty;
     fingerprint
 }
 
-/// The cargo that runs xtask (`CARGO`), else the one on the path.
+/// The cargo that runs xtask (`CARGO`), else the one on the path, without the variables
+/// `cargo run` gives xtask about its own package (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, ...):
+/// a build script that watches one (ring's does) would see them change between a cargo started
+/// from a shell and one started by xtask, and each would compile that crate again.
 pub fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_package_var) {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// Whether `cargo run` sets this variable for the package it runs.
+fn is_package_var(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            key,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cargo_started_by_xtask_does_not_inherit_xtasks_package_variables() {
+        // cargo sets them for a test binary as `cargo run` does for xtask.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let removed: Vec<String> = super::cargo()
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for var in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+        ] {
+            assert!(removed.iter().any(|k| k == var), "{var}: {removed:?}");
+        }
+        assert!(super::is_package_var("CARGO_CRATE_NAME"));
+        for kept in [
+            "CARGO_TARGET_DIR",
+            "CARGO_HOME",
+            "CARGO_PROFILE_RELEASE_OPT_LEVEL",
+        ] {
+            assert!(!super::is_package_var(kept), "{kept}");
+        }
+    }
 }

@@ -260,6 +260,7 @@ pub fn collect(threads: usize, burn_version: &str) -> Fingerprint {
         cpu: Some(identity(&sys)),
         backend_version: String::new(),
         rustc_version: Some(env!("KILN_RUSTC_VERSION").to_string()).filter(|v| !v.is_empty()),
+        opt_level: Some(env!("KILN_OPT_LEVEL").to_string()).filter(|v| !v.is_empty()),
         burn_version: burn_version.into(),
         kiln_version: env!("CARGO_PKG_VERSION").into(),
         // xtask passes the revision; a runner started by hand asks git itself.
@@ -290,6 +291,14 @@ mod tests {
             // Every x86-64 CPU Kiln can run on has SSE4.2 or better.
             assert!(!cpu.isa.is_empty(), "{cpu:?}");
         }
+        // The opt-level this test was built at, as cargo names them.
+        let debug = cfg!(debug_assertions);
+        let level = fp.opt_level.as_deref();
+        assert!(
+            matches!(level, Some("0" | "1" | "2" | "3" | "s" | "z"))
+                && (!debug || level == Some("0")),
+            "{level:?}"
+        );
     }
 
     #[test]

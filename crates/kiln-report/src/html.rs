@@ -346,6 +346,7 @@ fn fingerprints(all: &[Record]) -> Vec<Fingerprinted> {
             ),
             ("backend version", fp.backend_version.clone()),
             ("rustc", opt(&fp.rustc_version)),
+            ("opt-level", opt(&fp.opt_level)),
             ("Burn", fp.burn_version.clone()),
             ("Kiln", format!("{} ({})", fp.kiln_version, fp.kiln_commit)),
         ];

@@ -653,6 +653,21 @@ mod tests {
     }
 
     #[test]
+    fn a_record_built_below_release_opt_level_says_its_times_are_not_release_times() {
+        let mut r = super::tests_support::timed("flex", 10.0);
+        r.fingerprint.hostname = "ci".into();
+        r.fingerprint.cpu_model = "A CPU".into();
+        r.fingerprint.opt_level = Some("0".into());
+        let lines = machine_lines(std::slice::from_ref(&r));
+        assert!(
+            lines[0].ends_with("built at opt-level 0: not release times."),
+            "{lines:?}"
+        );
+        r.fingerprint.opt_level = Some("3".into());
+        assert!(!machine_lines(&[r])[0].contains("opt-level"));
+    }
+
+    #[test]
     fn a_data_parallel_row_shows_its_scaling_against_one_device() {
         let mut one = super::tests_support::timed("flex", 10.0);
         one.training_loop = Some(kiln_results::TrainingLoop::Learner);

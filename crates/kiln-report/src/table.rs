@@ -445,10 +445,11 @@ fn local_machine_lines(all: &[Record]) -> Vec<String> {
         .collect()
 }
 
-/// The end of a machine line: memory, OS, and the Burn and Kiln that made the record.
+/// The end of a machine line: memory, OS, and the Burn and Kiln that made the record (and the
+/// opt-level, when it was not a release build's).
 fn memory_os_and_build(fp: &kiln_results::Fingerprint) -> String {
     format!(
-        "{}, {}; Burn {}, Kiln {} ({}{})",
+        "{}, {}; Burn {}, Kiln {} ({}{}){}",
         fp.memory_bytes
             .map(human_bytes)
             .unwrap_or_else(|| "memory unknown".into()),
@@ -460,6 +461,12 @@ fn memory_os_and_build(fp: &kiln_results::Fingerprint) -> String {
             ", dirty tree"
         } else {
             ""
+        },
+        match fp.opt_level.as_deref() {
+            Some(level) if level != "3" => {
+                format!(", built at opt-level {level}: not release times")
+            }
+            _ => String::new(),
         }
     )
 }

@@ -351,6 +351,11 @@ pub struct Fingerprint {
     pub backend_version: String,
     #[serde(default)]
     pub rustc_version: Option<String>,
+    /// The opt-level the runner's own crates were built at: `3` in a release build; CI's test
+    /// build uses `0` (Burn's CPU kernels stay at 3), and such a record's times are not release
+    /// times. `None` for the PyTorch reference and records made before Kiln recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opt_level: Option<String>,
     pub burn_version: String,
     pub kiln_version: String,
     pub kiln_commit: String,
