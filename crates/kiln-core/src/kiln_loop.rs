@@ -205,7 +205,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                 partial,
                 mean_loss,
                 test_accuracy: None,
-                rss_bytes: kiln_machine::process::current_rss_bytes(),
+                rss_bytes: kiln_machine::process::current_rss_bytes(None),
             },
             partial,
         ))
@@ -228,7 +228,7 @@ pub fn train<M: Classifier>(
     // Model, optimizer and data are ready: what the runtime holds now is the baseline, and the
     // peak from here on is training's (the high-water mark is reset where the OS allows it).
     let peak_since_baseline = kiln_machine::process::reset_peak();
-    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes();
+    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes(None);
     let mut epochs: Vec<EpochSummary> = Vec::new();
     let mut diverged = None;
     for epoch in 0..protocol.settings.epochs {

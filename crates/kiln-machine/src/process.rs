@@ -7,7 +7,7 @@
 pub fn peak_rss_bytes() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        status().and_then(|s| s.vmhwm).map(|kib| kib * 1024)
+        status(None).and_then(|s| s.vmhwm).map(|kib| kib * 1024)
     }
     #[cfg(all(unix, not(target_os = "linux")))]
     {
@@ -47,23 +47,33 @@ pub fn reset_peak() -> bool {
     }
 }
 
-/// Current resident set size in bytes (Linux only).
-pub fn current_rss_bytes() -> Option<u64> {
+/// Current resident set size of a process (`None`: this one) in bytes; `None` when it is gone
+/// or off Linux.
+pub fn current_rss_bytes(pid: Option<u32>) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        status().and_then(|s| s.vmrss).map(|kib| kib * 1024)
+        status(pid).and_then(|s| s.vmrss).map(|kib| kib * 1024)
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = pid;
         None
     }
 }
 
 #[cfg(target_os = "linux")]
-fn status() -> Option<procfs::process::Status> {
-    procfs::process::Process::myself()
-        .and_then(|p| p.status())
-        .ok()
+fn process(pid: Option<u32>) -> Option<procfs::process::Process> {
+    use procfs::process::Process;
+    match pid {
+        Some(pid) => Process::new(i32::try_from(pid).ok()?),
+        None => Process::myself(),
+    }
+    .ok()
+}
+
+#[cfg(target_os = "linux")]
+fn status(pid: Option<u32>) -> Option<procfs::process::Status> {
+    process(pid)?.status().ok()
 }
 
 /// The machine's CPU time in clock ticks, all cores together.
@@ -110,12 +120,7 @@ pub fn machine_ticks() -> Option<MachineTicks> {
 pub fn process_ticks(pid: Option<u32>) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        use procfs::process::Process;
-        let process = match pid {
-            Some(pid) => Process::new(i32::try_from(pid).ok()?),
-            None => Process::myself(),
-        };
-        let s = process.and_then(|p| p.stat()).ok()?;
+        let s = process(pid)?.stat().ok()?;
         let children = u64::try_from(s.cutime.max(0) + s.cstime.max(0)).ok()?;
         Some(s.utime + s.stime + children)
     }
@@ -148,10 +153,14 @@ mod tests {
     fn peak_is_at_least_current() {
         if cfg!(target_os = "linux") {
             // Current first: the peak read afterwards can only be higher.
-            let current = current_rss_bytes().expect("VmRSS is readable on Linux");
+            let current = current_rss_bytes(None).expect("VmRSS is readable on Linux");
             let peak = peak_rss_bytes().expect("VmHWM is readable on Linux");
             assert!(peak > 1 << 20);
             assert!(peak >= current, "peak {peak} < current {current}");
+            // A process named by its id (this one); none for one that does not exist.
+            let own = current_rss_bytes(Some(std::process::id()));
+            assert!(own.is_some_and(|b| b > 1 << 20), "{own:?}");
+            assert_eq!(current_rss_bytes(Some(u32::MAX)), None);
         }
     }
 

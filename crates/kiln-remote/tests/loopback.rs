@@ -273,14 +273,7 @@ fn serve_refuses_an_open_address_without_a_token() {
 
 /// The resident memory of a process, in bytes (Linux).
 fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kib * 1024
+    kiln_machine::process::current_rss_bytes(Some(pid)).expect("the server's VmRSS")
 }
 
 /// Burn's WebSocket server, fed garbage, a bad handshake, a frame that claims 2^40 bytes and

@@ -302,7 +302,7 @@ impl ClockState {
             partial: self.partial,
             mean_loss: loss / samples.max(1) as f64,
             test_accuracy: None,
-            rss_bytes: kiln_machine::process::current_rss_bytes(),
+            rss_bytes: kiln_machine::process::current_rss_bytes(None),
         }
     }
 

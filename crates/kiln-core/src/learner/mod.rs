@@ -335,7 +335,7 @@ pub fn train<M: Classifier>(
     };
 
     let peak_since_baseline = kiln_machine::process::reset_peak();
-    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes();
+    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes(None);
     // burn-train runs on its own thread so that its events reach the sink (not `Send`) here.
     let outcome = std::thread::scope(|scope| {
         let worker = scope.spawn({
