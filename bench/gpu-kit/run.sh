@@ -4,7 +4,7 @@
 # Everything it writes goes under OUT_DIR (default ./kiln-gpu-<host>-<UTC time>): results.jsonl,
 # report.md, report.html, charts, logs/, run.log, nvidia-smi.txt. `cargo xtask gpu-kit` built
 # this kit; docs/gpu.md explains it. Environment: KILN_PYTORCH_PYTHON (a Python with torch),
-# KILN_KIT_TIMEOUT (seconds for the cells, default 420).
+# KILN_KIT_TIMEOUT (seconds for the matrix and explain together, default 480: the plan's total).
 set -u -o pipefail
 
 KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -112,15 +112,33 @@ echo
 echo
 
 cp -r "$KIT/plan/." "$OUT/"
-cp "$KIT/kit.json" "$OUT/kit.json"   # which kit (commit, runners, LLVM) made these records
+cp "$KIT/kit.json" "$OUT/kit.json"   # which kit (commit, runners, LLVM, CUDA API) made these records
 cd "$OUT" || exit 2
-limit=${KILN_KIT_TIMEOUT:-420}
-say "running $(ls "$OUT/cells" | wc -l) cells (at most $limit s; each trains at most 20 s)"
-timeout --signal=INT --kill-after=30 "$limit" "$XTASK" bench-all --resume "$OUT"
+# One CubeCL cache for every cell of the run: autotune results and, with this file, compiled
+# kernels too (CubeCL reads cubecl.toml from the working directory up; the cache itself is in
+# target/environment under a Cargo workspace above, else ~/.cache/cubecl: each record's runtime
+# says where and whether it was warm).
+printf '# Written by the Kiln GPU kit: keep compiled kernels across the cells of a run.\n[compilation]\ncache = true\n' >"$OUT/cubecl.toml"
+echo
+"$XTASK" gpu-kit --plan-only
+echo
+limit=${KILN_KIT_TIMEOUT:-480}
+explain_share=45
+matrix=$(( limit > explain_share + 60 ? limit - explain_share : limit ))
+say "running $(ls "$OUT/cells" | wc -l) cells (at most $matrix s), then explain (the rest of $limit s)"
+timeout --signal=INT --kill-after=20 "$matrix" "$XTASK" bench-all --resume "$OUT"
 rc=$?
 if [ "$rc" -ne 0 ] && [ -f "$OUT/results.jsonl" ]; then
   say "bench-all ended with status $rc; rendering what was measured"
   "$XTASK" report "$OUT" --html "$OUT/report.html" --svg "$OUT/chart.svg" >"$OUT/report.md" || true
+fi
+left=$(( limit - ($(date +%s) - started) ))
+if [ "$left" -ge 20 ]; then
+  say "explain: cuda against PyTorch, op by op ($left s left)"
+  timeout --signal=INT --kill-after=10 "$left" "$XTASK" explain --backends cuda,pytorch \
+    --model mnist-cnn,resnet18 --repeats 3 --out "$OUT/explain" || say "explain ended with status $?"
+else
+  say "explain: skipped, $left s left of $limit"
 fi
 say "done in $(( $(date +%s) - started )) s; report: $OUT/report.md"
 exit "$rc"

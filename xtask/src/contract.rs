@@ -193,3 +193,76 @@ print(json.dumps({"seen": seen, "bad": bad}))
     assert!(verdict["seen"].as_u64().unwrap() >= 20, "{verdict}");
     assert_eq!(verdict["bad"], json!([]), "{verdict}");
 }
+
+/// The PyTorch reference's warm-up rule (`warmup.py`'s `steady`) says what kiln-results'
+/// `TimingRules::is_steady` says, on every prefix of series that settle, never settle, spike
+/// and drift, under Kiln's rules and another set.
+#[test]
+fn python_and_rust_agree_on_when_step_times_are_steady() {
+    use kiln_results::TimingRules;
+    let mut series: Vec<Vec<f64>> = vec![
+        vec![54.0, 0.9, 0.11, 0.10, 0.10, 0.11, 0.10, 0.10],
+        (0..30)
+            .map(|i| if i % 2 == 0 { 1.0 } else { 0.01 })
+            .collect(),
+        (0..30).map(|i| 2.0 * 0.93f64.powi(i)).collect(),
+        vec![0.1, 0.1, 0.1, 0.1, 0.1, 0.5, 0.1, 0.1, 0.1, 0.1],
+    ];
+    // A deterministic noisy series around 0.2 s (SplitMix-style steps, no RNG crate).
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    series.push(
+        (0..40)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                0.2 * (1.0 + ((x >> 40) as f64 / (1u64 << 24) as f64 - 0.5) * 0.3)
+            })
+            .collect(),
+    );
+    let other = TimingRules {
+        steady_window: 2,
+        steady_tolerance: 0.25,
+        steady_spike: 2.0,
+        ..TimingRules::KILN
+    };
+    let mut cases = Vec::new();
+    let mut expected = Vec::new();
+    for rules in [TimingRules::KILN, other] {
+        for s in &series {
+            for n in 0..=s.len() {
+                cases.push(json!({"timing": rules, "steps": &s[..n]}));
+                expected.push(rules.is_steady(&s[..n]));
+            }
+        }
+    }
+    let package = workspace_root().join("bench/pytorch/kiln_torch");
+    let script = "import json, sys\nimport warmup\nfor case in json.load(sys.stdin):\n    \
+                  print('1' if warmup.steady(case['timing'], case['steps']) else '0')\n";
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&package)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (CI installs it; the PyTorch runner needs it anyway)");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(serde_json::to_string(&cases).unwrap().as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let got: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l == "1")
+        .collect();
+    assert_eq!(got.len(), expected.len());
+    assert!(expected.iter().any(|&s| s) && expected.iter().any(|&s| !s));
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "case {i}: {}", cases[i]);
+    }
+}

@@ -75,6 +75,19 @@ pub struct CommonArgs {
     /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
     #[arg(long)]
     pub no_autotune_cache: bool,
+    /// The longest a cell may warm up (compile, autotune) before its step times are steady;
+    /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
+    /// else 20m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_bound)]
+    pub warmup_cap: Option<Duration>,
+    /// Skip the GEMM calibration at the run's start (no "% of device peak" column; one process
+    /// less per backend and type, as the GPU kit runs).
+    #[arg(long)]
+    pub no_calibration: bool,
+    /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
+    /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
+    #[arg(long, value_name = "MODE")]
+    pub loss_scaling: Option<kiln_results::LossScalingMode>,
     /// Run each cell N times as independent processes, interleaved across the matrix
     /// (A B C A B C ...); rows show the median over runs and the spread between them
     /// (default: 3, or 1 with --quick).
@@ -269,6 +282,9 @@ pub enum Cmd {
         /// there with that reason.
         #[arg(long, value_delimiter = ',')]
         backends: Option<Vec<String>>,
+        /// Print the kit's plan (every cell in the order it runs, with its time cap) and stop.
+        #[arg(long)]
+        plan_only: bool,
     },
     /// Let CubeCL's GPU runtimes (the cuda and rocm rows) build without downloading LLVM: put a
     /// system LLVM (Debian 12: llvm-22-dev, libpolly-22-dev, libzstd-dev; liblld-22-dev for

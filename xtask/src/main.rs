@@ -196,7 +196,11 @@ fn main() -> ExitCode {
         )),
         Cmd::Explain(args) => explain::explain(args),
         Cmd::Verify(args) => verify::verify(args),
-        Cmd::GpuKit { out, backends } => kit::gpu_kit(out, backends),
+        Cmd::GpuKit {
+            out,
+            backends,
+            plan_only,
+        } => kit::gpu_kit(out, backends, plan_only),
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),

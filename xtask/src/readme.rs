@@ -190,9 +190,10 @@ mod tests {
         }
     }
 
-    /// Every committed run directory is named `DATE-epyc-TAG-WHAT`: DATE the first day (UTC) its
-    /// records started on, TAG the CPU family and model their fingerprints carry (`f25m1`);
-    /// every record carries one (the older records without it were made again or removed).
+    /// Every committed run directory is named `DATE-CPU-TAG-WHAT`: DATE the first day (UTC) its
+    /// records started on, CPU `epyc` or `xeon`, TAG the CPU family and model their fingerprints
+    /// carry (`f25m1`); every record carries one (the older records without it were made again
+    /// or removed).
     #[test]
     fn committed_runs_are_named_by_their_records_date_and_cpu() {
         let results = crate::workspace::workspace_root().join("docs/results");
@@ -201,8 +202,10 @@ mod tests {
         for entry in std::fs::read_dir(&results).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let parts: Vec<&str> = name.splitn(6, '-').collect();
-            let [year, month, day, "epyc", tag, _what] = parts[..] else {
-                wrong.push(format!("{name}: not DATE-epyc-TAG-WHAT"));
+            let [year, month, day, "epyc" | "xeon", tag, _what] = parts[..] else {
+                wrong.push(format!(
+                    "{name}: not DATE-epyc-TAG-WHAT or DATE-xeon-TAG-WHAT"
+                ));
                 continue;
             };
             let date = format!("{year}{month}{day}");

@@ -239,6 +239,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         (Column::Precision, "prec."),
         (Column::Batch, "batch"),
         (Column::EpochTime, "epoch time"),
+        (Column::WarmUp, "warm-up"),
         (Column::SpeedUp, "speed-up"),
         (Column::VsPytorch, "÷ PyTorch"),
         (Column::TimeToAccuracy, "to target acc."),

@@ -200,12 +200,14 @@ fn prepend_path(dir: &Path) -> OsString {
 }
 
 /// `KILN_PYTORCH_PYTHON`: a Python with torch of any version for the PyTorch reference runner
-/// (a GPU machine's own PyTorch, as the GPU kit uses it). The tch backend still needs libtorch
+/// (a GPU machine's own PyTorch, as the GPU kit uses it); in a GPU kit without it, `python3`
+/// (that machine's PyTorch: the kit carries no libtorch). The tch backend still needs libtorch
 /// 2.9.0 exactly; the reference runner records the torch version it ran.
 pub fn reference_python() -> Option<PathBuf> {
     std::env::var_os("KILN_PYTORCH_PYTHON")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
+        .or_else(|| crate::workspace::prebuilt_dir().map(|_| PathBuf::from("python3")))
 }
 
 /// Why the PyTorch reference cannot run here, if it cannot: the `KILN_PYTORCH_PYTHON` given

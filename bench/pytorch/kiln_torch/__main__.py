@@ -74,7 +74,8 @@ def read_cell(path):
         learning_rate=cell["learning_rate"],
         quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"],
         calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"),
-        timing=cell["timing"])
+        timing=cell["timing"], warmup_cap_seconds=cell["warmup_cap_seconds"],
+        loss_scaling=cell.get("loss_scaling"), inject_slow_steps=cell.get("inject_slow_steps"))
 
 
 def run(args, record):
@@ -131,9 +132,14 @@ def run(args, record):
         measured["device_memory"] = {"peak_in_use_bytes": torch.cuda.max_memory_allocated(device),
                                      "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}
     if cell.scaler is not None:
-        measured["loss_scaling"] = {"initial_scale": 65536.0, "final_scale": cell.scaler.get_scale(),
+        measured["loss_scaling"] = {"mode": "dynamic", "initial_scale": 65536.0,
+                                    "final_scale": cell.scaler.get_scale(),
                                     "skipped_steps": cell.skipped, "applied_steps": cell.applied,
                                     "growth_interval": 2000}
+    elif cell.scaling == "none":
+        measured["loss_scaling"] = {"mode": "none", "initial_scale": 1.0, "final_scale": 1.0,
+                                    "skipped_steps": 0, "applied_steps": cell.applied,
+                                    "growth_interval": 0}
     record.update(status="ok", measurements=measured, peak_memory_bytes=peak_rss_bytes(),
                   wall_seconds=time.perf_counter() - wall0)
     return record

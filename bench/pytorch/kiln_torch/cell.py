@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from common import emit
 from machine import current_rss_bytes, peak_rss_bytes, reset_peak_rss, sync
+from warmup import Warmup
 
 
 MASK64 = (1 << 64) - 1
@@ -86,20 +87,28 @@ class Cell:
         self.started = time.perf_counter()
         self.last_progress = self.started
         self.first_step = None
+        self.warmup = Warmup(args.timing, args.warmup_cap_seconds, args.inject_slow_steps)
         self.chunks = []  # (steps, samples, seconds)
         self.steps_done = 0
         self.opt = torch.optim.Adam(model.parameters(), lr=self.args.learning_rate, eps=1e-8)
         p = args.precision
         self.amp = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(p)
         self.pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(p)
-        self.scaler = torch.amp.GradScaler(device.type, init_scale=65536.0, growth_interval=2000) if self.amp else None
+        # --loss-scaling: dynamic (GradScaler) for amp-f16, none for amp-bf16 unless asked.
+        scaling = args.loss_scaling or ("dynamic" if p == "amp-f16" else "none")
+        self.scaling = scaling if self.amp else None
+        self.scaler = (torch.amp.GradScaler(device.type, init_scale=65536.0, growth_interval=2000)
+                       if self.amp and scaling == "dynamic" else None)
         self.skipped = 0
         self.applied = 0
 
     def budget_exhausted(self, open_steps):
+        # The budget counts from steady state.
         timed = sum(c[0] for c in self.chunks) + open_steps
-        return (self.budget is not None and time.perf_counter() - self.started >= self.budget
-                and self.first_step is not None and timed >= self.args.timing["min_timed_steps"])
+        steady = self.warmup.steady_at
+        return (self.budget is not None and steady is not None
+                and time.perf_counter() - steady >= self.budget
+                and timed >= self.args.timing["min_timed_steps"])
 
     def step(self, idx):
         self.model.train()
@@ -117,7 +126,7 @@ class Cell:
                 with torch.autocast(self.device.type, dtype=self.amp):
                     logits = self.model(xb)
                 loss = F.cross_entropy(logits.float(), yb) * share
-                self.scaler.scale(loss).backward()
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             else:
                 loss = F.cross_entropy(self.model(xb), yb) * share
                 loss.backward()
@@ -132,6 +141,7 @@ class Cell:
                 self.applied += 1
         else:
             self.opt.step()
+            self.applied += 1
         return total
 
     def epoch(self, epoch):
@@ -147,18 +157,28 @@ class Cell:
         mark = t0
         chunk_steps = chunk_samples = steps = samples = 0
         partial = False
+        if self.warmup.first_step is None:
+            self.warmup.first_step = t0
         for s in range(self.steps_per_epoch):
             start, end = s * self.batch, min((s + 1) * self.batch, self.n)
             loss = self.step(order[start:end])
+            self.warmup.inject(self.steps_done + 1)
             loss_sum = loss_sum + loss.float() * (end - start)
             steps += 1
             samples += end - start
             self.steps_done += 1
-            if self.first_step is None:
+            if self.warmup.steady_at is None:
+                # Warm-up: each step synced and kept apart, never in a chunk.
                 sync(self.device)
                 now = time.perf_counter()
-                self.first_step = now - t0
+                if self.first_step is None:
+                    self.first_step = now - mark
+                phase = self.warmup.step(now - mark, now, epoch + 1)
                 mark = now
+                self.progress(epoch, s + 1)
+                if phase == "over_cap":
+                    partial = True
+                    break
                 continue
             chunk_steps += 1
             chunk_samples += end - start
@@ -171,11 +191,7 @@ class Cell:
                 chunk_steps = chunk_samples = 0
                 if not math.isfinite(loss_sum.item()):
                     break
-            if time.perf_counter() - self.last_progress >= 2.0:
-                self.last_progress = time.perf_counter()
-                emit({"event": "progress", "epoch": epoch + 1, "step": s + 1,
-                      "steps_per_epoch": self.steps_per_epoch,
-                      "elapsed_seconds": self.last_progress - self.started, "eta_seconds": self.eta(epoch, s + 1)})
+            self.progress(epoch, s + 1)
             if not last and self.budget_exhausted(chunk_steps):
                 partial = True
                 break
@@ -189,6 +205,13 @@ class Cell:
                 "partial": partial, "mean_loss": mean_loss, "test_accuracy": None,
                 "rss_bytes": current_rss_bytes()}, partial
 
+    def progress(self, epoch, step):
+        if time.perf_counter() - self.last_progress >= 2.0:
+            self.last_progress = time.perf_counter()
+            emit({"event": "progress", "epoch": epoch + 1, "step": step,
+                  "steps_per_epoch": self.steps_per_epoch,
+                  "elapsed_seconds": self.last_progress - self.started, "eta_seconds": self.eta(epoch, step)})
+
     def eta(self, epoch, step):
         if self.chunks:
             per_step = self.chunks[-1][2] / self.chunks[-1][0]
@@ -198,8 +221,8 @@ class Cell:
             return None
         left = self.args.epochs * self.steps_per_epoch - (epoch * self.steps_per_epoch + step)
         eta = per_step * max(left, 0)
-        if self.budget is not None:
-            eta = min(eta, max(self.budget - (time.perf_counter() - self.started), 0) + per_step)
+        if self.budget is not None and self.warmup.steady_at is not None:
+            eta = min(eta, max(self.budget - (time.perf_counter() - self.warmup.steady_at), 0) + per_step)
         return eta
 
     def test_accuracy(self, batch):
@@ -240,7 +263,7 @@ def train(cell):
         if partial:
             break
     return {"epoch_samples": cell.n, "test_samples": cell.tx.shape[0],
-            "first_step_seconds": cell.first_step, "epochs": epochs,
+            "first_step_seconds": cell.first_step, "warmup": cell.warmup.summary(), "epochs": epochs,
             "chunks": [{"steps": st, "samples": sa, "seconds": se} for st, sa, se in cell.chunks],
             "diverged": diverged, "device_memory": None, "loss_scaling": None,
             "rss_baseline_bytes": baseline, "rss_peak_bytes": peak_rss_bytes(),

@@ -126,6 +126,7 @@ impl LossScaler {
     /// What the record says about the scaling.
     pub fn summary(&self) -> LossScaling {
         LossScaling {
+            mode: kiln_results::LossScalingMode::Dynamic,
             initial_scale: self.initial,
             final_scale: self.scale,
             skipped_steps: self.skipped,

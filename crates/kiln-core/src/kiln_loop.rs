@@ -16,6 +16,7 @@ use crate::amp::LossScaler;
 use crate::models::Classifier;
 use crate::protocol::{DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync};
 use crate::trainer::Trainer;
+use crate::warmup::{Phase, WarmupClock};
 
 /// The state of a cell while it trains.
 struct Run<'a, M: Classifier> {
@@ -29,6 +30,7 @@ struct Run<'a, M: Classifier> {
     steps_done: usize,
     steps_per_epoch: usize,
     first_step_seconds: Option<f64>,
+    warmup: WarmupClock,
     chunks: Vec<Chunk>,
     device_memory: Option<DeviceMemory>,
 }
@@ -45,7 +47,11 @@ impl<'a, M: Classifier> Run<'a, M> {
                 let t = Trainer::new(model, device, protocol.settings.learning_rate)
                     .with_accumulation(protocol.settings.accum_steps);
                 match protocol.amp {
-                    Some(dtype) => t.with_amp(dtype, LossScaler::default()),
+                    Some(dtype) => t.with_amp(
+                        dtype,
+                        (protocol.loss_scaling != Some(kiln_results::LossScalingMode::None))
+                            .then(LossScaler::default),
+                    ),
                     None => t,
                 }
             },
@@ -55,22 +61,50 @@ impl<'a, M: Classifier> Run<'a, M> {
             steps_done: 0,
             steps_per_epoch: data.train_len.div_ceil(protocol.batch_size),
             first_step_seconds: None,
+            warmup: WarmupClock::new(
+                protocol.timing,
+                protocol.settings.warmup_cap(),
+                protocol.inject_slow_steps,
+            ),
             chunks: Vec::new(),
             device_memory: None,
         }
     }
 
-    /// True when the budget has run out and enough steps after the warm-up step were timed;
-    /// `open_steps` are the steps of the chunk not closed yet.
+    /// True when the budget, counted from steady state, has run out and enough steady steps
+    /// were timed; `open_steps` are the steps of the chunk not closed yet.
     fn budget_exhausted(&self, open_steps: usize) -> bool {
         let timed_steps = self.chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
-        match self.protocol.settings.budget() {
-            Some(budget) => {
-                self.started.elapsed() >= budget
-                    && self.first_step_seconds.is_some()
-                    && timed_steps >= self.protocol.timing.min_timed_steps
+        match (self.protocol.settings.budget(), self.warmup.steady_since()) {
+            (Some(budget), Some(steady)) => {
+                steady.elapsed() >= budget && timed_steps >= self.protocol.timing.min_timed_steps
             }
-            None => false,
+            _ => false,
+        }
+    }
+
+    /// After a warm-up step: sync, keep its time, and say whether the times have settled.
+    fn warmup_step(&mut self, epoch: usize) -> Result<Phase, CoreError> {
+        sync(self.device)?;
+        let now = Instant::now();
+        let seconds = (now - self.mark).as_secs_f64();
+        self.first_step_seconds.get_or_insert(seconds);
+        self.mark = now;
+        self.sample_device_memory();
+        Ok(self.warmup.step(seconds, now, epoch + 1))
+    }
+
+    /// A progress event every two seconds.
+    fn progress(&mut self, epoch: usize, step: usize, sink: &mut dyn Sink) {
+        if self.last_progress.elapsed() >= Duration::from_secs(2) {
+            self.last_progress = Instant::now();
+            sink.event(&Event::Progress(Progress {
+                epoch: epoch + 1,
+                step,
+                steps_per_epoch: self.steps_per_epoch,
+                elapsed_seconds: self.started.elapsed().as_secs_f64(),
+                eta_seconds: self.eta(epoch, step),
+            }));
         }
     }
 
@@ -106,8 +140,10 @@ impl<'a, M: Classifier> Run<'a, M> {
         let total = self.protocol.settings.epochs * self.steps_per_epoch;
         let done = epoch * self.steps_per_epoch + step;
         let mut eta = per_step * total.saturating_sub(done) as f64;
-        if let Some(budget) = self.protocol.settings.budget() {
-            let left = (budget.as_secs_f64() - self.started.elapsed().as_secs_f64()).max(0.0);
+        if let (Some(budget), Some(steady)) =
+            (self.protocol.settings.budget(), self.warmup.steady_since())
+        {
+            let left = (budget.as_secs_f64() - steady.elapsed().as_secs_f64()).max(0.0);
             eta = eta.min(left + per_step);
         }
         Some(eta)
@@ -135,6 +171,7 @@ impl<'a, M: Classifier> Run<'a, M> {
         sync(self.device)?;
         let t0 = Instant::now();
         self.mark = t0;
+        self.warmup.first_step_starts(t0);
         let (mut chunk_steps, mut chunk_samples) = (0, 0);
         let (mut steps, mut samples, mut partial) = (0, 0, false);
         for step in 0..self.steps_per_epoch {
@@ -143,6 +180,7 @@ impl<'a, M: Classifier> Run<'a, M> {
             let mut loss = self
                 .trainer
                 .step(self.data, order.clone().slice(start..end));
+            self.warmup.inject(self.steps_done + 1);
             if self.protocol.inject_nan_at_step == Some(self.steps_done + 1) {
                 loss = loss.mul_scalar(f64::NAN);
             }
@@ -155,13 +193,14 @@ impl<'a, M: Classifier> Run<'a, M> {
             samples += end - start;
             self.steps_done += 1;
 
-            if self.first_step_seconds.is_none() {
-                // The very first step carries compilation, autotune and cache warm-up.
-                sync(self.device)?;
-                let now = Instant::now();
-                self.first_step_seconds = Some((now - t0).as_secs_f64());
-                self.mark = now;
-                self.sample_device_memory();
+            if !self.warmup.settled() {
+                // Warm-up: each step synced and kept apart, never in a chunk.
+                let phase = self.warmup_step(epoch)?;
+                self.progress(epoch, step + 1, sink);
+                if phase == Phase::OverCap {
+                    partial = true;
+                    break;
+                }
                 continue;
             }
             chunk_steps += 1;
@@ -174,16 +213,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                     break;
                 }
             }
-            if self.last_progress.elapsed() >= Duration::from_secs(2) {
-                self.last_progress = Instant::now();
-                sink.event(&Event::Progress(Progress {
-                    epoch: epoch + 1,
-                    step: step + 1,
-                    steps_per_epoch: self.steps_per_epoch,
-                    elapsed_seconds: self.started.elapsed().as_secs_f64(),
-                    eta_seconds: self.eta(epoch, step + 1),
-                }));
-            }
+            self.progress(epoch, step + 1, sink);
             if !last && self.budget_exhausted(chunk_steps) {
                 partial = true;
                 break;
@@ -257,11 +287,12 @@ pub fn train<M: Classifier>(
         epoch_samples: data.train_len,
         test_samples: data.test_len,
         first_step_seconds: run.first_step_seconds,
+        warmup: run.warmup.summary(),
         epochs,
         chunks: run.chunks,
         diverged,
         device_memory: run.device_memory,
-        loss_scaling: run.trainer.scaler().map(LossScaler::summary),
+        loss_scaling: run.trainer.loss_scaling(),
         rss_baseline_bytes,
         rss_peak_bytes: kiln_machine::process::peak_rss_bytes(),
         peak_since_baseline,
@@ -309,7 +340,7 @@ pub fn loop_overhead<M: Classifier>(
         run.data = &sub;
         run.protocol = &one_epoch;
         run.steps_per_epoch = sub_steps;
-        run.first_step_seconds = Some(0.0);
+        run.warmup.assume_steady(Instant::now());
         let t = Instant::now();
         run.epoch(round, &mut quiet)?;
         kiln.push(t.elapsed().as_secs_f64() / sub_steps as f64);

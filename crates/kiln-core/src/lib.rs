@@ -16,6 +16,7 @@ pub mod protocol;
 pub mod runner;
 pub mod trainer;
 pub mod verify;
+mod warmup;
 
 pub use device::Binding;
 pub use kiln_results::{CellRequest, Precision, Record};

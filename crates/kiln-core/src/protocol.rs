@@ -1,10 +1,10 @@
 //! The training protocol: one cell, timed honestly.
 //!
 //! The dataset is uploaded once; each epoch uploads only its shuffled index order and batches
-//! are gathered on the device. Clocks are read after a device sync: at epoch boundaries, after
-//! the very first step (warm-up), and about ten times per epoch (chunks) so that a cell cut
-//! short by its budget can be projected from steady-state steps. Test accuracy is evaluated
-//! outside the timed region.
+//! are gathered on the device. Clocks are read after a device sync: after every warm-up step
+//! until the step times are steady (`warmup.rs`), then at epoch boundaries and about ten times
+//! per epoch (chunks) so that a cell cut short by its budget can be projected from steady-state
+//! steps. Test accuracy is evaluated outside the timed region.
 
 use burn::optim::{AdamConfig, ModuleOptimizer};
 use burn::prelude::*;
@@ -27,9 +27,13 @@ pub struct Protocol {
     pub inject_nan_at_step: Option<usize>,
     /// Fault injection for tests: bytes leaked after each epoch (kept, touched, never freed).
     pub inject_leak_bytes_per_epoch: Option<u64>,
-    /// Mixed precision: the compute type of forward and backward (f32 master weights, dynamic
-    /// loss scaling); `None` computes in the device's float type.
+    /// Mixed precision: the compute type of forward and backward (f32 master weights); `None`
+    /// computes in the device's float type.
     pub amp: Option<FloatDType>,
+    /// Loss scaling of a mixed-precision cell (`--loss-scaling`; its precision's default).
+    pub loss_scaling: Option<kiln_results::LossScalingMode>,
+    /// Fault injection for tests: slow warm-up steps.
+    pub inject_slow_steps: Option<kiln_results::SlowSteps>,
 }
 
 impl Protocol {
@@ -41,6 +45,8 @@ impl Protocol {
             inject_nan_at_step: request.inject_nan_at_step,
             inject_leak_bytes_per_epoch: request.inject_leak_bytes_per_epoch,
             amp: crate::device::amp_dtype(request.precision),
+            loss_scaling: request.settings.loss_scaling_for(request.precision),
+            inject_slow_steps: request.inject_slow_steps,
             timing: request.timing,
         }
     }

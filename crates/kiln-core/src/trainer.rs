@@ -18,7 +18,10 @@ pub struct Trainer<M: Classifier> {
     loss: CrossEntropyLoss,
     learning_rate: f64,
     accum_steps: usize,
-    amp: Option<(FloatDType, LossScaler)>,
+    /// Mixed precision: the compute type, and the loss scaler unless scaling is off.
+    amp: Option<(FloatDType, Option<LossScaler>)>,
+    /// Optimizer steps applied (what an unscaled amp cell's record counts).
+    applied: usize,
 }
 
 impl<M: Classifier> Trainer<M> {
@@ -31,19 +34,36 @@ impl<M: Classifier> Trainer<M> {
             learning_rate,
             accum_steps: 1,
             amp: None,
+            applied: 0,
         }
     }
 
     /// Train in mixed precision: forward and backward in `dtype`, f32 master weights and
     /// optimizer state, loss scaled by `scaler`.
-    pub fn with_amp(mut self, dtype: FloatDType, scaler: LossScaler) -> Self {
+    pub fn with_amp(mut self, dtype: FloatDType, scaler: Option<LossScaler>) -> Self {
         self.amp = Some((dtype, scaler));
         self
     }
 
     /// The loss scaler of a mixed-precision trainer.
     pub fn scaler(&self) -> Option<&LossScaler> {
-        self.amp.as_ref().map(|(_, s)| s)
+        self.amp.as_ref().and_then(|(_, s)| s.as_ref())
+    }
+
+    /// What a mixed-precision cell's record says of its loss scaling (`None` outside amp).
+    pub fn loss_scaling(&self) -> Option<kiln_results::LossScaling> {
+        let (_, scaler) = self.amp.as_ref()?;
+        Some(match scaler {
+            Some(s) => s.summary(),
+            None => kiln_results::LossScaling {
+                mode: kiln_results::LossScalingMode::None,
+                initial_scale: 1.0,
+                final_scale: 1.0,
+                skipped_steps: 0,
+                applied_steps: self.applied,
+                growth_interval: 0,
+            },
+        })
     }
 
     /// The model the forward pass runs (the master model cast in the graph under amp), and the
@@ -148,8 +168,8 @@ impl<M: Classifier> Trainer<M> {
         let (mut grads, loss) = self.gradients(&model, data, indices);
         edit(&model, &mut grads);
         let apply = match &mut self.amp {
-            None => true,
-            Some((_, scaler)) => {
+            None | Some((_, None)) => true,
+            Some((_, Some(scaler))) => {
                 // One scalar read per step: the step may only be applied if no gradient
                 // overflowed (GradScaler reads its inf flag the same way).
                 let finite = amp::unscale(&model, &mut grads, scaler.scale())
@@ -159,6 +179,7 @@ impl<M: Classifier> Trainer<M> {
             }
         };
         self.model = Some(if apply {
+            self.applied += 1;
             self.optim.step(self.learning_rate, model, grads)
         } else {
             model

@@ -239,7 +239,7 @@ impl WithModel for Steps<'_> {
         };
         let mut trainer = Trainer::new(model, device, Protocol::default().settings.learning_rate);
         if let Some(dtype) = amp_dtype(request.precision) {
-            trainer = trainer.with_amp(dtype, LossScaler::default());
+            trainer = trainer.with_amp(dtype, Some(LossScaler::default()));
         }
         let flip = request.fault == Some(Fault::WrongWeightGradient);
         if flip {

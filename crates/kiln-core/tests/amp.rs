@@ -56,7 +56,7 @@ fn amp_lowers_the_loss_about_as_f32_does() {
     let f32_losses = losses(Trainer::new(model.clone(), &device, 1e-3), &data, &idx);
     for dtype in [FloatDType::F16, FloatDType::BF16] {
         let trainer =
-            Trainer::new(model.clone(), &device, 1e-3).with_amp(dtype, LossScaler::default());
+            Trainer::new(model.clone(), &device, 1e-3).with_amp(dtype, Some(LossScaler::default()));
         let amp = losses(trainer, &data, &idx);
         let (first, last) = (amp[0], amp[amp.len() - 1]);
         assert!(last < 0.7 * first, "{dtype:?}: {amp:?}");
@@ -82,8 +82,8 @@ fn an_overflow_skips_the_step_and_backs_off_the_scale() {
     let model = MnistCnn::with_dropout(&device, 0.0);
     let before = weights(&model);
     // A scale of 1e30 overflows f16 (max 65,504) in the backward pass.
-    let mut trainer =
-        Trainer::new(model, &device, 1e-3).with_amp(FloatDType::F16, LossScaler::new(1e30, 2000));
+    let mut trainer = Trainer::new(model, &device, 1e-3)
+        .with_amp(FloatDType::F16, Some(LossScaler::new(1e30, 2000)));
     let loss = scalar(trainer.step(&data, idx.clone()));
     assert!(loss.is_finite(), "the reported loss is the unscaled one");
     let summary = trainer.scaler().unwrap().summary();
@@ -97,7 +97,7 @@ fn an_overflow_skips_the_step_and_backs_off_the_scale() {
 
     // A sane scale applies the step.
     let mut trainer = Trainer::new(MnistCnn::with_dropout(&device, 0.0), &device, 1e-3)
-        .with_amp(FloatDType::F16, LossScaler::new(1024.0, 2000));
+        .with_amp(FloatDType::F16, Some(LossScaler::new(1024.0, 2000)));
     trainer.step(&data, idx);
     let summary = trainer.scaler().unwrap().summary();
     assert_eq!((summary.skipped_steps, summary.applied_steps), (0, 1));

@@ -5,7 +5,7 @@ use kiln_core::MnistCnn;
 use kiln_core::kiln_loop;
 use kiln_core::protocol::{DeviceData, Protocol};
 use kiln_data::Geometry;
-use kiln_results::{Event, Measurements, Method, Summary, summarize};
+use kiln_results::{Event, Measurements, Method, SlowSteps, Summary, TimingRules, summarize};
 
 fn setup(train: usize) -> (Device, DeviceData) {
     let device = Device::flex();
@@ -34,12 +34,91 @@ fn train_quietly(
     (m, s)
 }
 
-/// The default protocol with `epochs` epochs of `batch_size` batches.
+/// The default protocol with `epochs` epochs of `batch_size` batches, steady after its first
+/// two steps whatever their times (tests assert behaviour, never timings: the warm-up rule
+/// itself is tested on step times it is given, and with injected slow steps below).
 fn protocol(epochs: usize, batch_size: usize) -> Protocol {
     let mut p = Protocol::default();
     p.settings.epochs = epochs;
     p.batch_size = batch_size;
+    p.timing = TimingRules::SETTLE_AT_ONCE;
     p
+}
+
+/// Rules that tell an injected 1 s step from a small batch's step on the CPU (a window of one
+/// step; within 50% of the one before).
+fn telling_rules() -> TimingRules {
+    TimingRules {
+        steady_window: 1,
+        steady_tolerance: 0.5,
+        steady_spike: 1e9,
+        ..TimingRules::KILN
+    }
+}
+
+#[test]
+fn slow_first_steps_are_warm_up_and_never_timed() {
+    let (device, data) = setup(128);
+    let mut protocol = protocol(2, 16);
+    protocol.timing = telling_rules();
+    protocol.inject_slow_steps = Some(SlowSteps {
+        steps: 3,
+        seconds: 1.0,
+    });
+    let (m, out) = train_quietly(&device, &data, &protocol);
+    let w = m.warmup.clone().expect("a warm-up");
+    assert!(w.steady, "{w:?}");
+    // Steps 1 and 3 slept: the times settle at step 5 at the earliest.
+    assert!(w.steps >= 5, "{w:?}");
+    assert!(
+        w.seconds >= 2.0,
+        "both slow steps are in the warm-up: {w:?}"
+    );
+    assert!(
+        w.step_seconds[0] >= 1.0 && w.step_seconds[2] >= 1.0,
+        "{w:?}"
+    );
+    assert!(m.first_step_seconds.is_some_and(|s| s >= 1.0));
+    // No timed chunk holds a slow step (a chunk is one step here: 8 steps an epoch), and the
+    // timed epoch began at steady state.
+    assert!(!m.chunks.is_empty());
+    assert!(
+        m.chunks.iter().all(|c| c.steps == 1 && c.seconds < 1.0),
+        "{:?}",
+        m.chunks
+    );
+    assert_eq!(w.epoch, 1);
+    assert_eq!(out.obtained.method, Method::Measured);
+    assert_eq!(
+        out.obtained.epochs, 1,
+        "epoch 2, the first to begin at steady state"
+    );
+    assert!(m.epochs[1].seconds < m.epochs[0].seconds);
+}
+
+#[test]
+fn a_cell_that_never_settles_is_not_steady_and_has_no_time() {
+    let (device, data) = setup(512);
+    let mut protocol = protocol(3, 16);
+    protocol.timing = telling_rules();
+    // Every other step sleeps, for ever: the times never settle within the 3 s cap.
+    protocol.inject_slow_steps = Some(SlowSteps {
+        steps: usize::MAX,
+        seconds: 1.0,
+    });
+    protocol.settings.warmup_cap_seconds = 3.0;
+    let (m, out) = train_quietly(&device, &data, &protocol);
+    let w = m.warmup.clone().expect("a warm-up");
+    assert!(
+        !w.steady && w.seconds >= 3.0 && w.cap_seconds == 3.0,
+        "{w:?}"
+    );
+    assert!(m.chunks.is_empty(), "nothing is timed before steady state");
+    assert_eq!(m.epochs.len(), 1, "the cell stopped at its cap");
+    assert!(m.epochs[0].partial);
+    assert!(out.epoch_seconds.is_none() && out.images_per_second.is_none());
+    assert_eq!(out.obtained.method, Method::None);
+    assert!(out.note.is_some_and(|n| n.contains("not steady")));
 }
 
 #[test]
@@ -54,7 +133,7 @@ fn whole_epochs_after_warm_up_are_measured() {
     assert_eq!(out.obtained.method, Method::Measured);
     assert_eq!(
         out.obtained.epochs, 2,
-        "epochs 2 and 3; the first is warm-up"
+        "epochs 2 and 3; the first holds the warm-up"
     );
     assert_eq!(out.obtained.steps, 6);
     assert_eq!(m.epochs.len(), 3);
@@ -66,8 +145,12 @@ fn whole_epochs_after_warm_up_are_measured() {
     assert!((stats.min - raw * 60_000.0 / 96.0).abs() < 1e-6 * stats.min);
     assert!(out.test_accuracy.is_some_and(|a| (0.0..=1.0).contains(&a)));
     assert_eq!(m.test_samples, 32);
-    // Every chunk follows the warm-up step: 9 timed steps in 3 epochs of 3.
-    assert_eq!(m.chunks.iter().map(|c| c.steps).sum::<usize>(), 8);
+    // Every chunk follows the two warm-up steps: 9 steps in 3 epochs of 3.
+    assert_eq!(
+        m.warmup.as_ref().map(|w| (w.steady, w.steps)),
+        Some((true, 2))
+    );
+    assert_eq!(m.chunks.iter().map(|c| c.steps).sum::<usize>(), 7);
     assert_eq!(
         events
             .iter()

@@ -50,6 +50,7 @@ const EXACT: &[&str] = &[
 
 fn request() -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 2;
     r.batch_size = 32;
     r.settings.train_limit = Some(96);

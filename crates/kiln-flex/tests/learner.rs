@@ -13,6 +13,7 @@ use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, 
 /// A tiny synthetic Learner cell: 64 samples, batch 8, two epochs, no calibration.
 fn tiny() -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 2;
     r.batch_size = 8;
     r.settings.budget_seconds = None;

@@ -26,6 +26,7 @@ fn probe_reports_the_cpu() {
 #[test]
 fn a_tiny_cell_on_the_embedded_sample_produces_a_complete_record() {
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.settings.epochs = 2;
     request.batch_size = 64;
     request.settings.train_limit = Some(192);
@@ -111,6 +112,7 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
         &kiln_data::idx::encode(&[1], &[3]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::FashionMnist);
     request.settings.data_dir = Some(dir.to_path_buf());
     let path = dir.join("cell.json");
@@ -132,6 +134,7 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
 fn a_missing_dataset_names_where_kiln_looked() {
     let tmp = tempfile::tempdir().unwrap();
     let mut request = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Cifar10);
     request.settings.data_dir = Some(tmp.path().to_path_buf());
     let path = tmp.path().join("cell.json");
@@ -154,6 +157,7 @@ fn a_missing_dataset_names_where_kiln_looked() {
 /// A tiny synthetic cell as a request: 32 samples, batch 8, one epoch, no calibration.
 fn tiny_request() -> kiln_results::CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 1;
     r.batch_size = 8;
     r.settings.budget_seconds = None;
@@ -274,6 +278,7 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         &kiln_data::idx::encode(&[16], &labels[..16]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Idx);
     request.settings.data_dir = Some(dir.to_path_buf());
     request.settings.epochs = 1;
@@ -296,6 +301,7 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         &kiln_data::idx::encode(&[15], &labels[..15]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Idx);
     request.settings.data_dir = Some(dir.to_path_buf());
     let (_, r) = run_request(&request);
@@ -315,6 +321,7 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
     // 1.5 GiB of address space: the runner starts, one 8192-sample batch of activations does
     // not fit.
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
+    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     request.settings.epochs = 1;
     request.batch_size = 8192;
     request.settings.budget_seconds = None;

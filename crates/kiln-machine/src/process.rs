@@ -76,6 +76,23 @@ fn status(pid: Option<u32>) -> Option<procfs::process::Status> {
     process(pid)?.status().ok()
 }
 
+/// Seconds since this process started (`/proc/self/stat`'s start time against `/proc/uptime`,
+/// to a clock tick); `None` off Linux.
+pub fn age_seconds() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        use procfs::Current;
+        let start_ticks = process(None)?.stat().ok()?.starttime;
+        let uptime = procfs::Uptime::current().ok()?.uptime;
+        let age = uptime - start_ticks as f64 / procfs::ticks_per_second() as f64;
+        Some(age.max(0.0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// The machine's CPU time in clock ticks, all cores together.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct MachineTicks {
@@ -147,6 +164,15 @@ pub fn oom_kills() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn this_process_has_an_age() {
+        #[cfg(target_os = "linux")]
+        {
+            let age = super::age_seconds().unwrap();
+            assert!(age >= 0.0 && age < 24.0 * 3600.0, "{age}");
+        }
+    }
+
     use super::*;
 
     #[test]

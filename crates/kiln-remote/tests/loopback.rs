@@ -73,6 +73,7 @@ impl Drop for Server {
 /// A tiny synthetic cell: 64 samples, batch 16, two epochs, no calibration.
 fn tiny(backend: &str, device: &str) -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, backend, Profile::Quick);
+    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
     r.device = device.into();
     r.settings.epochs = 2;
     r.batch_size = 16;

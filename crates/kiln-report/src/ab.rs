@@ -64,8 +64,14 @@ const RULES: [Rule; 4] = [
         lower: "faster",
     },
     Rule {
-        name: "first step",
-        value: |r| r.first_step_seconds,
+        name: "warm-up to steady state",
+        // Records older than the steady-state rule: their first step.
+        value: |r| {
+            r.warmup
+                .as_ref()
+                .map(|w| w.seconds)
+                .or(r.first_step_seconds)
+        },
         floor: 0.10,
         difference: false,
         higher: "slower to start",

@@ -119,7 +119,10 @@ pub fn parse_line(text: &str) -> Result<Record, String> {
         }
         None => return Err("no \"schema\" field: not a Kiln record".into()),
     }
-    serde_json::from_value(value).map_err(|e| format!("not a valid record: {e}"))
+    let mut record: Record =
+        serde_json::from_value(value).map_err(|e| format!("not a valid record: {e}"))?;
+    record.judge_legacy_steadiness();
+    Ok(record)
 }
 
 #[cfg(test)]

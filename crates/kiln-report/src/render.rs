@@ -137,6 +137,25 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
         ),
         ("first_epoch_seconds", opt(r.first_epoch_seconds)),
         ("first_step_seconds", opt(r.first_step_seconds)),
+        (
+            "warmup_steady",
+            r.warmup
+                .as_ref()
+                .map(|w| w.steady.to_string())
+                .unwrap_or_default(),
+        ),
+        ("warmup_seconds", opt(r.warmup.as_ref().map(|w| w.seconds))),
+        (
+            "warmup_steps",
+            r.warmup
+                .as_ref()
+                .map(|w| w.steps.to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "warmup_process_seconds",
+            opt(r.warmup.as_ref().and_then(|w| w.process_seconds)),
+        ),
         ("images_per_second", opt(r.images_per_second)),
         ("peak_memory_bytes", optu(r.peak_memory_bytes)),
         (

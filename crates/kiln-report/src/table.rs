@@ -231,7 +231,10 @@ fn table(
         ));
     }
     for (c, title) in [
-        (Column::WarmUp, "Warm-up epoch"),
+        (
+            Column::WarmUp,
+            "Warm-up to steady state (compile, autotune; apart from epoch time)",
+        ),
         (Column::Images, "Images/s"),
         (Column::Gflops, "GFLOP/s (% of device peak)"),
         (Column::Memory, "Training memory (total RSS)"),
@@ -315,16 +318,13 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
             },
             None => none(),
         },
-        Column::WarmUp if ok => r
-            .first_epoch_seconds
-            .map(|s| Cell::number(human_seconds(s), Some(s)))
-            .unwrap_or_else(none),
+        Column::WarmUp => warmup_cell(r),
         Column::Images if ok => r
             .images_per_second
             .map(|i| Cell::number(format!("{i:.0}"), Some(i)))
             .unwrap_or_else(none),
         Column::Gflops if ok => Cell::number(efficiency_cell(r), r.achieved_gflops),
-        Column::WarmUp | Column::Images | Column::Gflops => none(),
+        Column::Images | Column::Gflops => none(),
         Column::Memory => Cell::number(
             memory_cell(r),
             r.training_bytes().or(r.peak_memory_bytes).map(|b| b as f64),
@@ -332,6 +332,27 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::Accuracy => Cell::number(accuracy_cell(r), r.test_accuracy),
         Column::Obtained if r.status == Status::Skipped => Cell::text("not run"),
         Column::Obtained => Cell::text(obtained_text(r)),
+    }
+}
+
+/// The warm-up to steady state: its time and steps (`not steady after ...` when the cap ran
+/// out); a record older than the rule shows its first step.
+pub fn warmup_cell(r: &Record) -> Cell {
+    match (&r.warmup, r.first_step_seconds) {
+        (Some(w), _) if w.steady => Cell::number(
+            format!("{} ({} steps)", human_seconds(w.seconds), w.steps),
+            Some(w.seconds),
+        ),
+        (Some(w), _) => Cell::number(
+            format!(
+                "not steady after {} ({} steps)",
+                human_seconds(w.seconds),
+                w.steps
+            ),
+            Some(f64::MAX),
+        ),
+        (None, Some(s)) => Cell::number(format!("first step {}", human_seconds(s)), Some(s)),
+        (None, None) => Cell::text("–"),
     }
 }
 

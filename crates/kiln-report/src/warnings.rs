@@ -50,7 +50,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             && first > 2.0 * e.median
         {
             out.push(format!(
-                "the warm-up epoch took {:.1}× the median epoch",
+                "the first epoch (warm-up included) took {:.1}× the median epoch",
                 first / e.median
             ));
         }

@@ -14,6 +14,25 @@ use crate::vocab::{DatasetName, ModelKind, Precision, Profile, TrainingLoop};
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
 
+/// Fault injection for tests: the odd-numbered steps among the first `steps` (1-based) sleep
+/// `seconds` before their clock is read, like a backend compiling a kernel every other step;
+/// `steps` past the warm-up cap makes a cell that never settles.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SlowSteps {
+    pub steps: usize,
+    pub seconds: f64,
+}
+
+impl SlowSteps {
+    /// The extra time step `step` (1-based) sleeps.
+    pub fn delay(&self, step: usize) -> Option<std::time::Duration> {
+        (step <= self.steps && step % 2 == 1)
+            .then(|| std::time::Duration::from_secs_f64(self.seconds.max(0.0)))
+    }
+}
+
 /// One cell of the matrix, fully specified: its coordinates, the run's settings (flattened:
 /// their keys sit beside the coordinates) and what xtask adds for this cell alone.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -62,6 +81,9 @@ pub struct CellRequest {
     /// never frees, a leak the record's memory per epoch must show.
     #[serde(default)]
     pub inject_leak_bytes_per_epoch: Option<u64>,
+    /// Fault injection (tests): slow warm-up steps, as a JIT backend's compilation makes them.
+    #[serde(default)]
+    pub inject_slow_steps: Option<SlowSteps>,
     /// The training loop: Kiln's own, or burn-train's `Learner` (`--loop learner`).
     #[serde(default)]
     pub training_loop: TrainingLoop,
@@ -95,6 +117,7 @@ impl CellRequest {
             given_peak: None,
             inject_nan_at_step: None,
             inject_leak_bytes_per_epoch: None,
+            inject_slow_steps: None,
             training_loop: TrainingLoop::Kiln,
             devices: Vec::new(),
             timing: TimingRules::KILN,

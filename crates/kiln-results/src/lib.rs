@@ -22,7 +22,7 @@ pub mod stats;
 pub mod verify;
 pub mod vocab;
 
-pub use cell::{CELL_VERSION, CellRequest};
+pub use cell::{CELL_VERSION, CellRequest, SlowSteps};
 pub use events::{Event, Progress, Start};
 pub use memory::{MemoryGrowth, memory_growth};
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
@@ -32,8 +32,8 @@ pub use schema::*;
 pub use settings::CellSettings;
 pub use stats::Stats;
 pub use vocab::{
-    AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, ModelKind,
-    Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
+    AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, LossScalingMode,
+    ModelKind, Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
 };
 
 /// The variable holding the token of remote servers (`cargo xtask serve --token`), for the

@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use crate::cell::CellRequest;
 use crate::schema::{
     Calibration, DataKind, DeviceMemory, EpochSummary, Fingerprint, LoopOverhead, LossScaling,
-    Method, Obtained, Record, Runtime, Status,
+    Method, Obtained, Record, Runtime, Status, Warmup,
 };
 use crate::{DeviceKind, Stats};
 
-/// Steady-state steps timed between two synced clock reads (the warm-up step is never in one).
+/// Steady-state steps timed between two synced clock reads (no warm-up step is ever in one).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -39,6 +39,10 @@ pub struct Measurements {
     pub epochs: Vec<EpochSummary>,
     /// Synced chunks of steady-state steps, in order.
     pub chunks: Vec<Chunk>,
+    /// The warm-up to steady state (`None` from a runner older than the rule: its first step
+    /// was its warm-up).
+    #[serde(default)]
+    pub warmup: Option<Warmup>,
     /// Why training stopped on a non-finite loss, if it did.
     pub diverged: Option<String>,
     /// Peak device allocator figures, where the backend reports them.
@@ -59,9 +63,9 @@ pub struct Measurements {
 /// The numbers a record reports, derived from [`Measurements`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
-    /// Seconds per standard epoch after the warm-up epoch (measured or projected).
+    /// Seconds per standard epoch at steady state (measured or projected).
     pub epoch_seconds: Option<Stats>,
-    /// The first (warm-up) epoch, scaled to the standard epoch.
+    /// The first epoch (warm-up included), scaled to the standard epoch.
     pub first_epoch_seconds: Option<f64>,
     pub images_per_second: Option<f64>,
     pub test_accuracy: Option<f64>,
@@ -70,14 +74,14 @@ pub struct Summary {
     pub note: Option<String>,
 }
 
-/// The rules: whole epochs after the first are timed and scaled to the standard epoch; a single
-/// requested epoch is its own measurement (warm-up included, and said so); a cell cut short by
-/// its budget before a whole timed epoch is projected from its steady-state chunks; a diverged
-/// cell reports no time.
+/// The rules: nothing is timed before the step times are steady (`m.warmup`); whole epochs
+/// that began at steady state are timed and scaled to the standard epoch; a cell with none
+/// (cut by its budget, or fewer epochs asked for) is projected from its steady-state chunks;
+/// a cell that never settled, or diverged, reports no time.
 pub fn summarize(
     m: &Measurements,
     standard_epoch: usize,
-    epochs_requested: usize,
+    _epochs_requested: usize,
     budget_seconds: Option<f64>,
 ) -> Summary {
     let scale = standard_epoch as f64 / m.epoch_samples.max(1) as f64;
@@ -106,19 +110,19 @@ pub fn summarize(
         .first()
         .filter(|e| e.epoch == 1)
         .map(|e| e.seconds * scale);
-    let timed: Vec<&&EpochSummary> = whole.iter().filter(|e| e.epoch > 1).collect();
+    if let Some(w) = m.warmup.as_ref().filter(|w| !w.steady) {
+        s.note = Some(not_steady_note(w));
+        return s;
+    }
+    // Epochs that began at steady state (a runner without the rule: after its first epoch).
+    let settled_in = m.warmup.as_ref().map_or(1, |w| w.epoch);
+    let timed: Vec<&&EpochSummary> = whole.iter().filter(|e| e.epoch > settled_in).collect();
     if !timed.is_empty() {
         let samples: Vec<f64> = timed.iter().map(|e| e.seconds * scale).collect();
         s.epoch_seconds = Stats::from_samples(&samples);
         s.obtained.method = Method::Measured;
         s.obtained.epochs = timed.len();
         s.obtained.steps = timed.iter().map(|e| e.steps).sum();
-    } else if whole.len() == 1 && m.epochs.len() == 1 && epochs_requested == 1 {
-        s.epoch_seconds = Stats::from_samples(&[whole[0].seconds * scale]);
-        s.obtained.method = Method::Measured;
-        s.obtained.epochs = 1;
-        s.obtained.steps = whole[0].steps;
-        s.note = Some("one epoch requested: its time includes the warm-up".into());
     } else {
         let per_epoch: Vec<f64> = m
             .chunks
@@ -138,6 +142,26 @@ pub fn summarize(
         .as_ref()
         .map(|e| standard_epoch as f64 / e.median);
     s
+}
+
+/// Why a cell that never settled has no time: its warm-up and its last step times.
+pub fn not_steady_note(w: &Warmup) -> String {
+    let last: Vec<String> = w
+        .step_seconds
+        .iter()
+        .rev()
+        .take(6)
+        .rev()
+        .map(|t| format!("{t:.3}"))
+        .collect();
+    format!(
+        "not steady: step times had not settled after {} steps and {:.1} s of warm-up (cap {:.0} \
+         s; last step times {} s): no epoch time is reported",
+        w.steps,
+        w.seconds,
+        w.cap_seconds,
+        last.join(", ")
+    )
 }
 
 /// The training time until the first epoch whose test accuracy reached `target` (the epochs'
@@ -262,11 +286,14 @@ impl Observed {
             if let Some(why) = &m.diverged {
                 r.status = Status::Diverged;
                 notes.insert(0, why.clone());
+            } else if m.warmup.as_ref().is_some_and(|w| !w.steady) && r.status == Status::Ok {
+                r.status = Status::NotSteady;
             }
             notes.extend(s.note);
             r.epoch_seconds = s.epoch_seconds;
             r.first_epoch_seconds = s.first_epoch_seconds;
             r.first_step_seconds = m.first_step_seconds;
+            r.warmup = m.warmup.clone();
             r.images_per_second = s.images_per_second;
             r.achieved_gflops = s
                 .images_per_second
@@ -324,6 +351,7 @@ mod tests {
             first_step_seconds: Some(2.0),
             epochs,
             chunks,
+            warmup: None,
             diverged: None,
             device_memory: None,
             loss_scaling: None,
@@ -404,12 +432,65 @@ mod tests {
         assert_eq!(s.test_accuracy, Some(0.5));
     }
 
+    fn warmup(steady: bool, epoch: usize) -> Warmup {
+        Warmup {
+            steady,
+            steps: 7,
+            seconds: 54.2,
+            process_seconds: Some(56.0),
+            epoch,
+            cap_seconds: 60.0,
+            step_seconds: vec![54.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+        }
+    }
+
     #[test]
-    fn one_requested_epoch_is_its_own_measurement_and_says_so() {
-        let m = measured(vec![epoch(1, 4.0, false)], vec![]);
-        let s = summarize(&m, 60_000, 1, None);
+    fn one_requested_epoch_is_timed_from_steady_state_only() {
+        // The epoch holds the warm-up: only its chunks after steady state are timed.
+        let chunk = |seconds| Chunk {
+            steps: 2,
+            samples: 32,
+            seconds,
+        };
+        let mut m = measured(vec![epoch(1, 60.0, false)], vec![chunk(0.2), chunk(0.2)]);
+        m.warmup = Some(warmup(true, 1));
+        let s = summarize(&m, 96, 1, None);
+        assert_eq!(s.obtained.method, Method::Projected);
+        assert!((s.epoch_seconds.unwrap().median - 0.6).abs() < 1e-9);
+        // Settled in epoch 2: epoch 2 holds warm-up steps and is not timed whole, epoch 3 is.
+        let mut m = measured(
+            vec![
+                epoch(1, 50.0, false),
+                epoch(2, 9.0, false),
+                epoch(3, 3.0, false),
+            ],
+            vec![chunk(0.2)],
+        );
+        m.warmup = Some(warmup(true, 2));
+        let s = summarize(&m, 96, 3, None);
         assert_eq!(s.obtained.method, Method::Measured);
-        assert!(s.note.unwrap().contains("warm-up"));
+        assert_eq!(s.obtained.epochs, 1);
+        assert_eq!(s.epoch_seconds.unwrap().median, 3.0);
+    }
+
+    #[test]
+    fn a_cell_that_never_settled_has_no_time_and_says_why() {
+        let mut m = measured(vec![epoch(1, 60.0, true)], vec![]);
+        m.warmup = Some(warmup(false, 1));
+        let s = summarize(&m, 96, 3, Some(20.0));
+        assert!(s.epoch_seconds.is_none() && s.images_per_second.is_none());
+        assert_eq!(s.obtained.method, Method::None);
+        let note = s.note.unwrap();
+        assert!(
+            note.contains("not steady") && note.contains("cap 60 s"),
+            "{note}"
+        );
+        let r = observed_on("cpu", DeviceKind::Cpu, m).into_record(
+            &CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick),
+            Fingerprint::default(),
+        );
+        assert_eq!(r.status, Status::NotSteady);
+        assert!(r.epoch_seconds.is_none() && r.warmup.is_some_and(|w| !w.steady));
     }
 
     #[test]

@@ -40,6 +40,15 @@ impl Profile {
         }
     }
 
+    /// The longest a cell may warm up before its step times are steady (a JIT backend on a
+    /// CPU, wgpu on lavapipe, compiles and autotunes for minutes on its first steps).
+    pub fn warmup_cap(self) -> Duration {
+        match self {
+            Profile::Quick => Duration::from_secs(10 * 60),
+            Profile::Full => Duration::from_secs(20 * 60),
+        }
+    }
+
     /// Models `bench-all` runs by default.
     pub fn models(self) -> &'static [ModelKind] {
         match self {

@@ -23,17 +23,73 @@ pub struct TimingRules {
     pub chunks_per_epoch: usize,
     /// A chunk also closes after the budget divided by this: a slow cell still gets chunks.
     pub chunks_per_budget: u32,
-    /// Steps timed after the warm-up step before the budget may stop a cell.
+    /// Steps timed after steady state before the budget may stop a cell.
     pub min_timed_steps: usize,
+    /// Steady state: the median of the last this-many synced step times ...
+    #[serde(default = "steady_window")]
+    pub steady_window: usize,
+    /// ... is within this share of the median of the window before it ...
+    #[serde(default = "steady_tolerance")]
+    pub steady_tolerance: f64,
+    /// ... and no step of the last window took more than this many times its median (a step
+    /// that compiles or autotunes a kernel does).
+    #[serde(default = "steady_spike")]
+    pub steady_spike: f64,
+}
+
+fn steady_window() -> usize {
+    TimingRules::KILN.steady_window
+}
+
+fn steady_tolerance() -> f64 {
+    TimingRules::KILN.steady_tolerance
+}
+
+fn steady_spike() -> f64 {
+    TimingRules::KILN.steady_spike
 }
 
 impl TimingRules {
-    /// Kiln's rules: ten chunks an epoch, a twelfth of the budget, two timed steps.
+    /// Kiln's rules: ten chunks an epoch, a twelfth of the budget, two timed steps; steady
+    /// when the median of the last 3 step times is within 10% of the 3 before and none of the
+    /// last 3 took over 3 times their median.
     pub const KILN: TimingRules = TimingRules {
         chunks_per_epoch: 10,
         chunks_per_budget: 12,
         min_timed_steps: 2,
+        steady_window: 3,
+        steady_tolerance: 0.10,
+        steady_spike: 3.0,
     };
+
+    /// Steady after the second step whatever the times: for tests, which assert behaviour and
+    /// must not depend on how fast a machine runs (like records made before the steady-state
+    /// rule, whose first step was their warm-up).
+    pub const SETTLE_AT_ONCE: TimingRules = TimingRules {
+        steady_window: 1,
+        steady_tolerance: 1e9,
+        steady_spike: 1e9,
+        ..TimingRules::KILN
+    };
+
+    /// Whether the synced step times `steps` (every warm-up step so far, in order) have
+    /// settled: the rule every runner applies after each warm-up step (the PyTorch reference's
+    /// `steady` in cell.py is the same rule; a test runs both on the same series).
+    pub fn is_steady(&self, steps: &[f64]) -> bool {
+        let k = self.steady_window.max(1);
+        if steps.len() < 2 * k {
+            return false;
+        }
+        let last = &steps[steps.len() - k..];
+        let before = &steps[steps.len() - 2 * k..steps.len() - k];
+        let (m_last, m_before) = (median(last), median(before));
+        if !(m_last.is_finite() && m_before > 0.0) {
+            return false;
+        }
+        let settled = (m_last - m_before).abs() <= self.steady_tolerance * m_before;
+        let no_spike = last.iter().all(|&s| s <= self.steady_spike * m_last);
+        settled && no_spike
+    }
 
     /// Steps in one chunk of an epoch of `steps_per_epoch` steps.
     pub fn chunk_steps(&self, steps_per_epoch: usize) -> usize {
@@ -46,8 +102,50 @@ impl TimingRules {
     }
 }
 
+/// The median of a non-empty slice (the mean of the middle two for an even length).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 impl Default for TimingRules {
     fn default() -> Self {
         TimingRules::KILN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_steady_once_two_windows_agree_without_a_spike() {
+        let rules = TimingRules::KILN;
+        // A compile-heavy first step, then a settled backend.
+        let compiling = [54.0, 0.9, 0.11, 0.10, 0.10, 0.11, 0.10];
+        assert!(!rules.is_steady(&compiling[..5]));
+        assert!(
+            !rules.is_steady(&compiling[..6]),
+            "the first window holds 0.9"
+        );
+        assert!(rules.is_steady(&compiling));
+        // Too few steps to compare two windows.
+        assert!(!rules.is_steady(&[0.1; 5]));
+        assert!(rules.is_steady(&[0.1; 6]));
+        // Still getting faster by more than 10% a window.
+        assert!(!rules.is_steady(&[2.0, 2.0, 2.0, 1.5, 1.5, 1.5]));
+        // A spike in the last window (a kernel compiled on this step) is not steady.
+        assert!(!rules.is_steady(&[0.1, 0.1, 0.1, 0.1, 0.1, 0.5]));
+        // Alternating slow and fast steps never settle.
+        let alternating: Vec<f64> = (0..40)
+            .map(|i| if i % 2 == 0 { 1.0 } else { 0.01 })
+            .collect();
+        assert!(!(6..=40).any(|n| rules.is_steady(&alternating[..n])));
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{LEARNING_RATE, default_learning_rate};
-use crate::vocab::{AutotuneLevel, FallbackTarget, Profile};
+use crate::vocab::{AutotuneLevel, FallbackTarget, LossScalingMode, Precision, Profile};
 
 /// The settings every cell of a run shares (a cell may still override its budget and
 /// autotune level: `PlannedCell`).
@@ -19,8 +19,17 @@ pub struct CellSettings {
     /// Which profile's defaults apply (synthetic set sizes, GPU loop sizes).
     pub profile: Profile,
     pub epochs: usize,
-    /// Training time allowed to the cell; when it runs out the cell stops and is projected.
+    /// Training time allowed to the cell from steady state on; when it runs out the cell stops
+    /// and is projected from its steady-state steps.
     pub budget_seconds: Option<f64>,
+    /// The longest warm-up (compilation, autotune, caches) before steady state: a cell whose
+    /// step times have not settled by then ends `not steady`, with no time.
+    #[serde(default = "default_warmup_cap")]
+    pub warmup_cap_seconds: f64,
+    /// Loss scaling of `amp-*` cells; `None`: the precision's default (dynamic for f16, none
+    /// for bf16).
+    #[serde(default)]
+    pub loss_scaling: Option<LossScalingMode>,
     /// Micro-batches per batch (gradient accumulation); 1 without accumulation.
     #[serde(default = "one")]
     pub accum_steps: usize,
@@ -54,6 +63,10 @@ fn one() -> usize {
     1
 }
 
+fn default_warmup_cap() -> f64 {
+    Profile::Full.warmup_cap().as_secs_f64()
+}
+
 fn yes() -> bool {
     true
 }
@@ -65,6 +78,8 @@ impl CellSettings {
             profile,
             epochs: profile.epochs(),
             budget_seconds: profile.budget().map(|b| b.as_secs_f64()),
+            warmup_cap_seconds: profile.warmup_cap().as_secs_f64(),
+            loss_scaling: None,
             accum_steps: 1,
             learning_rate: LEARNING_RATE,
             seed: 42,
@@ -104,6 +119,13 @@ impl CellSettings {
                 "--budget {b} s: a budget is a positive number of seconds, or none"
             ));
         }
+        if !(self.warmup_cap_seconds.is_finite() && self.warmup_cap_seconds > 0.0) {
+            return Err(format!(
+                "--warmup-cap {} s: give a positive duration (default {} s)",
+                self.warmup_cap_seconds,
+                default_warmup_cap()
+            ));
+        }
         if let Some(a) = self.target_accuracy
             && !(a > 0.0 && a <= 1.0)
         {
@@ -112,6 +134,19 @@ impl CellSettings {
             ));
         }
         Ok(())
+    }
+
+    /// The loss scaling a cell in `precision` trains with (only `amp-*` cells scale).
+    pub fn loss_scaling_for(&self, precision: Precision) -> Option<LossScalingMode> {
+        precision.is_amp().then(|| {
+            self.loss_scaling
+                .unwrap_or(LossScalingMode::default_for(precision))
+        })
+    }
+
+    /// The warm-up cap as a duration.
+    pub fn warmup_cap(&self) -> Duration {
+        Duration::from_secs_f64(self.warmup_cap_seconds)
     }
 
     /// The training budget as a duration.

@@ -324,6 +324,27 @@ vocabulary!(
 );
 
 vocabulary!(
+    /// Loss scaling of a mixed-precision (`amp-*`) cell (`--loss-scaling`).
+    LossScalingMode, "loss scaling", {
+        /// Scale the loss, skip steps whose gradients overflow, adapt the scale (f16's need).
+        Dynamic = "dynamic",
+        /// No scaling (bf16 has f32's exponent range: PyTorch's guidance for bf16).
+        None = "none",
+    }
+);
+
+impl LossScalingMode {
+    /// The mode a precision gets unless `--loss-scaling` says otherwise: dynamic for f16,
+    /// none for bf16.
+    pub fn default_for(precision: Precision) -> LossScalingMode {
+        match precision.compute() {
+            FloatKind::F16 => LossScalingMode::Dynamic,
+            _ => LossScalingMode::None,
+        }
+    }
+}
+
+vocabulary!(
     /// What kind of device a cell runs on.
     DeviceKind, "device kind", {
         /// The host CPU.
@@ -411,6 +432,7 @@ mod tests {
         round_trips::<Precision>();
         round_trips::<DatasetName>();
         round_trips::<AutotuneLevel>();
+        round_trips::<LossScalingMode>();
         round_trips::<DeviceKind>();
         round_trips::<FallbackTarget>();
         round_trips::<Profile>();

@@ -41,6 +41,14 @@ pub struct RunConfig {
     /// `--burn A --burn B`); every record carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burn: Option<kiln_results::BurnBuild>,
+    /// Measure each backend's GEMM peak at the run's start (`--no-calibration`: no "% of
+    /// peak", one process less per backend and type; the GPU kit's runs).
+    #[serde(default = "yes")]
+    pub calibrate: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn kiln_loop() -> Vec<TrainingLoop> {
@@ -89,6 +97,9 @@ pub struct PlannedCell {
     pub budget_seconds: Option<f64>,
     #[serde(default)]
     pub autotune: Option<AutotuneLevel>,
+    /// This cell's own warm-up cap, when it differs from the run's (the GPU kit's plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_cap_seconds: Option<f64>,
 }
 
 impl PlannedCell {
@@ -101,6 +112,10 @@ impl PlannedCell {
         r.batch_size = self.id.batch_size;
         r.settings = cfg.cell.clone();
         r.settings.budget_seconds = self.budget_seconds.or(cfg.cell.budget_seconds);
+        r.calibrate = cfg.calibrate;
+        if let Some(cap) = self.warmup_cap_seconds {
+            r.settings.warmup_cap_seconds = cap;
+        }
         r.settings.autotune = cfg.cell.autotune.or(self.autotune);
         if cfg.default_targets && r.settings.target_accuracy.is_none() {
             r.settings.target_accuracy = self.dataset.default_target();
@@ -128,6 +143,7 @@ impl RunConfig {
             default_targets: profile == Profile::Full,
             loops: kiln_loop(),
             burn: None,
+            calibrate: true,
         }
     }
 
@@ -141,6 +157,7 @@ impl RunConfig {
             default_targets: false,
             loops: vec![r.training_loop],
             burn: None,
+            calibrate: r.calibrate,
         }
     }
 
@@ -157,6 +174,12 @@ impl RunConfig {
         }
         if let Some(budget) = common.budget {
             cell.budget_seconds = budget.0.map(|b| b.as_secs_f64());
+        }
+        if let Some(cap) = common.warmup_cap {
+            cell.warmup_cap_seconds = cap.as_secs_f64();
+        }
+        if common.loss_scaling.is_some() {
+            cell.loss_scaling = common.loss_scaling;
         }
         if let Some(v) = common.seed {
             cell.seed = v;
@@ -203,6 +226,9 @@ impl RunConfig {
         if let Some(max) = common.wait_quiet {
             self.wait_quiet_seconds = Some(max.as_secs_f64());
         }
+        if common.no_calibration {
+            self.calibrate = false;
+        }
         if let Some(l) = &common.training_loop {
             self.loops = loops(Some(l));
         }
@@ -228,6 +254,7 @@ impl PlannedCell {
             dataset_note: note,
             budget_seconds: None,
             autotune: None,
+            warmup_cap_seconds: None,
         })
     }
 }
@@ -261,6 +288,7 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
         dataset_note: None,
         budget_seconds: None,
         autotune: None,
+        warmup_cap_seconds: None,
     };
     for &batch in &cfg.batch_sizes {
         let mut one = probe.clone();

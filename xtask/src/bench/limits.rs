@@ -88,15 +88,16 @@ impl Limits {
     }
 }
 
-/// A cell's wall-clock limits: ten minutes to start, thirty for the first step, and for the
-/// rest its budget three times over plus ten minutes for evaluating and for the kernels only
+/// A cell's wall-clock limits: ten minutes to start, its warm-up cap plus two minutes for the
+/// first step (the runner itself stops a warm-up at its cap), and for the rest its warm-up cap
+/// and its budget three times over plus ten minutes for evaluating and for the kernels only
 /// later steps and evaluation compile (a day without a budget).
-pub(super) fn wall_clock_limit(budget_seconds: Option<f64>) -> Limits {
+pub(super) fn wall_clock_limit(budget_seconds: Option<f64>, warmup_cap_seconds: f64) -> Limits {
     Limits {
         start_up: Duration::from_secs(600),
-        first_step: Duration::from_secs(1800),
+        first_step: Duration::from_secs_f64(warmup_cap_seconds + 120.0),
         training: Duration::from_secs_f64(
-            budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
+            warmup_cap_seconds + budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
         ),
     }
 }

@@ -92,7 +92,7 @@ fn execute_rest(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut display = Display::new(order.len());
-    let peaks = if cfg.cell.bare || order.is_empty() {
+    let peaks = if cfg.cell.bare || order.is_empty() || !cfg.calibrate {
         Some(Peaks::default())
     } else {
         calibrate(&cells, built, &cfg, out, &mut display, false)?
@@ -130,7 +130,11 @@ fn execute_rest(
                 out,
                 &position,
                 &mut display,
-                wall_clock_limit(cell.budget_seconds.or(cfg.cell.budget_seconds)),
+                wall_clock_limit(
+                    cell.budget_seconds.or(cfg.cell.budget_seconds),
+                    cell.warmup_cap_seconds
+                        .unwrap_or(cfg.cell.warmup_cap_seconds),
+                ),
                 &run,
             )?,
             None => Some(Record::not_run(
@@ -183,7 +187,12 @@ fn execute_rest(
                     out,
                     &position,
                     &mut display,
-                    wall_clock_limit(fb_cell.budget_seconds.or(cfg.cell.budget_seconds)),
+                    wall_clock_limit(
+                        fb_cell.budget_seconds.or(cfg.cell.budget_seconds),
+                        fb_cell
+                            .warmup_cap_seconds
+                            .unwrap_or(cfg.cell.warmup_cap_seconds),
+                    ),
                     &fb_run,
                 )?
                 else {
@@ -362,28 +371,41 @@ pub fn bench_all(
     execute(cells, &built, cfg, &out)
 }
 
+/// One cell of a plan written without probing: its coordinates (a data-parallel cell's device
+/// is its list, `cuda:0,cuda:1`), and its own budget and warm-up cap when given.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanEntry {
+    pub model: ModelKind,
+    pub backend: &'static str,
+    pub device: &'static str,
+    pub precision: Precision,
+    pub training_loop: TrainingLoop,
+    pub budget: Option<Duration>,
+    pub warmup_cap: Option<Duration>,
+}
+
 /// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request
-/// per cell in `dir`, which must be new or empty): `cells` as (model, backend, device, precision,
-/// loop; a data-parallel cell's device is its list, `cuda:0,cuda:1`)
-/// under the run configuration `common` gives, each with its own `budget` when given.
-/// `bench-all --resume DIR` runs it; the GPU kit plans a machine it is not built on this way.
+/// per cell in `dir`, which must be new or empty): `cells` in order, under the run
+/// configuration `common` gives. `bench-all --resume DIR` runs it; the GPU kit plans a machine
+/// it is not built on this way.
 pub fn write_plan(
     dir: &Path,
     common: &CommonArgs,
-    cells: &[(ModelKind, &str, &str, Precision, TrainingLoop)],
-    budget: Option<Duration>,
+    cells: &[PlanEntry],
 ) -> Result<Vec<PlannedCell>> {
     let (_, cfg) = config(common, false)?;
     let mut planned = Vec::new();
-    for &(model, backend, device, precision, training_loop) in cells {
-        let (dataset, dataset_note) = dataset_for(model, common)?;
+    for e in cells {
+        let (dataset, dataset_note) = dataset_for(e.model, common)?;
         for &batch in &cfg.batch_sizes {
             planned.push(PlannedCell {
-                id: CellId::new(model, backend, device, precision, batch).with_loop(training_loop),
+                id: CellId::new(e.model, e.backend, e.device, e.precision, batch)
+                    .with_loop(e.training_loop),
                 dataset,
                 dataset_note: dataset_note.clone(),
-                budget_seconds: budget.map(|b| b.as_secs_f64()),
+                budget_seconds: e.budget.map(|b| b.as_secs_f64()),
                 autotune: None,
+                warmup_cap_seconds: e.warmup_cap.map(|c| c.as_secs_f64()),
             });
         }
     }

@@ -145,6 +145,7 @@ pub fn planned(
         budget_seconds: (emulated && !matrix.budget_given)
             .then(|| matrix.profile.emulated_budget().as_secs_f64()),
         autotune: (emulated && !matrix.autotune_given).then_some(AutotuneLevel::Minimal),
+        warmup_cap_seconds: None,
     }
 }
 
@@ -179,6 +180,7 @@ pub fn fallback_cell(cell: &PlannedCell, probes: &[(&str, &ProbeReport)]) -> Opt
         dataset_note: cell.dataset_note.clone(),
         budget_seconds: None,
         autotune: None,
+        warmup_cap_seconds: None,
     })
 }
 
@@ -471,6 +473,7 @@ mod tests {
             dataset_note: None,
             budget_seconds: Some(30.0),
             autotune: Some(AutotuneLevel::Minimal),
+            warmup_cap_seconds: None,
         };
         // The same backend's CPU device.
         let fb = fallback_cell(&cell("tch", "cuda:0"), &probes).unwrap();

@@ -48,6 +48,7 @@ fn cell(backend: &str) -> PlannedCell {
         dataset_note: None,
         budget_seconds: None,
         autotune: None,
+        warmup_cap_seconds: None,
     }
 }
 
@@ -291,6 +292,9 @@ fn common() -> CommonArgs {
         fallback: None,
         autotune: None,
         no_autotune_cache: false,
+        warmup_cap: None,
+        loss_scaling: None,
+        no_calibration: false,
         repeats: None,
         wait_quiet: None,
         target_accuracy: None,

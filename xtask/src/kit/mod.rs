@@ -13,6 +13,7 @@ use kiln_results::{ModelKind, Precision, TrainingLoop};
 use serde::Serialize;
 
 use crate::backends::{self, Source};
+use crate::bench::PlanEntry;
 use crate::workspace::workspace_root;
 
 mod files;
@@ -27,92 +28,117 @@ pub const BUDGET_BYTES: u64 = 64 << 20;
 /// The backends whose runners a kit carries (the PyTorch reference needs only its script).
 pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 
-/// The cells `run.sh` runs: mnist-cnn in f32, bf16 and amp-bf16 on CUDA for Burn's CUDA backend
-/// and PyTorch, f32 on the GPU's Vulkan for wgpu, ResNet18 f32 on CUDA for both; and mnist-cnn
-/// f32 on CUDA through burn-train's Learner, on one GPU and data-parallel (DDP) on two (a
-/// machine with one GPU records that cell as skipped, its second device unavailable).
-pub const CELLS: &[(ModelKind, &str, &str, Precision, TrainingLoop)] = &[
-    (
-        ModelKind::MnistCnn,
-        "cuda",
-        "cuda:0",
-        Precision::F32,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "cuda",
-        "cuda:0",
-        Precision::BF16,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "cuda",
-        "cuda:0",
-        Precision::AmpBF16,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "pytorch",
-        "cuda:0",
-        Precision::F32,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "pytorch",
-        "cuda:0",
-        Precision::BF16,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "pytorch",
-        "cuda:0",
-        Precision::AmpBF16,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "wgpu",
-        "vulkan:discrete:0",
-        Precision::F32,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::ResNet18,
-        "cuda",
-        "cuda:0",
-        Precision::F32,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::ResNet18,
-        "pytorch",
-        "cuda:0",
-        Precision::F32,
-        TrainingLoop::Kiln,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "cuda",
-        "cuda:0",
-        Precision::F32,
-        TrainingLoop::Learner,
-    ),
-    (
-        ModelKind::MnistCnn,
-        "cuda",
-        "cuda:0,cuda:1",
-        Precision::F32,
-        TrainingLoop::Learner,
-    ),
+/// A kit cell: its coordinates, its warm-up cap and its training budget from steady state.
+const fn cell(
+    model: ModelKind,
+    backend: &'static str,
+    device: &'static str,
+    precision: Precision,
+    training_loop: TrainingLoop,
+    (warmup_cap, budget): (u64, u64),
+) -> PlanEntry {
+    PlanEntry {
+        model,
+        backend,
+        device,
+        precision,
+        training_loop,
+        budget: Some(Duration::from_secs(budget)),
+        warmup_cap: Some(Duration::from_secs(warmup_cap)),
+    }
+}
+
+use ModelKind::{MnistCnn, ResNet18};
+use Precision::{AmpBF16, BF16, F32};
+use TrainingLoop::{Kiln, Learner};
+
+/// The cells `run.sh` runs, in this order, most important first: f32 on each backend and
+/// model (the article's question, answered even if the run is cut), then bf16 and amp-bf16 on
+/// CUDA for Burn and PyTorch (WGSL has no bf16: wgpu's rows are f32 only), then burn-train's
+/// Learner on one GPU and data-parallel on two (skipped on a one-GPU machine). Each has a
+/// warm-up cap (the first CUDA cell compiles with cold caches; later ones reuse the run's
+/// caches) and a training budget from steady state, in seconds.
+pub const CELLS: &[PlanEntry] = &[
+    cell(MnistCnn, "cuda", "cuda:0", F32, Kiln, (65, 4)),
+    cell(MnistCnn, "pytorch", "cuda:0", F32, Kiln, (8, 3)),
+    cell(MnistCnn, "wgpu", "vulkan:discrete:0", F32, Kiln, (30, 4)),
+    cell(ResNet18, "cuda", "cuda:0", F32, Kiln, (55, 5)),
+    cell(ResNet18, "pytorch", "cuda:0", F32, Kiln, (8, 4)),
+    cell(ResNet18, "wgpu", "vulkan:discrete:0", F32, Kiln, (30, 4)),
+    cell(MnistCnn, "cuda", "cuda:0", BF16, Kiln, (15, 2)),
+    cell(MnistCnn, "pytorch", "cuda:0", BF16, Kiln, (4, 2)),
+    cell(MnistCnn, "cuda", "cuda:0", AmpBF16, Kiln, (15, 2)),
+    cell(MnistCnn, "pytorch", "cuda:0", AmpBF16, Kiln, (4, 2)),
+    cell(ResNet18, "cuda", "cuda:0", BF16, Kiln, (15, 2)),
+    cell(ResNet18, "pytorch", "cuda:0", BF16, Kiln, (4, 2)),
+    cell(ResNet18, "cuda", "cuda:0", AmpBF16, Kiln, (15, 2)),
+    cell(ResNet18, "pytorch", "cuda:0", AmpBF16, Kiln, (4, 2)),
+    cell(MnistCnn, "cuda", "cuda:0", F32, Learner, (8, 2)),
+    cell(MnistCnn, "cuda", "cuda:0,cuda:1", F32, Learner, (8, 2)),
 ];
 
-/// Each GPU cell's training budget: the whole kit runs in minutes.
-pub const CELL_BUDGET: Duration = Duration::from_secs(20);
+/// What a cell takes beside its warm-up and budget: starting the runner, loading the data,
+/// opening the device, evaluating and writing the record.
+pub const CELL_OVERHEAD: Duration = Duration::from_secs(6);
+
+/// The `explain` step after the matrix (cuda against PyTorch, op by op, on both models), and
+/// the time it is given.
+pub const EXPLAIN: (&str, &str, Duration) = (
+    "cuda,pytorch",
+    "mnist-cnn,resnet18",
+    Duration::from_secs(45),
+);
+
+/// The wall time the whole kit is planned for: every cell at its cap, then explain.
+pub const PLANNED_TOTAL: Duration = Duration::from_secs(8 * 60);
+
+/// A cell's time cap: its warm-up cap, its budget and the overhead.
+pub fn time_cap(c: &PlanEntry) -> Duration {
+    c.warmup_cap.unwrap_or_default() + c.budget.unwrap_or_default() + CELL_OVERHEAD
+}
+
+/// The kit's plan as `cargo xtask gpu-kit --plan-only` prints it: each cell in order with its
+/// caps, explain, and the total against [`PLANNED_TOTAL`].
+pub fn plan_text() -> String {
+    let mut text = String::from(
+        "The GPU kit's plan, in the order run.sh runs it (seconds: warm-up cap + budget from \
+         steady state + start-up and evaluation = time cap):\n",
+    );
+    let mut total = Duration::ZERO;
+    for (i, c) in CELLS.iter().enumerate() {
+        let cap = time_cap(c);
+        total += cap;
+        text.push_str(&format!(
+            "{:>3}. {:<9} {:<8} {:<18} {:<8} {:<7} {:>3} + {:>2} + {} = {:>3} s\n",
+            i + 1,
+            c.model.to_string(),
+            c.backend,
+            c.device,
+            c.precision.to_string(),
+            c.training_loop.to_string(),
+            c.warmup_cap.unwrap_or_default().as_secs(),
+            c.budget.unwrap_or_default().as_secs(),
+            CELL_OVERHEAD.as_secs(),
+            cap.as_secs()
+        ));
+    }
+    total += EXPLAIN.2;
+    text.push_str(&format!(
+        "{:>3}. explain --backends {} --model {} = {} s\ntotal {} s of the {} s planned ({})\n",
+        CELLS.len() + 1,
+        EXPLAIN.0,
+        EXPLAIN.1,
+        EXPLAIN.2.as_secs(),
+        total.as_secs(),
+        PLANNED_TOTAL.as_secs(),
+        if total <= PLANNED_TOTAL {
+            "within"
+        } else {
+            "OVER"
+        }
+    ));
+    text
+}
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
 pub const RUN_SCRIPT: &str = "bench/gpu-kit/run.sh";
@@ -158,7 +184,11 @@ struct KitInfo {
     vulkan_loader: Result<String, String>,
     /// The LLVM CubeCL was built with, where it was not the one it downloads.
     cubecl_llvm: Option<String>,
+    /// The CUDA API the CUDA runner was built against (`13.0`): the driver must offer it.
+    cuda_api: Option<String>,
     cells: usize,
+    /// The plan, as `--plan-only` prints it.
+    plan: String,
     files: Vec<(String, u64)>,
     total_bytes: u64,
 }
@@ -168,12 +198,33 @@ pub struct Inputs {
     pub xtask: PathBuf,
     /// (package, its binary or why there is none).
     pub runners: Vec<(String, Result<PathBuf, String>)>,
-    /// The Vulkan loader library to carry, if this machine has one.
+    /// The Vulkan loader library to carry (`None` only in tests).
     pub vulkan_loader: Option<PathBuf>,
+    /// The CUDA API the CUDA runner was built against (`CUDARC_CUDA_VERSION`).
+    pub cuda_api: Option<String>,
 }
 
-/// `cargo xtask gpu-kit [--out DIR]`: build the GPU runners and assemble the kit.
-pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool> {
+/// The CUDA API the kit's runners are built against (cudarc's `CUDARC_CUDA_VERSION`): without
+/// nvcc, cudarc falls back to the newest API it knows (13.4), which a 13.0 driver (the H200
+/// machines': 580) does not fully provide. 13.0 runs on every driver from 580 on;
+/// `CUDARC_CUDA_VERSION` set when building picks another.
+pub const CUDA_API: &str = "13000";
+
+/// `cargo xtask gpu-kit [--out DIR] [--plan-only]`: build the GPU runners and assemble the
+/// kit, or only print its plan.
+pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: bool) -> Result<bool> {
+    print!("{}", plan_text());
+    if plan_only {
+        return Ok(true);
+    }
+    let cuda_api = std::env::var("CUDARC_CUDA_VERSION").unwrap_or_else(|_| CUDA_API.into());
+    // SAFETY: gpu-kit sets it before starting any thread or child (cargo inherits it).
+    unsafe { std::env::set_var("CUDARC_CUDA_VERSION", &cuda_api) };
+    eprintln!(
+        "kiln: the kit's CUDA runner is built against the CUDA {} API (CUDARC_CUDA_VERSION)",
+        cuda_api_name(&cuda_api)
+    );
+    let vulkan_loader = vulkan_loader(&out_or_default(out.as_deref()))?;
     let out = out.unwrap_or_else(|| crate::workspace::target_dir().join("gpu-kit"));
     if let Some(unknown) = wanted
         .iter()
@@ -229,7 +280,8 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>) -> Result<bool
     let inputs = Inputs {
         xtask,
         runners,
-        vulkan_loader: vulkan_loader(),
+        vulkan_loader: Some(vulkan_loader),
+        cuda_api: Some(cuda_api),
     };
     let total = assemble(&inputs, &out, BUDGET_BYTES)?;
     println!(
@@ -266,17 +318,72 @@ fn check_out(out: &Path) -> Result<()> {
     )
 }
 
-/// The Vulkan loader this machine's programs load (Debian's libvulkan1), to carry to a machine
-/// that may not have one.
-fn vulkan_loader() -> Option<PathBuf> {
-    [
+/// `13000` as `13.0`.
+fn cuda_api_name(v: &str) -> String {
+    v.parse::<u32>()
+        .map(|n| format!("{}.{}", n / 1000, n % 1000 / 10))
+        .unwrap_or_else(|_| v.to_string())
+}
+
+fn out_or_default(out: Option<&Path>) -> PathBuf {
+    out.map(Path::to_path_buf)
+        .unwrap_or_else(|| crate::workspace::target_dir().join("gpu-kit"))
+}
+
+/// The Vulkan loader to carry to a machine that may not have one (the H200 machines have the
+/// NVIDIA driver's Vulkan ICD but no loader): this machine's (Debian's libvulkan1), else the
+/// package fetched with `apt-get download` and unpacked beside the kit; else an error naming
+/// the fix.
+fn vulkan_loader(out: &Path) -> Result<PathBuf> {
+    let installed = [
         "/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
         "/usr/lib64/libvulkan.so.1",
     ]
     .iter()
     .map(Path::new)
     .find(|p| p.is_file())
-    .and_then(|p| p.canonicalize().ok())
+    .and_then(|p| p.canonicalize().ok());
+    if let Some(lib) = installed {
+        return Ok(lib);
+    }
+    eprintln!("kiln: no Vulkan loader here; fetching Debian's libvulkan1 for the kit");
+    let parent = out.parent().unwrap_or(Path::new("."));
+    let dir = parent.join("gpu-kit-libvulkan1");
+    let fetched = (|| -> Result<PathBuf> {
+        std::fs::create_dir_all(&dir)?;
+        let ok = std::process::Command::new("apt-get")
+            .args(["download", "libvulkan1"])
+            .current_dir(&dir)
+            .status()?
+            .success();
+        let deb = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .filter(|_| ok)
+            .context("apt-get download libvulkan1 fetched nothing")?;
+        let unpacked = dir.join("root");
+        let ok = std::process::Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&unpacked)
+            .status()?
+            .success();
+        let lib = unpacked.join("usr/lib/x86_64-linux-gnu/libvulkan.so.1");
+        if !ok || !lib.exists() {
+            bail!(
+                "{} holds no usr/lib/x86_64-linux-gnu/libvulkan.so.1",
+                deb.display()
+            );
+        }
+        Ok(lib.canonicalize()?)
+    })();
+    fetched.map_err(|e| {
+        anyhow::anyhow!(
+            "the kit must carry a Vulkan loader for its wgpu rows, and none could be had here \
+             ({e:#}): install Debian's libvulkan1 (`apt-get install libvulkan1`) and run \
+             `cargo xtask gpu-kit` again"
+        )
+    })
 }
 
 /// Write the kit into `out` and return its size; an error when it is over `budget` bytes.
@@ -327,7 +434,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         &serde_json::to_string_pretty(&kit_metadata(&root)?)?,
     )?;
     let common = kit_common_args();
-    let planned = crate::bench::write_plan(&out.join("plan"), &common, CELLS, Some(CELL_BUDGET))?;
+    let planned = crate::bench::write_plan(&out.join("plan"), &common, CELLS)?;
     let (commit, dirty) = crate::workspace::revision();
     write(
         &out.join("kit.env"),
@@ -343,7 +450,12 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
     )?;
     write(
         &out.join("README.txt"),
-        &readme(&carried, &missing, crate::llvm::stand_in(&root)),
+        &readme(
+            &carried,
+            &missing,
+            crate::llvm::stand_in(&root),
+            inputs.cuda_api.as_deref(),
+        ),
     )?;
     let files = contents(out)?;
     let runner_files: Vec<(&str, bool)> = inputs
@@ -371,7 +483,9 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         missing,
         vulkan_loader,
         cubecl_llvm: crate::llvm::stand_in(&root),
+        cuda_api: inputs.cuda_api.as_deref().map(cuda_api_name),
         cells: planned.len(),
+        plan: plan_text(),
         files,
         total_bytes: total,
     };
@@ -383,7 +497,8 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
 }
 
 /// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
-/// sample; ResNet18 on its default data), one run per cell.
+/// sample; ResNet18 on its default data), one run per cell, no GEMM calibration (each would
+/// be a process and a warm-up more).
 fn kit_common_args() -> crate::flags::CommonArgs {
     use clap::Parser;
     #[derive(Parser)]
@@ -391,7 +506,8 @@ fn kit_common_args() -> crate::flags::CommonArgs {
         #[command(flatten)]
         common: crate::flags::CommonArgs,
     }
-    Wrap::parse_from(["gpu-kit", "--quick"]).common
+    // Two epochs: the warm-up settles in the first, the second is timed whole.
+    Wrap::parse_from(["gpu-kit", "--quick", "--epochs", "2", "--no-calibration"]).common
 }
 
 /// The `cargo metadata` of the kit's runner crates, as `KILN_BACKENDS_FILE` reads it there.
@@ -409,7 +525,12 @@ fn kit_metadata(root: &Path) -> Result<cargo_metadata::Metadata> {
     Ok(metadata)
 }
 
-fn readme(carried: &[String], missing: &[(String, String)], llvm: Option<String>) -> String {
+fn readme(
+    carried: &[String],
+    missing: &[(String, String)],
+    llvm: Option<String>,
+    cuda_api: Option<&str>,
+) -> String {
     let mut text = String::from(
         "Kiln GPU kit: Kiln's GPU rows on a Linux x86-64 machine with an NVIDIA driver, without \
          a Rust toolchain or network.\n\n    bash run.sh [OUT_DIR]\n\nrun.sh probes every runner, \
@@ -426,6 +547,15 @@ fn readme(carried: &[String], missing: &[(String, String)], llvm: Option<String>
             "CubeCL's kernel compiler was built with {llvm} (`cargo xtask setup-cubecl-llvm`).\n"
         ));
     }
+    if let Some(api) = cuda_api {
+        text.push_str(&format!(
+            "The CUDA runner uses the CUDA {} driver API: NVIDIA driver 580 or newer \
+             (CUDARC_CUDA_VERSION={api} when the kit was built).\n",
+            cuda_api_name(api)
+        ));
+    }
+    text.push('\n');
+    text.push_str(&plan_text());
     text
 }
 
@@ -457,6 +587,7 @@ mod tests {
                 ("kiln-wgpu".into(), Ok(small_program())),
             ],
             vulkan_loader: None,
+            cuda_api: Some(CUDA_API.into()),
         };
         let total = assemble(&inputs, &out, BUDGET_BYTES).unwrap();
         let files = contents(&out).unwrap();
@@ -523,6 +654,7 @@ mod tests {
             xtask: small_program(),
             runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
             vulkan_loader: None,
+            cuda_api: Some(CUDA_API.into()),
         };
         let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
         assert!(err.contains("over its budget"), "{err}");

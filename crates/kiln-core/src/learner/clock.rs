@@ -12,6 +12,7 @@ use burn_train::Interrupter;
 use kiln_results::{Chunk, DeviceMemory, EpochSummary, Event, Progress};
 
 use crate::protocol::{read_count, read_scalar, sample_device_memory};
+use crate::warmup::{Phase, WarmupClock};
 
 /// A batch on one device, with the cell's clock (burn-train hands it to the model's step).
 #[derive(Debug, Clone)]
@@ -62,6 +63,7 @@ pub(super) struct ClockState {
     pub(super) chunk_steps: usize,
     pub(super) chunk_samples: usize,
     pub(super) first_step_seconds: Option<f64>,
+    pub(super) warmup: WarmupClock,
     pub(super) chunks: Vec<Chunk>,
     /// Per-device sums of each step's mean loss × its samples, on the devices.
     pub(super) loss_sums: Vec<Tensor<1>>,
@@ -197,6 +199,7 @@ impl ClockState {
             if self.started.is_none() {
                 self.started = Some(now);
                 self.setup_seconds = Some((now - self.launched).as_secs_f64());
+                self.warmup.first_step_starts(now);
             }
             self.epoch_start = Some(now);
             self.mark = now;
@@ -209,23 +212,21 @@ impl ClockState {
             return;
         }
         self.steps_done += 1;
+        self.warmup.inject(self.steps_done);
         self.sync();
         let now = Instant::now();
-        if self.first_step_seconds.is_none() {
-            // The very first step carries compilation, autotune and cache warm-up.
-            let start = self.epoch_start.unwrap_or(now);
-            self.first_step_seconds = Some((now - start).as_secs_f64());
-            self.mark = now;
-            self.chunk_samples = 0;
-            self.sample_device_memory();
+        if !self.warmup.settled() {
+            self.warmup_step(now);
             return;
         }
         self.chunk_steps += 1;
         let timed: usize = self.chunks.iter().map(|c| c.steps).sum::<usize>() + self.chunk_steps;
         let started = self.started.unwrap_or(now);
-        let over_budget = self
-            .budget
-            .is_some_and(|b| now - started >= b && timed >= self.min_timed_steps);
+        // The budget counts from steady state.
+        let over_budget = self.budget.is_some_and(|b| {
+            self.warmup.steady_since().is_some_and(|t| now - t >= b)
+                && timed >= self.min_timed_steps
+        });
         if self.chunk_steps >= self.chunk_len || now - self.mark >= self.chunk_time || over_budget {
             self.close_chunk(now);
             let loss = self.loss_total(false);
@@ -262,6 +263,20 @@ impl ClockState {
                     }
                 }),
             })));
+        }
+    }
+
+    /// A warm-up step ended at `now` (synced): keep its time apart from every chunk, and stop
+    /// the cell when the warm-up cap ran out before the times settled.
+    fn warmup_step(&mut self, now: Instant) {
+        let seconds = (now - self.mark).as_secs_f64();
+        self.first_step_seconds.get_or_insert(seconds);
+        self.mark = now;
+        self.chunk_samples = 0;
+        self.sample_device_memory();
+        if self.warmup.step(seconds, now, self.epoch) == Phase::OverCap {
+            self.partial = true;
+            self.stop_epoch(now, "the step times did not settle within the warm-up cap");
         }
     }
 
@@ -309,11 +324,14 @@ impl ClockState {
     /// The first validation batch: the training epoch is over.
     pub(super) fn end_training_epoch(&mut self) {
         self.steps_done += 1;
+        self.warmup.inject(self.steps_done);
         self.sync();
         let now = Instant::now();
-        if self.first_step_seconds.is_none() {
-            let start = self.epoch_start.unwrap_or(now);
-            self.first_step_seconds = Some((now - start).as_secs_f64());
+        if !self.warmup.settled() {
+            self.warmup_step(now);
+            if self.stopped {
+                return;
+            }
         } else {
             self.chunk_steps += 1;
             self.close_chunk(now);

@@ -24,6 +24,9 @@ pub enum Status {
     /// The device ran out of memory (at this batch size): a result, not a failure; `reason`
     /// says where it was seen.
     OutOfMemory,
+    /// Step times never settled within the warm-up cap: no time is reported (`warmup` holds
+    /// the step times); a result about the backend, not a failure.
+    NotSteady,
 }
 
 impl Status {
@@ -35,13 +38,18 @@ impl Status {
             Status::Failed => "failed",
             Status::Skipped => "skipped",
             Status::OutOfMemory => "out of memory",
+            Status::NotSteady => "not steady",
         }
     }
 
     /// Whether the cell ended as the matrix expects of some cells: trained, skipped for a
-    /// stated reason, or out of memory at its batch size (a run with only these exits 0).
+    /// stated reason, out of memory at its batch size, or never steady within its warm-up cap
+    /// (a run with only these exits 0).
     pub fn is_result(self) -> bool {
-        matches!(self, Status::Ok | Status::Skipped | Status::OutOfMemory)
+        matches!(
+            self,
+            Status::Ok | Status::Skipped | Status::OutOfMemory | Status::NotSteady
+        )
     }
 }
 
@@ -49,9 +57,10 @@ impl Status {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
-    /// Whole epochs after the warm-up epoch were timed.
+    /// Whole epochs that began at steady state were timed.
     Measured,
-    /// The budget ended before a whole non-warm-up epoch: per-step times were scaled up.
+    /// No whole epoch began at steady state within the budget (or the epochs asked for):
+    /// the steady-state steps' times were scaled up.
     Projected,
     /// Not timed (failed, diverged or skipped cells).
     None,
@@ -117,12 +126,16 @@ pub struct Record {
     #[serde(default)]
     pub micro_batch_size: usize,
     pub epochs_requested: usize,
-    /// Seconds per standard epoch, after the warm-up epoch.
+    /// Seconds per standard epoch at steady state.
     pub epoch_seconds: Option<Stats>,
-    /// The first (warm-up) epoch, scaled to the standard epoch.
+    /// The first epoch (warm-up included), scaled to the standard epoch.
     pub first_epoch_seconds: Option<f64>,
     /// The very first training step, synced (compilation, autotune, caches).
     pub first_step_seconds: Option<f64>,
+    /// The warm-up to steady state: its steps and time, apart from every epoch time (records
+    /// older than the steady-state rule have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
     pub images_per_second: Option<f64>,
     /// Peak resident set size of the runner process.
     pub peak_memory_bytes: Option<u64>,
@@ -215,6 +228,54 @@ fn one() -> usize {
 }
 
 impl Record {
+    /// Hold a record written before the steady-state rule (no `warmup`) to that rule as far
+    /// as it can be: its timed samples (whole epochs after the first, or chunks after the
+    /// first step) are taken as steady only when no sample is more than the rule's spike
+    /// factor times another, and a projection needs two samples. Otherwise the record becomes
+    /// `not steady`: its time was taken while kernels still compiled (the H200's 20-second
+    /// cells: 2 chunks, 20.8 s and 1,715 s per epoch) and is never shown as an epoch time.
+    /// The raw epochs stay in the record.
+    pub fn judge_legacy_steadiness(&mut self) {
+        if self.warmup.is_some() || self.status != Status::Ok {
+            return;
+        }
+        let Some(stats) = &self.epoch_seconds else {
+            return;
+        };
+        let rules = crate::TimingRules::KILN;
+        let spread = stats.max / stats.min.max(f64::MIN_POSITIVE);
+        let projected = self.obtained.method == Method::Projected;
+        let steady = spread <= rules.steady_spike && (stats.n >= 2 || !projected);
+        if steady {
+            return;
+        }
+        let why = format!(
+            "not steady: recorded before Kiln's steady-state rule, {} {} timed sample(s) from \
+             {:.3} s to {:.3} s per epoch ({}): no epoch time is shown",
+            if projected {
+                "projected from"
+            } else {
+                "measured over"
+            },
+            stats.n,
+            stats.min,
+            stats.max,
+            if spread > rules.steady_spike {
+                format!("more than {}x apart", rules.steady_spike)
+            } else {
+                "one projected sample cannot show that the steps had settled".to_string()
+            }
+        );
+        self.status = Status::NotSteady;
+        self.reason = Some(match self.reason.take() {
+            Some(r) => format!("{why}; {r}"),
+            None => why,
+        });
+        self.epoch_seconds = None;
+        self.images_per_second = None;
+        self.achieved_gflops = None;
+    }
+
     /// A record for a cell that produced no measurement (skipped or failed before training).
     pub fn not_run(cell: &CellId, status: Status, reason: impl Into<String>) -> Self {
         Record {
@@ -233,6 +294,7 @@ impl Record {
             epoch_seconds: None,
             first_epoch_seconds: None,
             first_step_seconds: None,
+            warmup: None,
             images_per_second: None,
             peak_memory_bytes: None,
             device_memory: None,

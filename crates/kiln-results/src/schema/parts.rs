@@ -94,6 +94,9 @@ pub struct Runtime {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LossScaling {
+    /// Whether the loss was scaled (`--loss-scaling`; records before it: dynamic).
+    #[serde(default = "dynamic")]
+    pub mode: crate::LossScalingMode,
     pub initial_scale: f64,
     pub final_scale: f64,
     /// Optimizer steps skipped because a gradient overflowed (inf or NaN after unscaling).
@@ -102,6 +105,38 @@ pub struct LossScaling {
     pub applied_steps: usize,
     /// Overflow-free steps after which the scale doubles.
     pub growth_interval: usize,
+}
+
+fn dynamic() -> crate::LossScalingMode {
+    crate::LossScalingMode::Dynamic
+}
+
+/// A cell's warm-up to steady state (compilation, autotune, caches), measured apart from its
+/// epochs by the rule of [`crate::TimingRules::is_steady`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Warmup {
+    /// Whether the step times settled before the warm-up cap.
+    pub steady: bool,
+    /// Training steps from the first to the one that made the times steady (or to the cap).
+    pub steps: usize,
+    /// Synced seconds from the start of the first step to steady state (or to the cap).
+    pub seconds: f64,
+    /// Seconds from the runner's process start to steady state: what a user waits before
+    /// training runs at full speed (device setup and data loading included).
+    pub process_seconds: Option<f64>,
+    /// The epoch (from 1) in which the times settled: whole epochs after it are timed.
+    pub epoch: usize,
+    /// The cap it ran under, in seconds.
+    pub cap_seconds: f64,
+    /// Each warm-up step's synced seconds, in order (the first 200 at most).
+    pub step_seconds: Vec<f64>,
+}
+
+impl Warmup {
+    /// Step times kept in a record.
+    pub const KEPT_STEPS: usize = 200;
 }
 
 /// The CPU's identity and the capabilities that decide training speed.

@@ -1,0 +1,84 @@
+"""Warm-up to steady state, as kiln-core's warmup.rs and kiln-results' TimingRules::is_steady:
+each warm-up step's synced time, until the rule says steady or the cap runs out. No torch here:
+xtask's tests run this file's rule against Rust's on the same series."""
+
+import math
+import os
+import time
+
+
+def process_age_seconds():
+    """Seconds since this process started (/proc/self/stat's start time against /proc/uptime),
+    as kiln-machine's age_seconds; None off Linux."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def steady(timing, steps):
+    """kiln-results' TimingRules::is_steady, the same rule on the same keys: the median of the
+    last window of synced step times within the tolerance of the window before, and no step
+    of the last window over the spike factor times its median."""
+    k = max(timing["steady_window"], 1)
+    if len(steps) < 2 * k:
+        return False
+    last, before = steps[-k:], steps[-2 * k:-k]
+    m_last, m_before = median(last), median(before)
+    if not (math.isfinite(m_last) and m_before > 0):
+        return False
+    settled = abs(m_last - m_before) <= timing["steady_tolerance"] * m_before
+    return settled and all(s <= timing["steady_spike"] * m_last for s in last)
+
+
+class Warmup:
+    """The warm-up clock (kiln-core's warmup.rs): each warm-up step's synced time, until the
+    rule says steady or the cap runs out."""
+
+    KEPT_STEPS = 200
+
+    def __init__(self, timing, cap, slow):
+        self.timing, self.cap, self.slow = timing, cap, slow
+        self.first_step = None
+        self.steps = []
+        self.steady_at = None
+        self.epoch = 0
+        self.seconds = 0.0
+        self.process_seconds = None
+
+    def inject(self, step):
+        if self.slow and step <= self.slow["steps"] and step % 2 == 1:
+            time.sleep(max(self.slow["seconds"], 0.0))
+
+    def step(self, seconds, now, epoch):
+        """Returns "warming", "settled" or "over_cap"."""
+        self.steps.append(seconds)
+        if self.first_step is None:
+            self.first_step = now - seconds
+        self.seconds = now - self.first_step
+        self.epoch = epoch
+        self.process_seconds = process_age_seconds()
+        if steady(self.timing, self.steps):
+            self.steady_at = now
+            return "settled"
+        if self.seconds >= self.cap:
+            return "over_cap"
+        return "warming"
+
+    def summary(self):
+        if not self.steps:
+            return None
+        return {"steady": self.steady_at is not None, "steps": len(self.steps),
+                "seconds": self.seconds, "process_seconds": self.process_seconds,
+                "epoch": self.epoch, "cap_seconds": float(self.cap),
+                "step_seconds": self.steps[:self.KEPT_STEPS]}

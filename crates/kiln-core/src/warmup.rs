@@ -1,0 +1,157 @@
+//! Warm-up to steady state, shared by Kiln's loop and the Learner's clock: every step before
+//! steady state is synced and its time kept; the protocol's rule
+//! ([`kiln_results::TimingRules::is_steady`]) says when the times have settled; from then on
+//! the loops time chunks and epochs, and the budget counts. A cell whose times do not settle
+//! within the warm-up cap stops, `not steady`.
+
+use std::time::{Duration, Instant};
+
+use kiln_results::{SlowSteps, TimingRules, Warmup};
+
+/// Where a cell's warm-up stands after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Still warming up: this step is not timed.
+    Warming,
+    /// This step made the times steady: the next one is the first timed step.
+    Settled,
+    /// The cap ran out before the times settled: stop the cell.
+    OverCap,
+}
+
+/// The warm-up clock of one cell.
+#[derive(Debug)]
+pub(crate) struct WarmupClock {
+    rules: TimingRules,
+    cap: Duration,
+    slow: Option<SlowSteps>,
+    first_step: Option<Instant>,
+    step_seconds: Vec<f64>,
+    steady_at: Option<Instant>,
+    epoch: usize,
+    seconds: f64,
+    process_seconds: Option<f64>,
+    over_cap: bool,
+}
+
+impl WarmupClock {
+    pub(crate) fn new(rules: TimingRules, cap: Duration, slow: Option<SlowSteps>) -> Self {
+        WarmupClock {
+            rules,
+            cap,
+            slow,
+            first_step: None,
+            step_seconds: Vec::new(),
+            steady_at: None,
+            epoch: 0,
+            seconds: 0.0,
+            process_seconds: None,
+            over_cap: false,
+        }
+    }
+
+    /// Whether steady state was reached (every later step is timed).
+    pub(crate) fn settled(&self) -> bool {
+        self.steady_at.is_some()
+    }
+
+    /// When steady state was reached: the budget counts from here.
+    pub(crate) fn steady_since(&self) -> Option<Instant> {
+        self.steady_at
+    }
+
+    /// Treat the times as steady from `now` (the loop-overhead measurement warms up on its
+    /// own and compares whole sub-epochs).
+    pub(crate) fn assume_steady(&mut self, now: Instant) {
+        self.steady_at.get_or_insert(now);
+    }
+
+    /// The injected delay of step `step` (1-based), slept by the loop inside the step.
+    pub(crate) fn inject(&self, step: usize) {
+        if let Some(delay) = self.slow.and_then(|s| s.delay(step)) {
+            std::thread::sleep(delay);
+        }
+    }
+
+    /// Mark the start of the first step (the warm-up's clock starts here).
+    pub(crate) fn first_step_starts(&mut self, at: Instant) {
+        self.first_step.get_or_insert(at);
+    }
+
+    /// A warm-up step of `seconds` (synced) ended at `now`, in epoch `epoch` (from 1).
+    pub(crate) fn step(&mut self, seconds: f64, now: Instant, epoch: usize) -> Phase {
+        if self.settled() {
+            return Phase::Settled;
+        }
+        self.step_seconds.push(seconds);
+        let start = *self.first_step.get_or_insert(now);
+        self.seconds = (now - start).as_secs_f64();
+        self.epoch = epoch;
+        self.process_seconds = kiln_machine::process::age_seconds();
+        if self.rules.is_steady(&self.step_seconds) {
+            self.steady_at = Some(now);
+            Phase::Settled
+        } else if now - start >= self.cap {
+            self.over_cap = true;
+            Phase::OverCap
+        } else {
+            Phase::Warming
+        }
+    }
+
+    /// The record's figure (`None` before any step).
+    pub(crate) fn summary(&self) -> Option<Warmup> {
+        (!self.step_seconds.is_empty()).then(|| Warmup {
+            steady: self.settled(),
+            steps: self.step_seconds.len(),
+            seconds: self.seconds,
+            process_seconds: self.process_seconds,
+            epoch: self.epoch,
+            cap_seconds: self.cap.as_secs_f64(),
+            step_seconds: self
+                .step_seconds
+                .iter()
+                .take(Warmup::KEPT_STEPS)
+                .copied()
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_settles_by_the_rule_and_stops_at_its_cap() {
+        let t0 = Instant::now();
+        let mut clock = WarmupClock::new(TimingRules::KILN, Duration::from_secs(60), None);
+        clock.first_step_starts(t0);
+        let times = [5.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1];
+        let mut at = t0;
+        let mut phases = Vec::new();
+        for t in times {
+            at += Duration::from_secs_f64(t);
+            phases.push(clock.step(t, at, 1));
+        }
+        assert_eq!(phases.iter().filter(|p| **p == Phase::Warming).count(), 7);
+        assert_eq!(phases.last(), Some(&Phase::Settled));
+        let w = clock.summary().unwrap();
+        assert!(w.steady && w.steps == 8 && (w.seconds - 6.6).abs() < 1e-6);
+
+        let mut clock = WarmupClock::new(TimingRules::KILN, Duration::from_secs(3), None);
+        clock.first_step_starts(t0);
+        let mut at = t0;
+        let mut last = Phase::Warming;
+        for i in 0..100 {
+            let t = if i % 2 == 0 { 1.0 } else { 0.01 };
+            at += Duration::from_secs_f64(t);
+            last = clock.step(t, at, 1);
+            if last != Phase::Warming {
+                break;
+            }
+        }
+        assert_eq!(last, Phase::OverCap);
+        assert!(!clock.summary().unwrap().steady);
+    }
+}
