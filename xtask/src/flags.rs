@@ -268,6 +268,10 @@ pub enum Cmd {
         /// Baseline row for speed-ups: a prefix of backend/device/precision (default: flex/cpu/f32).
         #[arg(long)]
         baseline: Option<String>,
+        /// Exit 1 unless each of these backends has rows that trained with a finite positive
+        /// epoch time, accuracy above chance and memory measured (CI's smoke runs).
+        #[arg(long, value_delimiter = ',', value_name = "BACKENDS")]
+        expect: Vec<String>,
         #[command(flatten)]
         outputs: ReportOutputs,
     },

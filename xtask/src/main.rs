@@ -209,8 +209,10 @@ fn main() -> ExitCode {
         Cmd::Report {
             paths,
             baseline,
+            expect,
             outputs,
-        } => report::report(&paths, baseline.as_deref(), &outputs).map(|_| true),
+        } => report::report(&paths, baseline.as_deref(), &outputs)
+            .and_then(|records| report::expect(&records, &expect)),
         Cmd::FetchData {
             name,
             dest,
@@ -221,6 +223,9 @@ fn main() -> ExitCode {
         return ExitCode::from(130);
     }
     match result {
+        Ok(true) if bench::rundir::some_cell_untimed() => {
+            ExitCode::from(bench::rundir::EXIT_UNTIMED)
+        }
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {

@@ -30,7 +30,11 @@ fn write(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs) -> Result<()> {
+pub fn report(
+    paths: &[PathBuf],
+    baseline: Option<&str>,
+    outputs: &ReportOutputs,
+) -> Result<Vec<Record>> {
     // An A/B run directory (`--burn A --burn B`): its comparison, rendered again.
     if let [dir] = paths
         && let Some(sides) = crate::burn::side_dirs(dir)?
@@ -53,7 +57,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
             crate::bench::ab::write_ab(dir, &sides)?
         };
         print!("{text}");
-        return Ok(());
+        return Ok(Vec::new());
     }
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.
     let explained = crate::explain::load(paths)?;
@@ -79,7 +83,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
             }
         }
         if timed.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
     }
     let paths = &timed[..];
@@ -133,7 +137,7 @@ pub fn report(paths: &[PathBuf], baseline: Option<&str>, outputs: &ReportOutputs
             )?;
         }
     }
-    Ok(())
+    Ok(loaded.records)
 }
 
 /// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
@@ -519,4 +523,24 @@ mod tests {
             "not sorted: {shown:?}"
         );
     }
+}
+
+/// `report --expect BACKENDS`: an error listing every expected backend without a plausible row
+/// (`kiln_report::check`); `Ok(true)` when all have one, or when none is expected.
+pub fn expect(records: &[Record], backends: &[String]) -> Result<bool> {
+    let problems = kiln_report::check::expect(records, backends);
+    if problems.is_empty() {
+        if !backends.is_empty() {
+            eprintln!(
+                "kiln: every expected backend has a plausible row: {}",
+                backends.join(", ")
+            );
+        }
+        return Ok(true);
+    }
+    anyhow::bail!(
+        "{} problem(s) with the rows expected:\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    )
 }

@@ -58,6 +58,9 @@ pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
 /// A record xtask wrote itself (a cell skipped before any runner started) gets this machine's
 /// fingerprint: which machine skipped a cell, and at which revision, matters too.
 pub fn append_record(path: &Path, record: &Record) -> Result<()> {
+    if record.status != kiln_results::Status::Ok {
+        UNTIMED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     if record.fingerprint.cpu_model.is_empty() {
         let mut record = record.clone();
         let (commit, dirty) = crate::workspace::revision();
@@ -65,6 +68,20 @@ pub fn append_record(path: &Path, record: &Record) -> Result<()> {
         return append_line(path, &record);
     }
     append_line(path, record)
+}
+
+/// Set once this process recorded a cell that has no time (skipped, not steady, out of memory,
+/// failed): `cargo xtask` then exits with [`EXIT_UNTIMED`] unless a failure already made it 1.
+static UNTIMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The exit status of a run whose every cell ended as expected of some cells (trained, or
+/// skipped for a stated reason, out of memory at its batch, not steady) but not every cell has a
+/// time: "ran, but look at the table". 1 stays a failed or diverged cell, or an error.
+pub const EXIT_UNTIMED: u8 = 3;
+
+/// Whether a cell recorded by this process has no time.
+pub fn some_cell_untimed() -> bool {
+    UNTIMED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Append `value` as one JSON line, written whole and synced.
