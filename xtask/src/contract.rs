@@ -17,7 +17,7 @@ fn committed() -> PathBuf {
 #[test]
 fn contract_schema_is_committed_as_the_types_generate_it() {
     let generated = serde_json::to_string_pretty(&contract_schema()).unwrap() + "\n";
-    if std::env::var_os("KILN_BLESS").is_some() {
+    if kiln_results::testing::blessing() {
         std::fs::write(committed(), &generated).unwrap();
     }
     let on_disk = std::fs::read_to_string(committed()).unwrap_or_default();

@@ -288,4 +288,32 @@ mod tests {
         }
         assert_eq!(rows, 3, "flex, tch and pytorch");
     }
+
+    /// ± has one meaning in Kiln, the 95% interval for the next run: every document that
+    /// writes a `± N` says so in those words (reports.md gives the formula, and the report's
+    /// own column headers say it).
+    #[test]
+    fn every_document_with_a_plus_minus_says_what_it_means() {
+        let root = crate::workspace::workspace_root();
+        let mut docs = vec![root.join("README.md")];
+        for e in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                docs.push(e.path());
+            }
+        }
+        let pm = regex::Regex::new(r"± ?[0-9]").unwrap();
+        let mut unsaid = Vec::new();
+        let mut checked = 0;
+        for doc in docs {
+            let text = std::fs::read_to_string(&doc).unwrap();
+            if pm.is_match(&text) {
+                checked += 1;
+                if !text.contains("95% interval for the next run") {
+                    unsaid.push(doc.display().to_string());
+                }
+            }
+        }
+        assert!(checked >= 4, "only {checked} documents with a ±");
+        assert!(unsaid.is_empty(), "± without its meaning in {unsaid:?}");
+    }
 }

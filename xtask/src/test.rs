@@ -95,6 +95,71 @@ fn without_libtorch() -> Vec<Vec<&'static str>> {
     }))
 }
 
+/// The counts of libtest's `test result:` lines, summed over every invocation.
+#[derive(Debug, Default, PartialEq)]
+pub struct Counts {
+    pub passed: usize,
+    pub failed: usize,
+    pub ignored: usize,
+}
+
+impl Counts {
+    /// Add one line of cargo test's output, if it is a `test result:` line.
+    pub fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            return;
+        };
+        let count = |word: &str| {
+            rest.split(';')
+                .find_map(|part| {
+                    part.trim()
+                        .strip_suffix(word)?
+                        .trim()
+                        .rsplit(' ')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0)
+        };
+        self.passed += count("passed");
+        self.failed += count("failed");
+        self.ignored += count("ignored");
+    }
+}
+
+/// Run `cmd` (a `cargo test`), its output shown as it comes, counting its results.
+fn run_counted(mut cmd: std::process::Command, counts: &mut Counts) -> Result<bool> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start cargo test")?;
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            println!("{line}");
+            counts.add_line(&line);
+        }
+    }
+    Ok(child.wait().context("cargo test")?.success())
+}
+
+/// The closing summary: every skip with its reason, then `N passed, M failed, K skipped`
+/// (a skipped test passed in libtest's count: it is counted as skipped only).
+pub fn summary(counts: &Counts, skips: &[String]) -> String {
+    let mut text = String::new();
+    for s in skips {
+        text.push_str(&format!("kiln: skipped: {s}\n"));
+    }
+    let skipped = skips.len() + counts.ignored;
+    text.push_str(&format!(
+        "{} passed, {} failed, {skipped} skipped\n",
+        counts.passed.saturating_sub(skips.len()),
+        counts.failed
+    ));
+    text
+}
+
 /// Run the tests; `extra` goes to every `cargo test` after `--`.
 pub fn run(extra: &[String]) -> Result<bool> {
     let torch = torch::find();
@@ -102,12 +167,34 @@ pub fn run(extra: &[String]) -> Result<bool> {
     if let (Err(why), true) = (&torch, require) {
         bail!("KILN_REQUIRE_TORCH=1 but {why}");
     }
+    let skip_log = crate::workspace::target_dir().join("kiln-test-skips.txt");
+    let _ = std::fs::remove_file(&skip_log);
+    let mut counts = Counts::default();
+    let ok = run_groups(extra, &torch, &skip_log, &mut counts)?;
+    let skips: Vec<String> = std::fs::read_to_string(&skip_log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    print!("{}", summary(&counts, &skips));
+    Ok(ok)
+}
+
+/// Every group, then kiln-tch against libtorch when it is set up; false at the first failure.
+fn run_groups(
+    extra: &[String],
+    torch: &Result<torch::Torch, String>,
+    skip_log: &std::path::Path,
+    counts: &mut Counts,
+) -> Result<bool> {
     let packages = without_libtorch();
     let mut times = Vec::new();
     for g in groups(&packages) {
         let mut cmd = crate::workspace::cargo();
-        cmd.current_dir(workspace_root()).args(&g.args);
-        if let Ok(t) = &torch
+        cmd.current_dir(workspace_root())
+            .args(&g.args)
+            .env(kiln_results::testing::SKIP_LOG_VAR, skip_log);
+        if let Ok(t) = torch
             && let Some(py) = &t.python
         {
             // The PyTorch reference runner's test uses this interpreter.
@@ -116,19 +203,20 @@ pub fn run(extra: &[String]) -> Result<bool> {
         cmd.arg("--").args(extra);
         eprintln!("kiln: cargo {}", g.args.join(" "));
         let started = Instant::now();
-        let status = cmd.status().context("cannot start cargo test")?;
+        let ok = run_counted(cmd, counts)?;
         times.push((g.name, started.elapsed().as_secs_f64()));
-        if !status.success() {
+        if !ok {
             print_times(&times);
             return Ok(false);
         }
     }
 
-    let ok = match &torch {
+    let ok = match torch {
         Ok(t) => {
             let mut cmd = crate::workspace::cargo();
             cmd.current_dir(workspace_root())
-                .args(crate::build::tch_build_args("test", "kiln-tch", &[]));
+                .args(crate::build::tch_build_args("test", "kiln-tch", &[]))
+                .env(kiln_results::testing::SKIP_LOG_VAR, skip_log);
             for (k, v) in t.build_env().into_iter().chain(t.run_env()) {
                 cmd.env(k, v);
             }
@@ -139,12 +227,18 @@ pub fn run(extra: &[String]) -> Result<bool> {
                 t.lib_dir.display()
             );
             let started = Instant::now();
-            let status = cmd.status().context("cannot start cargo test")?;
+            let ok = run_counted(cmd, counts)?;
             times.push(("kiln-tch".into(), started.elapsed().as_secs_f64()));
-            status.success()
+            ok
         }
         Err(why) => {
-            eprintln!("kiln: the libtorch tests did not run: {why}");
+            // This process is not a test: the skip goes to the log the summary reads.
+            use std::io::Write;
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(skip_log)?;
+            writeln!(log, "kiln-tch's tests: {}", why.replace('\n', " "))?;
             true
         }
     };
@@ -164,6 +258,30 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn the_summary_counts_every_invocation_and_names_each_skip() {
+        let mut c = Counts::default();
+        for line in [
+            "running 3 tests",
+            "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.2s",
+            "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out",
+            "test something ... ok",
+        ] {
+            c.add_line(line);
+        }
+        assert_eq!(
+            c,
+            Counts {
+                passed: 15,
+                failed: 2,
+                ignored: 1
+            }
+        );
+        let text = summary(&c, &["report.html in chromium: no chromium".into()]);
+        assert!(text.contains("kiln: skipped: report.html in chromium: no chromium"));
+        assert!(text.ends_with("14 passed, 2 failed, 2 skipped\n"), "{text}");
+    }
 
     #[test]
     fn each_build_group_is_tested_as_its_runners_are_built_and_the_tools_in_debug() {

@@ -299,8 +299,9 @@ pub fn test_python() -> Option<PathBuf> {
                 std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
                 "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
             );
-            eprintln!(
-                "skipped: no Python with torch (run `cargo xtask test` after setup-libtorch)"
+            kiln_results::testing::skip(
+                "a PyTorch reference test",
+                "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
             );
             None
         }

@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod schema;
 pub mod settings;
 pub mod stats;
+pub mod testing;
 pub mod verify;
 pub mod vocab;
 

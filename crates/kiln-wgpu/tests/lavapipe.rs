@@ -11,11 +11,10 @@ fn device() -> Option<Device> {
     match WgpuBinding.device("default") {
         Ok(selected) => Some(selected.device),
         Err(why) => {
-            assert!(
-                std::env::var("KILN_CI").as_deref() != Ok("1"),
-                "KILN_CI=1 but no wgpu adapter: {why}"
+            kiln_results::testing::skip(
+                "kiln-wgpu lavapipe",
+                &format!("no wgpu adapter ({why}; apt-get install mesa-vulkan-drivers)"),
             );
-            eprintln!("skipped: no wgpu adapter ({why})");
             None
         }
     }
