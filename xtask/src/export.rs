@@ -145,6 +145,7 @@ mod tests {
         request.settings.eval_limit = Some(64);
         request.settings.train_limit = Some(96);
         request.calibrate = false;
+        request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
         request.data_file = Some(export_data(&request, tmp.path()).unwrap());
         let cell = tmp.path().join("cell.json");
         request.write(&cell).unwrap();
@@ -179,13 +180,16 @@ mod tests {
             record.epochs
         );
         assert!(record.test_accuracy.is_some() && record.epoch_seconds.is_some());
-        // The record's derived numbers follow the shared rules; the fingerprint is Kiln's.
-        assert_eq!(record.obtained.method, kiln_results::Method::Measured);
+        // The record's derived numbers follow the shared rules (steady after two steps, then
+        // one timed step of the three: projected); the fingerprint is Kiln's.
+        assert_eq!(record.obtained.method, kiln_results::Method::Projected);
         assert!(
             record
-                .reason
-                .unwrap_or_default()
-                .contains("includes the warm-up")
+                .warmup
+                .as_ref()
+                .is_some_and(|w| w.steady && w.steps == 2),
+            "{:?}",
+            record.warmup
         );
         assert_eq!(record.fingerprint.kiln_commit, "abc");
         assert!(record.fingerprint.backend_version.starts_with("torch "));

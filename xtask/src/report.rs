@@ -257,8 +257,12 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
             .iter()
             .filter(|r| r.loop_overhead.is_none() && r.model == t.model)
             .collect();
+        // 100 columns hold one ratio: ÷ PyTorch where the run has PyTorch rows, else the
+        // speed-up (report.md has both).
+        let with_torch = t.index(Column::VsPytorch).is_some();
         let columns: Vec<(Column, usize, &str)> = wanted
             .iter()
+            .filter(|(c, _)| !(with_torch && *c == Column::SpeedUp))
             .filter_map(|&(c, title)| t.index(c).map(|i| (c, i, title)))
             .collect();
         let mut table = Table::new();
@@ -316,6 +320,14 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
                             }
                         }
                         (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
+                        // Compact: the seconds to steady state ("not steady" when it never
+                        // was; an older record's first step).
+                        (Column::WarmUp, _, _) => match (&r.warmup, r.first_step_seconds) {
+                            (Some(w), _) if w.steady => human_seconds(w.seconds),
+                            (Some(_), _) => "not steady".into(),
+                            (None, Some(s)) => human_seconds(s),
+                            (None, None) => "–".into(),
+                        },
                         // The epoch time already says "single run".
                         (Column::SpeedUp | Column::VsPytorch, _, _) => row.cells[i]
                             .text
@@ -437,6 +449,43 @@ mod tests {
             );
         }
         found
+    }
+
+    /// The README's "What you will see" is the table this code prints for the run it names.
+    #[test]
+    fn the_readme_shows_the_terminal_table_of_its_run() {
+        let root = crate::workspace::workspace_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let section = readme
+            .split("## What you will see")
+            .nth(1)
+            .and_then(|s| s.split("```").nth(1))
+            .unwrap();
+        let run = regex::Regex::new(r"\(docs/results/([^)/]+)/?\)")
+            .unwrap()
+            .captures(readme.split("## What you will see").nth(1).unwrap())
+            .unwrap()[1]
+            .to_string();
+        let records = kiln_report::read::load(&[root.join("docs/results").join(&run)])
+            .unwrap()
+            .records;
+        let printed = terminal(&records, None);
+        let table: Vec<&str> = printed
+            .lines()
+            .skip_while(|l| !l.starts_with('┌'))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let shown: Vec<&str> = section
+            .lines()
+            .skip_while(|l| !l.starts_with('┌'))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            shown,
+            table,
+            "README.md's table of {run}; now:\n{}",
+            table.join("\n")
+        );
     }
 
     #[test]

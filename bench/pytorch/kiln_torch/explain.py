@@ -162,7 +162,8 @@ def explain(path):
         x = torch.rand((batch * STEP_BATCHES,) + shape, device=device)
         y = torch.arange(batch * STEP_BATCHES, device=device) % classes
         args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
-                                  learning_rate=1e-3, timing=None)
+                                  learning_rate=1e-3, timing=None, warmup_cap_seconds=None,
+                                  loss_scaling=None, inject_slow_steps=None)
         cell = Cell(args, device, factory().to(device=device, dtype=dtype), x, y, x, y)
         batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]
         order = iter(range(10 ** 9))

@@ -235,4 +235,47 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// The H200's kit run with 20-second cells: its CUDA f32 row was projected from two steps
+    /// taken while kernels compiled (867.7 s per epoch, 800 times the truth). Read now, it is
+    /// not steady and shows no time; the same cell given time (measured whole epochs, 1.07 s)
+    /// and PyTorch's rows keep theirs.
+    #[test]
+    fn the_h200_projections_from_compiling_steps_read_as_not_steady() {
+        let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        let load = |dir: &str| {
+            load(&[results.join(dir).join("results.jsonl")])
+                .unwrap()
+                .records
+        };
+        let kit = load("2026-12-04-xeon-f6m207-h200-kit-run-380s");
+        let cuda: Vec<&Record> = kit.iter().filter(|r| r.backend == "cuda").collect();
+        assert_eq!(cuda.len(), 3);
+        for r in &cuda {
+            assert_eq!(r.status, kiln_results::Status::NotSteady, "{}", r.precision);
+            assert!(r.epoch_seconds.is_none() && r.images_per_second.is_none());
+            assert!(
+                r.reason
+                    .as_deref()
+                    .is_some_and(|w| w.starts_with("not steady"))
+            );
+            assert!(!r.epochs.is_empty(), "what was measured is kept");
+        }
+        let md = crate::render::markdown(&kit, None);
+        assert!(md.contains("not steady"), "{md}");
+        assert!(
+            !md.contains("868 s") && !md.contains("14.5 min") && !md.contains("795"),
+            "{md}"
+        );
+        let torch = kit
+            .iter()
+            .find(|r| r.backend == "pytorch" && r.precision == "f32");
+        assert!(
+            torch
+                .is_some_and(|r| r.status == kiln_results::Status::Ok && r.epoch_seconds.is_some())
+        );
+        let given_time = load("2026-12-04-xeon-f6m207-h200-cuda-mnist-budget230");
+        let e = given_time[0].epoch_seconds.as_ref().unwrap();
+        assert!((e.median - 1.069).abs() < 0.001, "{}", e.median);
+    }
 }

@@ -186,6 +186,8 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     flags.fallback = Some(FallbackTarget::Cpu);
     flags.autotune = Some(AutotuneLevel::Full);
     flags.no_autotune_cache = true;
+    flags.warmup_cap = Some(std::time::Duration::from_secs(77));
+    flags.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
     flags.target_accuracy = Some(crate::flags::TargetAccuracy::Share(0.7));
     let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
     let (_, set) = config::config(&flags, true).unwrap();
