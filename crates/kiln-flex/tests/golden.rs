@@ -46,6 +46,9 @@ const EXACT: &[&str] = &[
     "/obtained/epochs",
     "/obtained/steps",
     "/obtained/epoch_samples",
+    "/warmup/steady",
+    "/warmup/steps",
+    "/warmup/epoch",
 ];
 
 fn request() -> CellRequest {

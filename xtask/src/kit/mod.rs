@@ -127,10 +127,17 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: boo
         );
     }
     check_out(&out)?;
-    // The kit's Learner and data-parallel cells need burn-train in its runners.
-    let learner = [crate::build::LEARNER];
     let mut runners = Vec::new();
     for name in RUNNERS {
+        // burn-train only in a runner the plan's Learner cells use (it weighs on the kit).
+        let learner: &[&str] = if CELLS
+            .iter()
+            .any(|c| c.backend == *name && c.training_loop == kiln_results::TrainingLoop::Learner)
+        {
+            &[crate::build::LEARNER]
+        } else {
+            &[]
+        };
         let backend = backends::find(name)?;
         let Source::Cargo { package, requires } = &backend.source else {
             bail!("{name} is not a Rust runner; a kit carries only those");
@@ -143,11 +150,11 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: boo
             )),
             // Built for the GPU machine, whatever this one has (no driver needed to build).
             Some(r) => {
-                crate::build::build_featured(package, r, &learner).map_err(|e| format!("{e:#}"))
+                crate::build::build_featured(package, r, learner).map_err(|e| format!("{e:#}"))
             }
             None if crate::workspace::prebuilt_dir().is_none() => {
                 let dir = crate::workspace::target_dir();
-                crate::build::build_runners(&[package], &learner, &dir)
+                crate::build::build_runners(&[package], learner, &dir)
                     .map(|()| crate::workspace::binary(&dir, package))
                     .map_err(|e| format!("{e:#}"))
             }
