@@ -401,6 +401,26 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
     text
 }
 
+/// `report --expect BACKENDS`: an error listing every expected backend without a plausible row
+/// (`kiln_report::check`); `Ok(true)` when all have one, or when none is expected.
+pub fn expect(records: &[Record], backends: &[String]) -> Result<bool> {
+    let problems = kiln_report::check::expect(records, backends);
+    if problems.is_empty() {
+        if !backends.is_empty() {
+            eprintln!(
+                "kiln: every expected backend has a plausible row: {}",
+                backends.join(", ")
+            );
+        }
+        return Ok(true);
+    }
+    anyhow::bail!(
+        "{} problem(s) with the rows expected:\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,24 +597,4 @@ mod tests {
             "not sorted: {shown:?}"
         );
     }
-}
-
-/// `report --expect BACKENDS`: an error listing every expected backend without a plausible row
-/// (`kiln_report::check`); `Ok(true)` when all have one, or when none is expected.
-pub fn expect(records: &[Record], backends: &[String]) -> Result<bool> {
-    let problems = kiln_report::check::expect(records, backends);
-    if problems.is_empty() {
-        if !backends.is_empty() {
-            eprintln!(
-                "kiln: every expected backend has a plausible row: {}",
-                backends.join(", ")
-            );
-        }
-        return Ok(true);
-    }
-    anyhow::bail!(
-        "{} problem(s) with the rows expected:\n  {}",
-        problems.len(),
-        problems.join("\n  ")
-    )
 }

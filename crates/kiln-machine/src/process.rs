@@ -169,7 +169,7 @@ mod tests {
         #[cfg(target_os = "linux")]
         {
             let age = super::age_seconds().unwrap();
-            assert!(age >= 0.0 && age < 24.0 * 3600.0, "{age}");
+            assert!((0.0..24.0 * 3600.0).contains(&age), "{age}");
         }
     }
 
