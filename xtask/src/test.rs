@@ -233,12 +233,7 @@ fn run_groups(
         }
         Err(why) => {
             // This process is not a test: the skip goes to the log the summary reads.
-            use std::io::Write;
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(skip_log)?;
-            writeln!(log, "kiln-tch's tests: {}", why.replace('\n', " "))?;
+            kiln_results::testing::log_skip(skip_log, "kiln-tch's tests", why)?;
             true
         }
     };

@@ -86,7 +86,6 @@ class Cell:
         self.budget = args.budget
         self.started = time.perf_counter()
         self.last_progress = self.started
-        self.first_step = None
         self.warmup = Warmup(args.timing, args.warmup_cap_seconds, args.inject_slow_steps)
         self.chunks = []  # (steps, samples, seconds)
         self.steps_done = 0
@@ -157,8 +156,7 @@ class Cell:
         mark = t0
         chunk_steps = chunk_samples = steps = samples = 0
         partial = False
-        if self.warmup.first_step is None:
-            self.warmup.first_step = t0
+        self.warmup.first_step_starts(t0)
         for s in range(self.steps_per_epoch):
             start, end = s * self.batch, min((s + 1) * self.batch, self.n)
             loss = self.step(order[start:end])
@@ -171,8 +169,6 @@ class Cell:
                 # Warm-up: each step synced and kept apart, never in a chunk.
                 sync(self.device)
                 now = time.perf_counter()
-                if self.first_step is None:
-                    self.first_step = now - mark
                 phase = self.warmup.step(now - mark, now, epoch + 1)
                 mark = now
                 self.progress(epoch, s + 1)
@@ -263,7 +259,7 @@ def train(cell):
         if partial:
             break
     return {"epoch_samples": cell.n, "test_samples": cell.tx.shape[0],
-            "first_step_seconds": cell.first_step, "warmup": cell.warmup.summary(), "epochs": epochs,
+            "first_step_seconds": cell.warmup.first_step_seconds(), "warmup": cell.warmup.summary(), "epochs": epochs,
             "chunks": [{"steps": st, "samples": sa, "seconds": se} for st, sa, se in cell.chunks],
             "diverged": diverged, "device_memory": None, "loss_scaling": None,
             "rss_baseline_bytes": baseline, "rss_peak_bytes": peak_rss_bytes(),

@@ -54,7 +54,13 @@ class Warmup:
         self.steady_at = None
         self.epoch = 0
         self.seconds = 0.0
+        # The process's age read once, before training; the age at steady state is derived.
+        self.born = (process_age_seconds(), time.perf_counter())
         self.process_seconds = None
+
+    def first_step_starts(self, at):
+        if self.first_step is None:
+            self.first_step = at
 
     def inject(self, step):
         if self.slow and step <= self.slow["steps"] and step % 2 == 1:
@@ -67,13 +73,17 @@ class Warmup:
             self.first_step = now - seconds
         self.seconds = now - self.first_step
         self.epoch = epoch
-        self.process_seconds = process_age_seconds()
+        age, at = self.born
+        self.process_seconds = None if age is None else age + (now - at)
         if steady(self.timing, self.steps):
             self.steady_at = now
             return "settled"
         if self.seconds >= self.cap:
             return "over_cap"
         return "warming"
+
+    def first_step_seconds(self):
+        return self.steps[0] if self.steps else None
 
     def summary(self):
         if not self.steps:

@@ -29,7 +29,6 @@ struct Run<'a, M: Classifier> {
     mark: Instant,
     steps_done: usize,
     steps_per_epoch: usize,
-    first_step_seconds: Option<f64>,
     warmup: WarmupClock,
     chunks: Vec<Chunk>,
     device_memory: Option<DeviceMemory>,
@@ -60,7 +59,6 @@ impl<'a, M: Classifier> Run<'a, M> {
             mark: now,
             steps_done: 0,
             steps_per_epoch: data.train_len.div_ceil(protocol.batch_size),
-            first_step_seconds: None,
             warmup: WarmupClock::new(
                 protocol.timing,
                 protocol.settings.warmup_cap(),
@@ -88,7 +86,6 @@ impl<'a, M: Classifier> Run<'a, M> {
         sync(self.device)?;
         let now = Instant::now();
         let seconds = (now - self.mark).as_secs_f64();
-        self.first_step_seconds.get_or_insert(seconds);
         self.mark = now;
         self.sample_device_memory();
         Ok(self.warmup.step(seconds, now, epoch + 1))
@@ -286,7 +283,7 @@ pub fn train<M: Classifier>(
     Ok(Measurements {
         epoch_samples: data.train_len,
         test_samples: data.test_len,
-        first_step_seconds: run.first_step_seconds,
+        first_step_seconds: run.warmup.first_step_seconds(),
         warmup: run.warmup.summary(),
         epochs,
         chunks: run.chunks,

@@ -30,8 +30,10 @@ pub(crate) struct WarmupClock {
     steady_at: Option<Instant>,
     epoch: usize,
     seconds: f64,
+    /// The process's age when the clock was made (read once, before training) and that
+    /// instant: the age at steady state is derived from them, with no read during warm-up.
+    born: (Option<f64>, Instant),
     process_seconds: Option<f64>,
-    over_cap: bool,
 }
 
 impl WarmupClock {
@@ -45,8 +47,8 @@ impl WarmupClock {
             steady_at: None,
             epoch: 0,
             seconds: 0.0,
+            born: (kiln_machine::process::age_seconds(), Instant::now()),
             process_seconds: None,
-            over_cap: false,
         }
     }
 
@@ -87,16 +89,21 @@ impl WarmupClock {
         let start = *self.first_step.get_or_insert(now);
         self.seconds = (now - start).as_secs_f64();
         self.epoch = epoch;
-        self.process_seconds = kiln_machine::process::age_seconds();
+        let (age, at) = self.born;
+        self.process_seconds = age.map(|a| a + (now - at).as_secs_f64());
         if self.rules.is_steady(&self.step_seconds) {
             self.steady_at = Some(now);
             Phase::Settled
         } else if now - start >= self.cap {
-            self.over_cap = true;
             Phase::OverCap
         } else {
             Phase::Warming
         }
+    }
+
+    /// The first warm-up step's synced seconds (compilation, autotune, caches).
+    pub(crate) fn first_step_seconds(&self) -> Option<f64> {
+        self.step_seconds.first().copied()
     }
 
     /// The record's figure (`None` before any step).

@@ -18,15 +18,18 @@ pub fn skip(test: &str, reason: &str) {
     );
     eprintln!("skipped: {test}: {reason}");
     if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
-        // Line-sized appends from parallel tests stay whole (O_APPEND).
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "{test}: {}", reason.replace('\n', " "));
-        }
+        let _ = log_skip(std::path::Path::new(&path), test, reason);
     }
+}
+
+/// Append one skip, `TEST: REASON` on one line, to the skip log at `path` (line-sized appends
+/// from parallel tests stay whole: O_APPEND).
+pub fn log_skip(path: &std::path::Path, test: &str, reason: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "{test}: {}", reason.replace('\n', " "))
 }
 
 /// Whether a bless mode (`KILN_BLESS`, which rewrites a golden file instead of comparing with

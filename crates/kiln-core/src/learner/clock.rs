@@ -62,7 +62,6 @@ pub(super) struct ClockState {
     pub(super) mark: Instant,
     pub(super) chunk_steps: usize,
     pub(super) chunk_samples: usize,
-    pub(super) first_step_seconds: Option<f64>,
     pub(super) warmup: WarmupClock,
     pub(super) chunks: Vec<Chunk>,
     /// Per-device sums of each step's mean loss × its samples, on the devices.
@@ -270,7 +269,6 @@ impl ClockState {
     /// the cell when the warm-up cap ran out before the times settled.
     fn warmup_step(&mut self, now: Instant) {
         let seconds = (now - self.mark).as_secs_f64();
-        self.first_step_seconds.get_or_insert(seconds);
         self.mark = now;
         self.chunk_samples = 0;
         self.sample_device_memory();

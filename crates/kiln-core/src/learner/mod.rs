@@ -270,7 +270,6 @@ pub fn train<M: Classifier>(
             mark: now,
             chunk_steps: 0,
             chunk_samples: 0,
-            first_step_seconds: None,
             warmup: crate::warmup::WarmupClock::new(
                 protocol.timing,
                 protocol.settings.warmup_cap(),
@@ -407,7 +406,7 @@ pub fn train<M: Classifier>(
         Measurements {
             epoch_samples: train_len,
             test_samples: test_len,
-            first_step_seconds: s.first_step_seconds,
+            first_step_seconds: s.warmup.first_step_seconds(),
             warmup: s.warmup.summary(),
             epochs,
             chunks: std::mem::take(&mut s.chunks),
