@@ -183,6 +183,17 @@ pub fn low_confidence(r: &Record) -> bool {
     r.obtained.method == Method::Projected && r.obtained.chunks < kiln_results::MIN_CHUNKS
 }
 
+/// Why a row has no time, as the tables show it after its status: a reason that opens with
+/// the status ("not steady: ...") does not say it twice.
+pub fn reason_text(r: &Record) -> String {
+    let reason = r.reason.clone().unwrap_or_default();
+    let said = format!("{}: ", r.status.as_str());
+    reason
+        .strip_prefix(&said)
+        .map(str::to_string)
+        .unwrap_or(reason)
+}
+
 /// A row's epoch time: the median and its spread, between runs where the row combines
 /// repeats, else within its single run (and said so); a projection from too few chunks is
 /// marked as the estimate it is; a row measured on a busy machine is flagged.

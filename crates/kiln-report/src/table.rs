@@ -5,7 +5,7 @@
 use crate::cells::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
     human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
-    pytorch_reference, row_label, row_name, run_of, thousands,
+    pytorch_reference, reason_text, row_label, row_name, run_of, thousands,
 };
 use crate::warnings::warnings;
 use kiln_results::schema::{Record, Status};
@@ -255,7 +255,7 @@ fn table(
                 status: r.status,
                 label: label(r),
                 cell: cell_key(r),
-                reason: (!ok).then(|| r.reason.clone().unwrap_or_default()),
+                reason: (!ok).then(|| reason_text(r)),
                 cells,
             }
         })
