@@ -89,6 +89,10 @@ impl Stats {
     }
 }
 
+/// The level of every interval Kiln states: the next run's median falls inside with this
+/// probability ([`Stats::prediction_interval`]).
+pub const PREDICTION_LEVEL: f64 = 0.95;
+
 /// Student's t, two-sided 95% (the 0.975 quantile), for 1 to 30 degrees of freedom; past 30
 /// the normal's 1.96 is within 4% of it.
 const T975: [f64; 30] = [
