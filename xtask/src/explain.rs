@@ -14,8 +14,9 @@ use crate::backends::Backend;
 use crate::bench::rundir::append_line;
 pub use crate::flags::ExplainArgs;
 use crate::runners::{Built, Runner, build_and_probe};
+use crate::time;
 use crate::workspace::fingerprint_here;
-use crate::{chart, time};
+use kiln_report::chart;
 
 /// The file of explain records in a run directory.
 pub const EXPLAIN_FILE: &str = "explain.jsonl";
@@ -287,7 +288,8 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torch::{test_python, test_script};
+    use crate::backends::reference_script as test_script;
+    use crate::torch::test_python;
     use kiln_report::explain::Phase;
     use kiln_results::{ModelKind, Precision};
 

@@ -109,7 +109,7 @@ mod tests {
 
     use crate::torch::test_python as python;
 
-    use crate::torch::test_script as script;
+    use crate::backends::reference_script as script;
 
     #[test]
     fn the_reference_runner_shuffles_like_kiln_data() {

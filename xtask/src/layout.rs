@@ -37,40 +37,47 @@ mod tests {
         roots
     }
 
-    /// A Rust file's code before its test module, without blank and comment-only lines.
-    fn rust_code(text: &str) -> Vec<&str> {
-        text.lines()
-            .take_while(|l| !l.starts_with("#[cfg(test)]"))
-            .filter(|l| {
-                let t = l.trim();
-                !t.is_empty() && !t.starts_with("//")
-            })
-            .collect()
-    }
-
-    /// A file that holds only tests (`tests.rs`, declared under `#[cfg(test)]`).
-    /// Every line of a file but those of its inline test modules (`#[cfg(test)]` then
-    /// `mod NAME {`, to the `}` that closes it at the start of a line), comments and blank
-    /// lines included. Other `#[cfg(test)]` items (a test-only `use` or function) are code.
-    fn code_lines(text: &str) -> usize {
+    /// A Rust file's lines as its code and its inline test modules (`#[cfg(test)]` then
+    /// `mod NAME {`, to the `}` that closes it at the start of a line). Every line is read:
+    /// other `#[cfg(test)]` items (a test-only `use` or function) are code.
+    fn split_tests(text: &str) -> (Vec<&str>, Vec<&str>) {
         let lines: Vec<&str> = text.lines().collect();
-        let (mut n, mut i) = (0, 0);
+        let (mut code, mut tests) = (Vec::new(), Vec::new());
+        let mut i = 0;
         while i < lines.len() {
             let opens_tests = lines[i].starts_with("#[cfg(test)]")
                 && lines
                     .get(i + 1)
                     .is_some_and(|next| next.starts_with("mod ") && next.trim_end().ends_with('{'));
             if opens_tests {
-                i += 2;
                 while i < lines.len() && lines[i] != "}" {
+                    tests.push(lines[i]);
                     i += 1;
                 }
             } else {
-                n += 1;
+                code.push(lines[i]);
             }
             i += 1;
         }
-        n
+        (code, tests)
+    }
+
+    /// Lines without the blank and comment-only ones.
+    fn rust_code<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+        lines
+            .iter()
+            .filter(|l| {
+                let t = l.trim();
+                !t.is_empty() && !t.starts_with("//")
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Every line of a file but those of its inline test modules, comments and blank lines
+    /// included.
+    fn code_lines(text: &str) -> usize {
+        split_tests(text).0.len()
     }
 
     #[test]
@@ -148,7 +155,7 @@ mod tests {
             .find_map(|f| std::fs::read_to_string(src.join(f)).ok())
             .unwrap_or_default();
         // One statement at a time, a `pub use` that rustfmt wrapped over lines included.
-        let code = rust_code(&root).join(" ");
+        let code = rust_code(&split_tests(&root).0).join(" ");
         for statement in code.split(';') {
             let statement = statement.split_whitespace().collect::<Vec<_>>().join(" ");
             let Some(rest) = statement.split_once("pub use ").map(|(_, r)| r) else {
@@ -177,7 +184,7 @@ mod tests {
                 }
                 // Every public item of the module.
                 let text = std::fs::read_to_string(file).unwrap_or_default();
-                for l in rust_code(&text) {
+                for l in rust_code(&split_tests(&text).0) {
                     let words: Vec<&str> = l.split_whitespace().collect();
                     if let ["pub", kind, item, ..] = words[..]
                         && ITEMS.contains(&kind)
@@ -315,25 +322,124 @@ mod tests {
         found.into_iter().collect()
     }
 
-    #[test]
-    fn no_crate_has_an_import_circle() {
-        let mut all = Vec::new();
-        for src in source_roots() {
-            let known = modules(&src);
-            let reexported = reexports(&src, &known);
-            let mut edges = BTreeMap::new();
-            for (me, path) in &known {
-                let text = std::fs::read_to_string(path).unwrap();
-                edges.insert(
+    /// Whether the module `me` is test code as a whole: a `tests` module, or declared under
+    /// `#[cfg(test)]` (`#[cfg(test)] mod contract;`) by its parent file.
+    fn test_only(src: &Path, me: &[String], known: &BTreeMap<Vec<String>, PathBuf>) -> bool {
+        if me.iter().any(|m| m == "tests") {
+            return true;
+        }
+        let parent = match &me[..me.len() - 1] {
+            [] => ["lib.rs", "main.rs"]
+                .iter()
+                .map(|f| src.join(f))
+                .find(|p| p.exists()),
+            up => known.get(up).cloned(),
+        };
+        let text = parent
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let declared = [
+            format!("mod {};", me[me.len() - 1]),
+            format!("pub mod {};", me[me.len() - 1]),
+        ];
+        lines
+            .windows(2)
+            .any(|w| w[0] == "#[cfg(test)]" && declared.iter().any(|d| w[1] == d))
+    }
+
+    /// A crate's imports between its files, read from every line: `(code, tests)`, the
+    /// arrows of its code and those of its test modules and test-only files, apart.
+    type Edges = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+    fn crate_edges(src: &Path) -> (Edges, Edges) {
+        let known = modules(src);
+        let reexported = reexports(src, &known);
+        let (mut code_edges, mut test_edges) = (Edges::new(), Edges::new());
+        for (me, path) in &known {
+            let text = std::fs::read_to_string(path).unwrap();
+            let (code, tests) = split_tests(&text);
+            let refs = |lines: &[&str]| references(&rust_code(lines), me, &known, &reexported);
+            if test_only(src, me, &known) {
+                test_edges.insert(
                     me.clone(),
-                    references(&rust_code(&text), me, &known, &reexported),
+                    refs(&code).union(&refs(&tests)).cloned().collect(),
                 );
-            }
-            for circle in circles(&edges) {
-                all.push(format!("{}: {}", src.display(), circle.join(" -> ")));
+                code_edges.insert(me.clone(), BTreeSet::new());
+            } else {
+                code_edges.insert(me.clone(), refs(&code));
+                test_edges.insert(me.clone(), refs(&tests));
             }
         }
-        assert!(all.is_empty(), "import circles:\n{}", all.join("\n"));
+        (code_edges, test_edges)
+    }
+
+    /// The problems of a crate's imports: circles between its files' code and arrows from a
+    /// module up to the module that holds it. A test may use any module it tests with (its
+    /// arrows are counted apart).
+    fn import_problems(src: &Path) -> Vec<String> {
+        let (code, _) = crate_edges(src);
+        let mut problems: Vec<String> = circles(&code)
+            .into_iter()
+            .map(|c| format!("{}: circle {}", src.display(), c.join(" -> ")))
+            .collect();
+        for (me, to) in &code {
+            for up in to
+                .iter()
+                .filter(|t| t.len() < me.len() && me.starts_with(t))
+            {
+                problems.push(format!(
+                    "{}: {} reaches back up to {}, which holds it: move what both need down",
+                    src.display(),
+                    me.join("::"),
+                    up.join("::")
+                ));
+            }
+        }
+        problems
+    }
+
+    #[test]
+    fn no_crate_has_an_import_circle() {
+        let all: Vec<String> = source_roots()
+            .iter()
+            .flat_map(|src| import_problems(src))
+            .collect();
+        assert!(all.is_empty(), "import problems:\n{}", all.join("\n"));
+    }
+
+    /// A planted circle through a line after a `#[cfg(test)]` that is not the test module is
+    /// found.
+    #[test]
+    fn a_circle_planted_past_a_cfg_test_line_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path();
+        std::fs::write(src.join("main.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+        std::fs::write(
+            src.join("a.rs"),
+            "use crate::b::X;\n#[cfg(test)]\nuse std::fmt;\npub fn f() {}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            src.join("b.rs"),
+            "pub struct X;\n#[cfg(test)]\nfn helper() {}\npub fn g() { crate::a::f() }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            src.join("c.rs"),
+            "pub fn h() {}\n#[cfg(test)]\nmod tests {\n    fn t() { crate::a::f(); }\n}\n",
+        )
+        .unwrap();
+        let problems = import_problems(src);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].ends_with("circle a -> b"), "{problems:?}");
+        // A test module's arrows are counted apart: c's test of a is no arrow of c's code.
+        std::fs::write(src.join("a.rs"), "pub fn f() { crate::c::h() }\n").unwrap();
+        std::fs::write(src.join("b.rs"), "pub struct X;\n").unwrap();
+        let problems = import_problems(src);
+        assert!(problems.is_empty(), "{problems:?}");
+        let (code, tests) = crate_edges(src);
+        assert!(code[&vec!["c".to_string()]].is_empty());
+        assert_eq!(tests[&vec!["c".to_string()]].len(), 1);
     }
 
     #[test]

@@ -6,7 +6,6 @@ mod backends;
 mod bench;
 mod build;
 mod burn;
-mod chart;
 #[cfg(test)]
 mod contract;
 mod doctor;
@@ -20,6 +19,7 @@ mod layout;
 mod llvm;
 mod readme;
 mod report;
+mod run_report;
 mod runners;
 mod serve;
 mod supervise;

@@ -245,6 +245,14 @@ fn probe_within(runner: &Runner, limit: Duration) -> Result<ProbeReport> {
         .with_context(|| format!("{} --probe printed an unreadable report", runner.display()))
 }
 
+/// The runner of the backend called `name`, if it was built.
+pub fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
+    built
+        .iter()
+        .find(|(b, _, _)| b.name == name)
+        .map(|(_, r, _)| r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -307,9 +307,3 @@ pub fn test_python() -> Option<PathBuf> {
         }
     }
 }
-
-/// The PyTorch reference runner's script, for tests.
-#[cfg(test)]
-pub fn test_script() -> PathBuf {
-    crate::workspace::workspace_root().join(crate::backends::REFERENCE_RUNNER)
-}

@@ -362,7 +362,8 @@ fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<Verif
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torch::{test_python, test_script};
+    use crate::backends::reference_script as test_script;
+    use crate::torch::test_python;
     use kiln_report::verify::Verdict;
     use kiln_results::DatasetName;
 

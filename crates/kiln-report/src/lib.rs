@@ -1,14 +1,15 @@
 //! Kiln's reports, made from the records its runners write (`kiln-results`, the contract both
 //! sides share): one table model (`table`) with its cells (`cells`) and the sections under it
 //! (`sections`, `batch`, `warnings`), the outputs (`render`: Markdown, terminal and CSV;
-//! `html`; `latex`; the registry of file formats in `export`), the reader of a run's files
-//! (`read`), what a smoke run expects of its rows (`check`), repeats combined into rows
-//! (`repeats`), and the comparisons (`ab` between two Burns; `explain`'s and `verify`'s
-//! tables). No runner links this crate, so a runner's build never compiles a report.
+//! `html`; `latex`; the SVG charts, `chart`; the registry of file formats in `export`), the
+//! reader of a run's files (`read`), what a smoke run expects of its rows (`check`), repeats
+//! combined into rows (`repeats`), and the comparisons (`ab` between two Burns; `explain`'s and
+//! `verify`'s tables). No runner links this crate, so a runner's build never compiles a report.
 
 pub mod ab;
 pub mod batch;
 pub mod cells;
+pub mod chart;
 pub mod check;
 pub mod explain;
 pub mod export;

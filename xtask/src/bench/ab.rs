@@ -11,8 +11,9 @@ use kiln_report::read::RESULTS_FILE;
 use kiln_results::{ModelKind, Precision, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config};
+use super::execute::{execute_rest, probes};
+use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
-use super::{execute_rest, plan, probes};
 use crate::burn::{Burn, BurnSpec};
 use crate::flags::CommonArgs;
 use crate::runners::{Built, wanted_backends};
@@ -43,7 +44,7 @@ pub fn bench_ab(
         .map(|s| (&s.burn, &s.built[..]))
         .collect();
     let first_built = sides[0].1;
-    let matrix = super::matrix(
+    let matrix = super::execute::matrix(
         common,
         &cfg,
         models,
@@ -127,7 +128,7 @@ pub(super) fn run_passes(
                 false,
             )? {
                 all_ok = false;
-                if crate::bench::interrupted() {
+                if super::interrupt::interrupted() {
                     return Ok(false);
                 }
             }

@@ -13,8 +13,8 @@ use super::child::{CellRun, run_cell};
 use super::config::{PlannedCell, RunConfig};
 use super::limits;
 use super::progress::{Display, Position};
-use super::runner_of;
 use crate::runners::Built;
+use crate::runners::runner_of;
 
 /// The type a cell's weights live in, which its GEMM peak is measured in
 /// ([`Precision::weights`]); planned cells hold validated precisions.

@@ -6,8 +6,9 @@ use anyhow::{Context, Result, bail};
 use kiln_results::{CellId, CellRequest, ModelKind, Precision, ProbeReport, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config, dataset_for};
+use super::execute::{execute, with_fallback_backends};
+use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
-use super::{execute, plan, with_fallback_backends};
 use crate::backends;
 use crate::flags::CommonArgs;
 use crate::runners::build_and_probe;

@@ -8,7 +8,7 @@ use kiln_report::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, Record};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
-use super::with_fallback_backends;
+use super::execute::with_fallback_backends;
 use crate::backends::{self, Backend};
 use crate::flags::CommonArgs;
 use crate::runners::build_and_probe;
@@ -48,7 +48,7 @@ pub(super) fn done_runs(dir: &Path) -> Result<Vec<(CellId, usize)>> {
 /// The planned cells of a run that still miss a record of some repeat.
 pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCell>> {
     let done = done_runs(dir)?;
-    let order = super::schedule(&run.cells, run.config.repeats, &done);
+    let order = super::execute::schedule(&run.cells, run.config.repeats, &done);
     Ok(run
         .cells
         .iter()
@@ -208,7 +208,7 @@ pub fn resume(
         run.cells.len()
     );
     let done = done_runs(dir)?;
-    super::execute_rest(run.cells.clone(), &built, run.config, dir, &done, true)
+    super::execute::execute_rest(run.cells.clone(), &built, run.config, dir, &done, true)
 }
 
 #[cfg(test)]

@@ -3,11 +3,18 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::child::run_cell;
+use super::config::RunConfig;
 use super::config::{RUN_FILE, RunFile};
+use super::execute::*;
+use super::fallback::fallback_reason;
 use super::one::data_parallel_devices;
+use super::progress::{Display, Position};
 use super::resume::remaining_cells;
 use super::*;
+use crate::runners::{Built, Runner};
 use kiln_results::{AutotuneLevel, CellRequest, DatasetName, Event, FallbackTarget, Profile};
+use kiln_results::{ProbeReport, Record, Status};
 
 #[test]
 fn out_dir_rules() {

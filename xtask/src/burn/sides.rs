@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::{Burn, BurnSpec, prepare};
+use super::overlay::{Burn, BurnSpec, prepare};
 use crate::backends::{Backend, Source};
 use crate::runners::{Built, Runner, build_and_probe, probe};
 

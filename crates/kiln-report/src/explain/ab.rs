@@ -151,7 +151,7 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
 }
 
 fn ms(v: &[f64]) -> String {
-    kiln_results::stats::median(v).map_or("–".into(), super::ms)
+    kiln_results::stats::median(v).map_or("–".into(), super::table::ms)
 }
 
 fn row_text(o: &OpRow) -> String {

@@ -3,7 +3,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_report::table::{row_title, several_batch_sizes};
+use crate::table::{row_title, several_batch_sizes};
 use kiln_results::{Record, Status};
 
 use super::palette::*;
@@ -12,9 +12,9 @@ use super::palette::*;
 /// included, evaluation excluded, unscaled), one line per row (a repeated cell's first run),
 /// with the `--target-accuracy` as a dashed line: `(model, svg)`.
 pub fn accuracy_curves(records: &[Record]) -> Result<Vec<(String, String)>> {
-    let several = kiln_report::table::machines(records).len() > 1;
+    let several = crate::table::machines(records).len() > 1;
     let mut out = Vec::new();
-    for (model, group) in kiln_report::table::by_model(records) {
+    for (model, group) in crate::table::by_model(records) {
         let model = model.as_str();
         let batches = several_batch_sizes(&group);
         let lines: Vec<(String, Vec<(f64, f64)>)> = group
@@ -120,7 +120,7 @@ fn draw_curves(
 /// images/s from zero), one line per backend/device/precision, a batch that ran out of memory
 /// as a red cross on the axis: `(model, svg)`.
 pub fn batch_charts(records: &[Record]) -> Result<Vec<(String, String)>> {
-    kiln_report::batch::batch_curves(records)
+    crate::batch::batch_curves(records)
         .into_iter()
         .map(|(model, curves)| {
             let svg = draw_batch(&model, &curves)
@@ -132,9 +132,9 @@ pub fn batch_charts(records: &[Record]) -> Result<Vec<(String, String)>> {
 
 fn draw_batch(
     model: &str,
-    curves: &[kiln_report::batch::BatchCurve],
+    curves: &[crate::batch::BatchCurve],
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let sizes = kiln_report::batch::sizes(curves);
+    let sizes = crate::batch::sizes(curves);
     // Batch sizes sit at log2(batch): doublings are equally spaced.
     let x = |batch: usize| (batch.max(1) as f64).log2();
     let (x_lo, x_hi) = (

@@ -10,12 +10,12 @@ const LEGEND_WIDTH: u32 = 230;
 
 /// The stacked-bar chart of one explain table: one bar per backend, one segment per op row
 /// (the eight heaviest, then "other ops"), a black tick at each backend's measured step.
-pub fn explain_chart(table: &kiln_report::explain::ExplainTable) -> Result<String> {
+pub fn explain_chart(table: &crate::explain::ExplainTable) -> Result<String> {
     draw_explain(table).map_err(|e| anyhow!("drawing the explain chart of {}: {e}", table.model))
 }
 
 fn draw_explain(
-    table: &kiln_report::explain::ExplainTable,
+    table: &crate::explain::ExplainTable,
 ) -> Result<String, Box<dyn std::error::Error>> {
     let rows = table.rows_by_weight();
     let shown = rows.len().min(PALETTE.len() - 1);

@@ -4,8 +4,8 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use kiln_report::cells::{low_confidence, pick_baseline};
-use kiln_report::table::{row_title, several_batch_sizes};
+use crate::cells::{low_confidence, pick_baseline};
+use crate::table::{row_title, several_batch_sizes};
 use kiln_results::stats::ratio_with_uncertainty;
 use kiln_results::{Record, Status};
 
@@ -35,10 +35,10 @@ fn bounds(bars: &[Bar]) -> (f64, f64) {
 
 /// One SVG document per model that has at least one timed row: `(model, svg)`.
 pub fn charts(records: &[Record], baseline: Option<&str>) -> Result<Vec<(String, String)>> {
-    let combined = kiln_report::repeats::combine(records);
-    let several = kiln_report::table::machines(records).len() > 1;
+    let combined = crate::repeats::combine(records);
+    let several = crate::table::machines(records).len() > 1;
     let mut out = Vec::new();
-    for (model, group) in kiln_report::table::by_model(&combined) {
+    for (model, group) in crate::table::by_model(&combined) {
         let model = model.as_str();
         let timed: Vec<&Record> = group
             .into_iter()

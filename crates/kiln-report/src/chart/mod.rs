@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn explain_chart_stacks_one_segment_per_op_row_in_each_backend() {
-        use kiln_report::explain::{
+        use crate::explain::{
             ExplainRecord, ExplainRequest, ExplainTable, OpTiming, Phase, Timing,
         };
         use kiln_results::{ModelKind, Precision};

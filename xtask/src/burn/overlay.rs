@@ -1,0 +1,418 @@
+//! A Burn to build against (`BurnSpec`) and its overlay workspace: made, checked, named.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{Context, Result, bail};
+use kiln_results::BurnBuild;
+
+use crate::workspace::{cargo, target_dir, workspace_root};
+
+/// A Burn to build against, as given.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BurnSpec {
+    Version(String),
+    Path(PathBuf),
+}
+
+impl FromStr for BurnSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if let Some(dir) = text.strip_prefix("path:") {
+            if dir.is_empty() {
+                return Err("path: needs a directory, e.g. path:../burn".into());
+            }
+            return Ok(BurnSpec::Path(PathBuf::from(dir)));
+        }
+        // MAJOR.MINOR.PATCH, with a pre-release after `-` (0.23.0-pre.1).
+        let (core, pre) = text.split_once('-').unwrap_or((text, ""));
+        let version_like = core.split('.').count() == 3
+            && core
+                .split('.')
+                .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            && pre
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        if version_like {
+            Ok(BurnSpec::Version(text.to_string()))
+        } else {
+            Err(format!(
+                "{text:?} is not a Burn: give a published version (0.22.1) or a local checkout \
+                 (path:../burn)"
+            ))
+        }
+    }
+}
+
+impl std::fmt::Display for BurnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BurnSpec::Version(v) => write!(f, "{v}"),
+            BurnSpec::Path(p) => write!(f, "path:{}", p.display()),
+        }
+    }
+}
+
+/// A Burn ready to build: where its workspace is (this one, or an overlay) and what it is.
+#[derive(Clone, Debug)]
+pub struct Burn {
+    pub build: BurnBuild,
+    /// The overlay's directory; `None`: this workspace's own Burn.
+    pub overlay: Option<PathBuf>,
+    /// A short name for directories (`0.22.1`, `path-burn-1a2b3c4d`).
+    pub slug: String,
+}
+
+impl Burn {
+    /// The target directory of this Burn's runners: this workspace's for its own Burn; one
+    /// shared by every overlay, so that a third Burn reuses the second's build of everything
+    /// but Burn (each overlay's runners are copied to its `bin/` once built).
+    pub fn target(&self) -> PathBuf {
+        match &self.overlay {
+            Some(_) => target_dir().join("burn").join("target"),
+            None => target_dir(),
+        }
+    }
+}
+
+/// The `burn*` packages of a lock file, as `name@version`.
+fn locked_burn_crates(lock: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut name: Option<&str> = None;
+    for line in lock.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"'));
+        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take())
+            && (n == "burn" || n.starts_with("burn-"))
+        {
+            out.push(format!("{n}@{}", v.trim_matches('"')));
+        }
+    }
+    out
+}
+
+/// Pin every Burn crate of the overlay to `version`: Burn's crates ask for each other with caret
+/// requirements (`burn-core = "0.22.0"`), so pinning `burn` alone would keep the newer inner
+/// crates of the lock. A member of the overlay that no runner build selects (`pin/`) asks for
+/// every `burn*` crate of the lock at exactly that version, and the lock is resolved again.
+fn pin_burn_crates(overlay: &Path, version: &str) -> Result<()> {
+    let lock = std::fs::read_to_string(overlay.join("Cargo.lock"))?;
+    let mut names: Vec<String> = locked_burn_crates(&lock)
+        .into_iter()
+        .filter_map(|p| p.split_once('@').map(|(n, _)| n.to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    let pin = overlay.join("pin");
+    std::fs::create_dir_all(&pin)?;
+    std::fs::write(pin.join("lib.rs"), "")?;
+    let mut manifest = String::from(
+        "[package]\nname = \"kiln-burn-pin\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[lib]\npath = \"lib.rs\"\n\n[dependencies]\n",
+    );
+    for n in &names {
+        manifest.push_str(&format!("{n} = \"={version}\"\n"));
+    }
+    std::fs::write(pin.join("Cargo.toml"), manifest)?;
+    let out = cargo()
+        .args(["update", "--workspace", "--manifest-path"])
+        .arg(overlay.join("Cargo.toml"))
+        .output()
+        .context("cannot run cargo update")?;
+    if !out.status.success() {
+        bail!(
+            "Burn {version}: {}",
+            first_error(&String::from_utf8_lossy(&out.stderr))
+        );
+    }
+    Ok(())
+}
+
+/// The first line of cargo's output that says `error`, trimmed.
+fn first_error(text: &str) -> String {
+    text.lines()
+        .find(|l| l.contains("error"))
+        .unwrap_or_else(|| text.lines().next().unwrap_or(""))
+        .trim()
+        .to_string()
+}
+
+/// The version of Burn this workspace's manifest pins (`burn = { version = "=X" }`).
+pub fn workspace_burn_version(manifest: &str) -> Option<String> {
+    manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("burn = "))
+        .and_then(|l| l.split("version = \"=").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_string)
+}
+
+/// A Burn checkout's crates: (package name, version, directory) of every `burn*` package its
+/// workspace (or `crates/*`) holds, read with `cargo metadata --no-deps`.
+fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        bail!(
+            "{}: no Cargo.toml there; give a Burn checkout (the directory holding Burn's \
+             workspace Cargo.toml and crates/)",
+            dir.display()
+        );
+    }
+    // cargo_metadata runs the cargo that runs xtask (`CARGO`), as `workspace::cargo` does.
+    let meta = match cargo_metadata::MetadataCommand::new()
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()
+    {
+        Ok(meta) => meta,
+        Err(cargo_metadata::Error::CargoMetadata { stderr }) => bail!(
+            "{}: cargo cannot read it as a workspace: {}",
+            manifest.display(),
+            first_error(&stderr)
+        ),
+        Err(e) => bail!("{}: cannot run cargo metadata: {e}", manifest.display()),
+    };
+    let crates: Vec<(String, String, PathBuf)> = meta
+        .packages
+        .iter()
+        .filter(|p| p.name.as_str() == "burn" || p.name.starts_with("burn-"))
+        .map(|p| {
+            (
+                p.name.to_string(),
+                p.version.to_string(),
+                p.manifest_path
+                    .parent()
+                    .map_or(PathBuf::from("."), |d| d.as_std_path().to_path_buf()),
+            )
+        })
+        .collect();
+    if !crates.iter().any(|(n, _, _)| n == "burn") {
+        bail!(
+            "{}: no `burn` package in that workspace; give a Burn checkout",
+            dir.display()
+        );
+    }
+    Ok(crates)
+}
+
+/// The overlay manifest: this workspace's `manifest` with its runner crates only, Burn pinned
+/// to `version`, and `patches` (package name, directory) as `[patch.crates-io]`.
+pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathBuf)]) -> String {
+    let mut out = String::new();
+    for line in manifest.lines() {
+        let trimmed = line.trim_start();
+        let line = if trimmed.starts_with("members = ") {
+            "members = [\"crates/*\"]".to_string()
+        } else if trimmed.starts_with("burn = ") || trimmed.starts_with("burn-train = ") {
+            match line.split_once("version = \"=") {
+                Some((head, rest)) => {
+                    let tail = rest.split_once('"').map_or("", |(_, t)| t);
+                    format!("{head}version = \"={version}\"{tail}")
+                }
+                None => line.to_string(),
+            }
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if !patches.is_empty() {
+        out.push_str("\n[patch.crates-io]\n");
+        for (name, dir) in patches {
+            out.push_str(&format!(
+                "{name} = {{ path = {:?} }}\n",
+                dir.display().to_string()
+            ));
+        }
+    }
+    out
+}
+
+/// Make `spec` ready to build: this workspace's own Burn as it is; any other in its overlay
+/// (written anew each time).
+pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
+    let root = workspace_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let own = workspace_burn_version(&manifest).context(
+        "this workspace's Cargo.toml pins no Burn version (burn = { version = \"=X\" })",
+    )?;
+    let (build, patches, slug) = match spec {
+        BurnSpec::Version(v) if *v == own => {
+            let build = BurnBuild {
+                spec: spec.to_string(),
+                version: v.clone(),
+                path: None,
+                revision: None,
+                dirty: None,
+            };
+            return Ok(Burn {
+                build,
+                overlay: None,
+                slug: v.clone(),
+            });
+        }
+        BurnSpec::Version(v) => (
+            BurnBuild {
+                spec: spec.to_string(),
+                version: v.clone(),
+                path: None,
+                revision: None,
+                dirty: None,
+            },
+            Vec::new(),
+            v.clone(),
+        ),
+        BurnSpec::Path(dir) => {
+            let dir = dir
+                .canonicalize()
+                .with_context(|| format!("--burn path:{}: no such directory", dir.display()))?;
+            let crates = checkout_crates(&dir)?;
+            let version = crates
+                .iter()
+                .find(|(n, _, _)| n == "burn")
+                .map(|(_, v, _)| v.clone())
+                .unwrap_or_default();
+            let (revision, dirty) = kiln_machine::git_state(&dir);
+            let name = dir
+                .file_name()
+                .map_or("burn".into(), |n| n.to_string_lossy().into_owned());
+            let hash = {
+                use sha2::Digest;
+                let digest = sha2::Sha256::digest(dir.display().to_string().as_bytes());
+                digest
+                    .iter()
+                    .take(4)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            };
+            (
+                BurnBuild {
+                    spec: spec.to_string(),
+                    version,
+                    path: Some(dir.display().to_string()),
+                    revision,
+                    dirty,
+                },
+                crates.into_iter().map(|(n, _, d)| (n, d)).collect(),
+                format!("path-{name}-{hash}"),
+            )
+        }
+    };
+    let overlay = target_dir().join("burn").join(&slug);
+    std::fs::create_dir_all(&overlay)
+        .with_context(|| format!("cannot create {}", overlay.display()))?;
+    let mut text = overlay_manifest(&manifest, &build.version, &patches);
+    if matches!(spec, BurnSpec::Version(_)) {
+        text = text.replace(
+            "members = [\"crates/*\"]",
+            "members = [\"crates/*\", \"pin\"]",
+        );
+    }
+    std::fs::write(overlay.join("Cargo.toml"), text)?;
+    // The lock file keeps every other dependency where this workspace has it.
+    let lock = overlay.join("Cargo.lock");
+    if !lock.exists() {
+        std::fs::copy(root.join("Cargo.lock"), &lock)?;
+    }
+    let crates = overlay.join("crates");
+    if !crates.exists() {
+        std::os::unix::fs::symlink(root.join("crates"), &crates)
+            .with_context(|| format!("cannot link {}", crates.display()))?;
+    }
+    if matches!(spec, BurnSpec::Version(_)) {
+        pin_burn_crates(&overlay, &build.version)?;
+    }
+    Ok(Burn {
+        build,
+        overlay: Some(overlay),
+        slug,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_or_say_what_a_spec_is() {
+        assert_eq!("0.22.1".parse(), Ok(BurnSpec::Version("0.22.1".into())));
+        assert_eq!(
+            "0.23.0-pre.1".parse(),
+            Ok(BurnSpec::Version("0.23.0-pre.1".into()))
+        );
+        assert_eq!(
+            "path:../burn".parse(),
+            Ok(BurnSpec::Path(PathBuf::from("../burn")))
+        );
+        for bad in [
+            "latest",
+            "0.22",
+            "path:",
+            "1.2.3;rm",
+            "1.x.3",
+            "0.22.1-pre;rm",
+        ] {
+            let err = bad.parse::<BurnSpec>().unwrap_err();
+            assert!(err.contains("path:") || err.contains("directory"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_lock_files_burn_crates_are_listed_with_their_versions() {
+        let lock = "[[package]]\nname = \"burn\"\nversion = \"0.22.1\"\n\n[[package]]\n\
+                    name = \"burnish\"\nversion = \"1.0.0\"\n\n[[package]]\nname = \
+                    \"burn-core\"\nversion = \"0.22.1\"\nsource = \"registry\"\n";
+        assert_eq!(
+            locked_burn_crates(lock),
+            ["burn@0.22.1", "burn-core@0.22.1"]
+        );
+    }
+
+    #[test]
+    fn the_overlay_pins_the_burn_and_patches_a_checkouts_crates() {
+        let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
+        let own = workspace_burn_version(&manifest).unwrap();
+        assert_eq!(own, "0.22.1");
+        let text = overlay_manifest(
+            &manifest,
+            "0.23.0",
+            &[(
+                "burn-flex".into(),
+                PathBuf::from("/src/burn/crates/burn-flex"),
+            )],
+        );
+        assert!(text.contains("members = [\"crates/*\"]"), "{text}");
+        assert!(
+            text.contains("burn = { version = \"=0.23.0\", features"),
+            "{text}"
+        );
+        assert!(
+            text.contains("burn-train = { version = \"=0.23.0\""),
+            "{text}"
+        );
+        assert!(!text.contains("\"xtask\""));
+        assert!(
+            text.contains(
+                "[patch.crates-io]\nburn-flex = { path = \"/src/burn/crates/burn-flex\" }"
+            )
+        );
+    }
+
+    #[test]
+    fn a_directory_that_is_not_a_burn_checkout_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = prepare(&BurnSpec::Path(tmp.path().to_path_buf()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no Cargo.toml") && err.contains("checkout"),
+            "{err}"
+        );
+        let err = prepare(&BurnSpec::Path(tmp.path().join("nowhere")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no such directory"), "{err}");
+    }
+}
