@@ -8,9 +8,9 @@ mod build;
 mod burn;
 #[cfg(test)]
 mod contract;
+mod datasets;
 mod doctor;
 mod explain;
-mod export;
 mod fetch;
 mod figures;
 mod flags;

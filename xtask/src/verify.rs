@@ -305,7 +305,7 @@ fn export(
     cell.dataset = Some(dataset);
     cell.settings.data_dir = args.data_dir.clone();
     cell.settings.seed = args.seed;
-    crate::export::export_data(&cell, out)
+    crate::datasets::export_data(&cell, out)
 }
 
 /// The run that tells whether a non-finite `row` diverges like the reference: PyTorch's, else

@@ -72,8 +72,21 @@ class ResNet18(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class Mlp(nn.Module):
+    """The flattened image > Linear(784->256) > ReLU > Linear(256->10)."""
+
+    def __init__(self, pixels=784, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(pixels, 256)
+        self.fc2 = nn.Linear(256, classes)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
 MODELS = {
     "mnist-cnn": (lambda: MnistCnn(), (1, 28, 28)),
     "resnet18": (lambda: ResNet18(3), (3, 32, 32)),
     "resnet18-gray": (lambda: ResNet18(1), (1, 28, 28)),
+    "mlp": (lambda: Mlp(), (1, 28, 28)),
 }

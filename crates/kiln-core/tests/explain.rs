@@ -6,12 +6,12 @@ mod common;
 use burn::prelude::*;
 use common::FLEX;
 use kiln_core::explain::explain;
-use kiln_core::models::{MnistCnn, ModelKind, ResNet, trainable_parameters};
+use kiln_core::models::{BuildModel, Classifier, ModelKind, WithModel, trainable_parameters};
 use kiln_results::explain::{ExplainRequest, LayerOp, Phase, sites};
 use kiln_results::{Precision, Status, Vocabulary};
 
 /// Module types that only hold other modules (their layers are what the op list names).
-const CONTAINERS: &[&str] = &["MnistCnn", "ResNet", "BasicBlock"];
+const CONTAINERS: &[&str] = &["MnistCnn", "ResNet", "BasicBlock", "Mlp"];
 
 /// The op family each of Burn's layer types is timed as.
 fn family_of(module_type: &str) -> Option<&'static str> {
@@ -42,20 +42,17 @@ fn module_types(display: &str) -> Vec<String> {
     types
 }
 
-/// The model's trainable parameters and its display (the tree of its modules).
+/// The model's trainable parameters and its display (the tree of its modules), built as every
+/// runner builds it.
 fn built(kind: ModelKind) -> (usize, String) {
-    let device = device();
-    match kind {
-        ModelKind::MnistCnn => {
-            let m = MnistCnn::new(&device);
-            (trainable_parameters(&m), format!("{m}"))
-        }
-        ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
-            let channels = kind.geometry().channels;
-            let m = ResNet::resnet18(channels, 10, &device);
-            (trainable_parameters(&m), format!("{m}"))
+    struct Described;
+    impl WithModel for Described {
+        type Output = (usize, String);
+        fn run<M: Classifier>(self, model: M) -> (usize, String) {
+            (trainable_parameters(&model), format!("{model}"))
         }
     }
+    kind.build(&device(), Described)
 }
 
 fn device() -> Device {
@@ -79,7 +76,7 @@ fn every_layer_kind_and_parameter_of_each_model_has_an_op() {
         );
         let families: Vec<&str> = list.iter().map(|s| s.op.family()).collect();
         let types = module_types(&display);
-        assert!(types.iter().any(|t| t == "Conv2d"), "{kind}: {display}");
+        assert!(types.iter().any(|t| t == "Linear"), "{kind}: {display}");
         for t in types {
             if CONTAINERS.contains(&t.as_str()) {
                 continue;
@@ -113,8 +110,8 @@ fn tiny(model: ModelKind) -> ExplainRequest {
 }
 
 #[test]
-fn every_op_of_both_models_is_timed_in_every_phase() {
-    for model in [ModelKind::MnistCnn, ModelKind::ResNet18] {
+fn every_op_of_each_model_is_timed_in_every_phase() {
+    for model in [ModelKind::MnistCnn, ModelKind::ResNet18, ModelKind::Mlp] {
         let request = tiny(model);
         let record = explain(&FLEX, &request);
         assert_eq!(record.status, Status::Ok, "{model}: {:?}", record.reason);

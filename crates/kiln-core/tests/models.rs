@@ -5,7 +5,7 @@ use burn::module::Module;
 use burn::prelude::*;
 use kiln_core::models::{Classifier, ModelKind, trainable_parameters, training_flops_per_sample};
 use kiln_core::protocol::DeviceData;
-use kiln_core::{MnistCnn, ResNet, Trainer};
+use kiln_core::{Mlp, MnistCnn, ResNet, Trainer};
 
 fn device() -> Device {
     let d = Device::flex();
@@ -92,4 +92,5 @@ fn a_few_steps_on_a_fixed_batch_lower_the_loss() {
         ModelKind::ResNet18Gray,
         &device,
     );
+    loss_falls(Mlp::new(784, 10, &device), ModelKind::Mlp, &device);
 }

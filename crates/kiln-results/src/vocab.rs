@@ -137,6 +137,8 @@ vocabulary!(
         ResNet18 = "resnet18",
         /// The article's 1-channel ResNet18 variant (MNIST-sized input).
         ResNet18Gray = "resnet18-gray",
+        /// A 2-layer perceptron, 784-256-10: an epoch in seconds, for a first run or CI.
+        Mlp = "mlp",
     }
 );
 
@@ -186,7 +188,7 @@ impl ModelKind {
     pub fn geometry(self) -> Geometry {
         match self {
             ModelKind::ResNet18 => Geometry::CIFAR,
-            ModelKind::MnistCnn | ModelKind::ResNet18Gray => Geometry::MNIST,
+            ModelKind::MnistCnn | ModelKind::ResNet18Gray | ModelKind::Mlp => Geometry::MNIST,
         }
     }
 

@@ -16,7 +16,7 @@ use super::limits::{Limits, Phase, PhaseClock, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
 use super::rundir::cell_stem;
-use crate::export::export_data;
+use crate::datasets::export_data;
 use crate::runners::Runner;
 use crate::supervise::{Ended, Out, Stderr, Supervised};
 use crate::time;

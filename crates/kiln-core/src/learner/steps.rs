@@ -12,7 +12,7 @@ use burn_train::renderer::{
 use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 
 use super::clock::Batch;
-use crate::models::{Classifier, MnistCnn, ResNet};
+use crate::models::{Classifier, Mlp, MnistCnn, ResNet};
 
 /// Kiln's models as burn-train models: the protocol's cross-entropy, its loss and logits for
 /// the metrics, and (in validation) the count of correct predictions for the record.
@@ -54,7 +54,7 @@ macro_rules! learner_model {
     )+};
 }
 
-learner_model!(MnistCnn, ResNet);
+learner_model!(MnistCnn, Mlp, ResNet);
 
 /// burn-train's renderer, silent: the runner's standard output is its JSON lines, and Kiln
 /// reports progress itself (burn-train's terminal dashboard, `tui`, is not built).

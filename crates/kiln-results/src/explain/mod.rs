@@ -91,6 +91,32 @@ mod tests {
     }
 
     #[test]
+    fn the_mlp_flattens_the_image_into_two_linear_layers() {
+        let s = sites(ModelKind::Mlp, 32);
+        let names: Vec<&str> = s.iter().map(|s| s.layers[0].as_str()).collect();
+        assert_eq!(names, ["fc1", "relu", "fc2", "loss", "optimizer"]);
+        assert_eq!(
+            s[0].input,
+            [32, 784],
+            "the image flattened, no op of its own"
+        );
+        assert!(!s[0].input_grad);
+        assert_eq!(s[0].output(), [32, 256]);
+        assert_eq!(s[2].output(), [32, 10]);
+        assert_eq!(
+            s[4].op,
+            LayerOp::Adam {
+                parameters: 784 * 256 + 256 + 256 * 10 + 10
+            }
+        );
+        // Forward 2·(784·256 + 256·10) per sample, training 3 × forward (the convention).
+        assert_eq!(
+            training_flops_per_sample(ModelKind::Mlp),
+            3 * 2 * (784 * 256 + 256 * 10)
+        );
+    }
+
+    #[test]
     fn flops_follow_the_sites() {
         // The values of the layer-by-layer formula this replaced (219 MFLOP for the CNN, as
         // the design card says).

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ModelKind;
+use crate::{Geometry, ModelKind};
 
 /// One kind of layer, with what fixes its cost.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -356,102 +356,131 @@ pub fn sites(model: ModelKind, batch: usize) -> Vec<Site> {
     let g = model.geometry();
     let mut walk = Walk::new(vec![batch, g.channels, g.height, g.width]);
     match model {
-        ModelKind::MnistCnn => {
-            let pool = LayerOp::MaxPool2d {
-                kernel: 2,
-                stride: 2,
-                padding: 0,
-            };
-            walk.layer("conv1", conv(1, 64, 3, 1, 0, true));
-            walk.layer("pool1", pool);
-            walk.layer("conv2", conv(64, 512, 3, 1, 0, true));
-            walk.layer("pool2", pool);
-            walk.layer("dropout", LayerOp::ChannelDropout { per_mille: 100 });
-            walk.layer("global max pool", LayerOp::GlobalMaxPool);
-            walk.layer(
-                "fc1",
-                LayerOp::Linear {
-                    in_features: 512,
-                    out_features: 1024,
-                },
-            );
-            walk.layer("relu", LayerOp::Relu);
-            walk.layer(
-                "fc2",
-                LayerOp::Linear {
-                    in_features: 1024,
-                    out_features: g.classes,
-                },
-            );
-        }
-        ModelKind::ResNet18 | ModelKind::ResNet18Gray => {
-            walk.layer("conv1", conv(g.channels, 64, 7, 2, 3, false));
-            walk.layer("bn1", LayerOp::BatchNorm { channels: 64 });
-            walk.layer("relu", LayerOp::Relu);
-            walk.layer(
-                "maxpool",
-                LayerOp::MaxPool2d {
-                    kernel: 3,
-                    stride: 2,
-                    padding: 1,
-                },
-            );
-            let mut inplanes = 64;
-            for (stage, (planes, stride)) in [(64, 1), (128, 2), (256, 2), (512, 2)]
-                .into_iter()
-                .enumerate()
-            {
-                for block in 0..2 {
-                    let name = format!("layer{}.{block}", stage + 1);
-                    let stride = if block == 0 { stride } else { 1 };
-                    let (block_input, block_grad) = (walk.shape.clone(), walk.grad);
-                    walk.layer(
-                        &format!("{name}.conv1"),
-                        conv(inplanes, planes, 3, stride, 1, false),
-                    );
-                    walk.layer(
-                        &format!("{name}.bn1"),
-                        LayerOp::BatchNorm { channels: planes },
-                    );
-                    walk.layer(&format!("{name}.relu1"), LayerOp::Relu);
-                    walk.layer(
-                        &format!("{name}.conv2"),
-                        conv(planes, planes, 3, 1, 1, false),
-                    );
-                    walk.layer(
-                        &format!("{name}.bn2"),
-                        LayerOp::BatchNorm { channels: planes },
-                    );
-                    if stride != 1 || inplanes != planes {
-                        let main = std::mem::replace(&mut walk.shape, block_input);
-                        walk.grad = block_grad;
-                        walk.layer(
-                            &format!("{name}.downsample.conv"),
-                            conv(inplanes, planes, 1, stride, 0, false),
-                        );
-                        walk.layer(
-                            &format!("{name}.downsample.bn"),
-                            LayerOp::BatchNorm { channels: planes },
-                        );
-                        debug_assert_eq!(walk.shape, main);
-                        walk.shape = main;
-                    }
-                    walk.layer(&format!("{name}.add"), LayerOp::ResidualAdd);
-                    walk.layer(&format!("{name}.relu2"), LayerOp::Relu);
-                    inplanes = planes;
-                }
-            }
-            walk.layer("avgpool", LayerOp::GlobalAvgPool);
-            walk.layer(
-                "fc",
-                LayerOp::Linear {
-                    in_features: 512,
-                    out_features: g.classes,
-                },
-            );
-        }
+        ModelKind::MnistCnn => mnist_cnn(&mut walk, g),
+        ModelKind::ResNet18 | ModelKind::ResNet18Gray => resnet18(&mut walk, g),
+        ModelKind::Mlp => mlp(&mut walk, g),
     }
     walk.finish()
+}
+
+/// The article's MNIST CNN (kiln-core `models/mod.rs`, `MnistCnn`).
+fn mnist_cnn(walk: &mut Walk, g: Geometry) {
+    let pool = LayerOp::MaxPool2d {
+        kernel: 2,
+        stride: 2,
+        padding: 0,
+    };
+    walk.layer("conv1", conv(1, 64, 3, 1, 0, true));
+    walk.layer("pool1", pool);
+    walk.layer("conv2", conv(64, 512, 3, 1, 0, true));
+    walk.layer("pool2", pool);
+    walk.layer("dropout", LayerOp::ChannelDropout { per_mille: 100 });
+    walk.layer("global max pool", LayerOp::GlobalMaxPool);
+    walk.layer(
+        "fc1",
+        LayerOp::Linear {
+            in_features: 512,
+            out_features: 1024,
+        },
+    );
+    walk.layer("relu", LayerOp::Relu);
+    walk.layer(
+        "fc2",
+        LayerOp::Linear {
+            in_features: 1024,
+            out_features: g.classes,
+        },
+    );
+}
+
+/// torchvision's ResNet18 topology (kiln-core `models/mod.rs`, `ResNet`).
+fn resnet18(walk: &mut Walk, g: Geometry) {
+    walk.layer("conv1", conv(g.channels, 64, 7, 2, 3, false));
+    walk.layer("bn1", LayerOp::BatchNorm { channels: 64 });
+    walk.layer("relu", LayerOp::Relu);
+    walk.layer(
+        "maxpool",
+        LayerOp::MaxPool2d {
+            kernel: 3,
+            stride: 2,
+            padding: 1,
+        },
+    );
+    let mut inplanes = 64;
+    for (stage, (planes, stride)) in [(64, 1), (128, 2), (256, 2), (512, 2)]
+        .into_iter()
+        .enumerate()
+    {
+        for block in 0..2 {
+            let name = format!("layer{}.{block}", stage + 1);
+            let stride = if block == 0 { stride } else { 1 };
+            let (block_input, block_grad) = (walk.shape.clone(), walk.grad);
+            walk.layer(
+                &format!("{name}.conv1"),
+                conv(inplanes, planes, 3, stride, 1, false),
+            );
+            walk.layer(
+                &format!("{name}.bn1"),
+                LayerOp::BatchNorm { channels: planes },
+            );
+            walk.layer(&format!("{name}.relu1"), LayerOp::Relu);
+            walk.layer(
+                &format!("{name}.conv2"),
+                conv(planes, planes, 3, 1, 1, false),
+            );
+            walk.layer(
+                &format!("{name}.bn2"),
+                LayerOp::BatchNorm { channels: planes },
+            );
+            if stride != 1 || inplanes != planes {
+                let main = std::mem::replace(&mut walk.shape, block_input);
+                walk.grad = block_grad;
+                walk.layer(
+                    &format!("{name}.downsample.conv"),
+                    conv(inplanes, planes, 1, stride, 0, false),
+                );
+                walk.layer(
+                    &format!("{name}.downsample.bn"),
+                    LayerOp::BatchNorm { channels: planes },
+                );
+                debug_assert_eq!(walk.shape, main);
+                walk.shape = main;
+            }
+            walk.layer(&format!("{name}.add"), LayerOp::ResidualAdd);
+            walk.layer(&format!("{name}.relu2"), LayerOp::Relu);
+            inplanes = planes;
+        }
+    }
+    walk.layer("avgpool", LayerOp::GlobalAvgPool);
+    walk.layer(
+        "fc",
+        LayerOp::Linear {
+            in_features: 512,
+            out_features: g.classes,
+        },
+    );
+}
+
+/// The 2-layer perceptron (kiln-core `models/mlp.rs`): the image flattened (a reshape, no
+/// op), Linear(pixels→256), ReLU, Linear(256→classes).
+fn mlp(walk: &mut Walk, g: Geometry) {
+    let batch = walk.shape[0];
+    walk.shape = vec![batch, g.pixels()];
+    walk.layer(
+        "fc1",
+        LayerOp::Linear {
+            in_features: g.pixels(),
+            out_features: 256,
+        },
+    );
+    walk.layer("relu", LayerOp::Relu);
+    walk.layer(
+        "fc2",
+        LayerOp::Linear {
+            in_features: 256,
+            out_features: g.classes,
+        },
+    );
 }
 
 /// Floating-point operations of one training sample (forward + backward = 3 x forward, a

@@ -8,46 +8,12 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 
-/// A network that maps a batch of images `[b, c, h, w]` to class logits `[b, classes]`, and,
-/// with the `learner` feature, that burn-train can train (its steps are in `crate::learner`).
-pub trait Classifier: Module + Sized + 'static + std::fmt::Display + LearnerSteps {
-    /// Logits for `images`.
-    fn forward(&self, images: Tensor<4>) -> Tensor<2>;
-}
+mod classifier;
+mod mlp;
 
-/// burn-train's training and inference steps, where the runner is built with burn-train.
-#[cfg(feature = "learner")]
-pub trait LearnerSteps:
-    burn_train::TrainStep<
-        Input = crate::learner::clock::Batch,
-        Output = burn_train::ClassificationOutput,
-    > + burn_train::InferenceStep<
-        Input = crate::learner::clock::Batch,
-        Output = burn_train::ClassificationOutput,
-    >
-{
-}
-
-#[cfg(feature = "learner")]
-impl<T> LearnerSteps for T where
-    T: burn_train::TrainStep<
-            Input = crate::learner::clock::Batch,
-            Output = burn_train::ClassificationOutput,
-        > + burn_train::InferenceStep<
-            Input = crate::learner::clock::Batch,
-            Output = burn_train::ClassificationOutput,
-        >
-{
-}
-
-/// Without burn-train, nothing beyond the forward pass is asked of a model.
-#[cfg(not(feature = "learner"))]
-pub trait LearnerSteps {}
-
-#[cfg(not(feature = "learner"))]
-impl<T> LearnerSteps for T {}
-
+pub use classifier::{Classifier, LearnerSteps};
 pub use kiln_results::ModelKind;
+pub use mlp::Mlp;
 
 /// Work to do with a freshly built model whose concrete type depends on its [`ModelKind`].
 pub trait WithModel {
@@ -82,6 +48,10 @@ fn build_model<W: WithModel>(kind: ModelKind, device: &Device, dropout: f64, wor
         ModelKind::MnistCnn => work.run(MnistCnn::with_dropout(device, dropout)),
         ModelKind::ResNet18 => work.run(ResNet::resnet18(3, 10, device)),
         ModelKind::ResNet18Gray => work.run(ResNet::resnet18(1, 10, device)),
+        ModelKind::Mlp => {
+            let g = kind.geometry();
+            work.run(Mlp::new(g.pixels(), g.classes, device))
+        }
     }
 }
 
