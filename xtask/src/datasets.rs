@@ -163,7 +163,7 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         };
-        let record: Record = crate::bench::child::observed_record(
+        let record: Record = crate::bench::watch::observed_record(
             *observed,
             &request,
             &Some("abc".into()),

@@ -134,61 +134,47 @@ fn package_hint(lib: &str, major: &str) -> String {
     }
 }
 
-/// `cargo xtask setup-cubecl-llvm [--llvm-config PATH] [--undo]`.
-pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
-    let root = crate::workspace::workspace_root();
-    let dir = bundle_dir(&root)?;
-    let ours = dir.join(MARKER).is_file();
-    if undo {
-        if ours {
-            std::fs::remove_dir_all(&dir)
-                .with_context(|| format!("cannot remove {}", dir.display()))?;
-            let relink: Vec<String> = crate::backends::all()
-                .iter()
-                .filter_map(|b| match &b.source {
-                    crate::backends::Source::Cargo {
-                        requires: Some(r @ crate::backends::Requirement::Driver(_)),
-                        ..
-                    } => Some(format!(
-                        "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",
-                        crate::workspace::target_dir().display(),
-                        r.feature()
-                    )),
-                    _ => None,
-                })
-                .collect();
-            eprintln!(
-                "kiln: removed the system LLVM stand-in from {}; CubeCL's next build downloads \
-                 its LLVM (so that it relinks, run {})",
-                dir.display(),
-                relink.join(" and ")
-            );
-        } else {
-            eprintln!(
-                "kiln: {} holds no stand-in of Kiln's; nothing to undo",
-                dir.display()
-            );
-        }
-        return Ok(true);
-    }
-    if dir.join(SENTINEL).is_file() && !ours {
+/// `--undo`: remove Kiln's stand-in (`ours`) from `dir`, saying how CubeCL relinks.
+fn undo_stand_in(dir: &Path, ours: bool) -> Result<bool> {
+    if ours {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+        let relink: Vec<String> = crate::backends::all()
+            .iter()
+            .filter_map(|b| match &b.source {
+                crate::backends::Source::Cargo {
+                    requires: Some(r @ crate::backends::Requirement::Driver(_)),
+                    ..
+                } => Some(format!(
+                    "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",
+                    crate::workspace::target_dir().display(),
+                    r.feature()
+                )),
+                _ => None,
+            })
+            .collect();
         eprintln!(
-            "kiln: {} already holds tracel's LLVM bundle; nothing to do",
+            "kiln: removed the system LLVM stand-in from {}; CubeCL's next build downloads \
+             its LLVM (so that it relinks, run {})",
+            dir.display(),
+            relink.join(" and ")
+        );
+    } else {
+        eprintln!(
+            "kiln: {} holds no stand-in of Kiln's; nothing to undo",
             dir.display()
         );
-        return Ok(true);
     }
-    let Some(real) = llvm_config.or_else(find_llvm_config) else {
-        bail!(
-            "no llvm-config found: install a system LLVM with its static libraries (Debian 12: \
-             `apt-get install llvm-22-dev libpolly-22-dev libzstd-dev`) or pass --llvm-config PATH"
-        );
-    };
-    let version = ask(&real, &["--version"])?;
+    Ok(true)
+}
+
+/// The LLVM version of `real` (its `llvm-config`), or an error naming every static library
+/// it lacks and the package that holds it.
+fn check_static_libs(real: &Path) -> Result<String> {
+    let version = ask(real, &["--version"])?;
     let major = version.split('.').next().unwrap_or_default().to_string();
-    let libdir = PathBuf::from(ask(&real, &["--libdir"])?);
-    let libs = ask(&real, &["--link-static", "--libs"])?;
-    let system = ask(&real, &["--link-static", "--system-libs"])?;
+    let libdir = PathBuf::from(ask(real, &["--libdir"])?);
+    let libs = ask(real, &["--link-static", "--libs"])?;
+    let system = ask(real, &["--link-static", "--system-libs"])?;
     let mut missing = Vec::new();
     for flag in libs
         .split_whitespace()
@@ -209,6 +195,31 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
             missing.join(", ")
         );
     }
+    Ok(version)
+}
+
+/// `cargo xtask setup-cubecl-llvm [--llvm-config PATH] [--undo]`.
+pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
+    let root = crate::workspace::workspace_root();
+    let dir = bundle_dir(&root)?;
+    let ours = dir.join(MARKER).is_file();
+    if undo {
+        return undo_stand_in(&dir, ours);
+    }
+    if dir.join(SENTINEL).is_file() && !ours {
+        eprintln!(
+            "kiln: {} already holds tracel's LLVM bundle; nothing to do",
+            dir.display()
+        );
+        return Ok(true);
+    }
+    let Some(real) = llvm_config.or_else(find_llvm_config) else {
+        bail!(
+            "no llvm-config found: install a system LLVM with its static libraries (Debian 12: \
+             `apt-get install llvm-22-dev libpolly-22-dev libzstd-dev`) or pass --llvm-config PATH"
+        );
+    };
+    let version = check_static_libs(&real)?;
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
     let wrapper = bin.join("llvm-config");

@@ -93,107 +93,75 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let bench_all_flags = given(matches.subcommand_matches("bench-all"));
-    let bench_flags = given(matches.subcommand_matches("bench"));
+    let given = Given {
+        bench_all: given(matches.subcommand_matches("bench-all")),
+        bench: given(matches.subcommand_matches("bench")),
+    };
     if let Err(e) = remote_environment(&cli.command) {
         eprintln!("error: {e:#}");
         return ExitCode::from(2);
     }
     bench::install_interrupt_handler();
-    let result = match cli.command {
+    let result = run(cli.command, &given);
+    if bench::interrupted() {
+        return ExitCode::from(130);
+    }
+    match result {
+        Ok(true) if bench::rundir::some_cell_untimed() => {
+            ExitCode::from(bench::rundir::EXIT_UNTIMED)
+        }
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The flags given on the command line of `bench-all` and of `bench` (`--resume` and
+/// `--cell` refuse the others).
+struct Given {
+    bench_all: Vec<String>,
+    bench: Vec<String>,
+}
+
+/// Run the command; `Ok(false)` when it ran but something failed.
+fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
+    match command {
         Cmd::BenchAll {
             common,
             backends,
             models,
             precisions,
-            resume: Some(dir),
-            ..
-        } => bench::resume(
-            &dir,
-            &common,
-            &bench_all_flags,
-            backends,
-            models,
-            precisions,
-        ),
-        Cmd::BenchAll {
-            common,
-            backends,
-            models,
-            precisions,
-            resume: None,
-            burn,
-            ..
-        } if !burn.is_empty() => bench::ab::bench_ab(&common, &burn, backends, models, precisions),
-        Cmd::BenchAll {
-            common,
-            backends,
-            models,
-            precisions,
-            resume: None,
+            resume,
             all_devices,
             plan_only,
             remote,
-            ..
-        } => bench::bench_all(
-            &common,
-            backends,
-            models,
-            precisions,
-            all_devices,
-            plan_only,
-            !remote.is_empty(),
-        ),
-        Cmd::Bench {
-            common,
-            cell: Some(file),
-            ..
-        } => bench::cell_only(&bench_flags)
-            .and_then(|_| bench::bench_request(&file, common.out.as_deref())),
-        Cmd::Bench {
-            common,
-            backend: Some(backend),
-            model: Some(model),
-            precision,
             burn,
-            ..
-        } if !burn.is_empty() => bench::ab::bench_ab(
-            &common,
-            &burn,
-            Some(vec![backend]),
-            Some(vec![model]),
-            Some(vec![precision]),
-        ),
-        Cmd::Bench {
-            common,
-            cell: None,
-            backend,
-            device,
-            api,
-            model: Some(model),
-            precision,
-            bare,
-            devices,
-            data_parallel,
-            ..
-        } => bench::one_backend(backend, device.as_deref()).and_then(|backend| {
-            bench::bench_one(
+        } => match resume {
+            Some(dir) => bench::resume(
+                &dir,
                 &common,
-                bench::OneCell {
-                    backend: &backend,
-                    device,
-                    api,
-                    model,
-                    precision,
-                    bare,
-                    devices,
-                    data_parallel,
-                },
-            )
-        }),
-        Cmd::Bench { .. } => Err(anyhow::anyhow!(
-            "`bench` needs --backend and --model, or --cell FILE"
-        )),
+                &given.bench_all,
+                backends,
+                models,
+                precisions,
+            ),
+            None if !burn.is_empty() => {
+                bench::ab::bench_ab(&common, &burn, backends, models, precisions)
+            }
+            None => bench::bench_all(
+                &common,
+                backends,
+                models,
+                precisions,
+                all_devices,
+                plan_only,
+                !remote.is_empty(),
+            ),
+        },
+        bench @ Cmd::Bench { .. } => run_bench(bench, &given.bench),
         Cmd::Explain(args) => explain::explain(args),
         Cmd::Verify(args) => verify::verify(args),
         Cmd::GpuKit {
@@ -218,19 +186,57 @@ fn main() -> ExitCode {
             dest,
             base_url,
         } => fetch::fetch_data(&name, dest, base_url.as_deref()).map(|_| true),
-    };
-    if bench::interrupted() {
-        return ExitCode::from(130);
     }
-    match result {
-        Ok(true) if bench::rundir::some_cell_untimed() => {
-            ExitCode::from(bench::rundir::EXIT_UNTIMED)
+}
+
+/// `cargo xtask bench`: a request file, one cell against other Burns, or one cell.
+fn run_bench(command: Cmd, given: &[String]) -> anyhow::Result<bool> {
+    let Cmd::Bench {
+        common,
+        cell,
+        backend,
+        device,
+        api,
+        model,
+        precision,
+        bare,
+        devices,
+        data_parallel,
+        burn,
+    } = command
+    else {
+        anyhow::bail!("not a `bench` command");
+    };
+    match (cell, backend, model) {
+        (Some(file), _, _) => {
+            bench::cell_only(given).and_then(|_| bench::bench_request(&file, common.out.as_deref()))
         }
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(1)
+        (None, Some(backend), Some(model)) if !burn.is_empty() => bench::ab::bench_ab(
+            &common,
+            &burn,
+            Some(vec![backend]),
+            Some(vec![model]),
+            Some(vec![precision]),
+        ),
+        (None, backend, Some(model)) => {
+            bench::one_backend(backend, device.as_deref()).and_then(|backend| {
+                bench::bench_one(
+                    &common,
+                    bench::OneCell {
+                        backend: &backend,
+                        device,
+                        api,
+                        model,
+                        precision,
+                        bare,
+                        devices,
+                        data_parallel,
+                    },
+                )
+            })
         }
+        (None, _, None) => Err(anyhow::anyhow!(
+            "`bench` needs --backend and --model, or --cell FILE"
+        )),
     }
 }

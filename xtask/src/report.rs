@@ -31,6 +31,69 @@ fn write(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// The comparison of an A/B run directory's sides (explain's op by op when they hold explain
+/// records), written again.
+fn ab_report(dir: &Path, sides: &[PathBuf]) -> Result<String> {
+    if !sides
+        .first()
+        .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
+    {
+        return crate::bench::ab::write_ab(dir, sides);
+    }
+    let mut labelled = Vec::new();
+    for side in sides {
+        let records = crate::explain::load(std::slice::from_ref(side))?;
+        let label = records
+            .iter()
+            .find_map(|r| r.burn.as_ref().map(|b| b.label()))
+            .unwrap_or_else(|| side.display().to_string());
+        labelled.push((label, records));
+    }
+    crate::explain::write_ab(dir, &labelled)
+}
+
+/// Every file the flags asked for (`--html FILE`, `--csv FILE`, ..., `--svg FILE`).
+fn write_outputs(
+    paths: &[PathBuf],
+    records: &[Record],
+    baseline: Option<&str>,
+    outputs: &ReportOutputs,
+) -> Result<()> {
+    for (format, target) in &outputs.files {
+        let mut parts = HtmlParts::default();
+        if format.shows_charts {
+            let dir = target.parent().unwrap_or(Path::new("."));
+            for run in paths.iter().filter(|p| p.is_dir()) {
+                parts.logs.extend(log_links(run, records, dir));
+            }
+            parts.title = match paths {
+                [one] => one.display().to_string(),
+                _ => format!("{} runs", paths.len()),
+            };
+            parts.charts = all_charts(&chart_sets(records, baseline)?);
+        }
+        let inputs = Inputs {
+            records,
+            baseline,
+            parts,
+        };
+        write(target, &(format.render)(&inputs))?;
+    }
+    if let Some(target) = &outputs.svg {
+        let charts = chart::charts(records, baseline)?;
+        for (model, svg) in &charts {
+            write(&svg_path(target.as_path(), model, charts.len() > 1), svg)?;
+        }
+        for (model, svg) in chart::batch_charts(records)? {
+            write(
+                &svg_path(target.as_path(), &format!("batch-{model}"), true),
+                &svg,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub fn report(
     paths: &[PathBuf],
     baseline: Option<&str>,
@@ -40,24 +103,7 @@ pub fn report(
     if let [dir] = paths
         && let Some(sides) = crate::burn::side_dirs(dir)?
     {
-        let text = if sides
-            .first()
-            .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
-        {
-            let mut labelled = Vec::new();
-            for side in &sides {
-                let records = crate::explain::load(std::slice::from_ref(side))?;
-                let label = records
-                    .iter()
-                    .find_map(|r| r.burn.as_ref().map(|b| b.label()))
-                    .unwrap_or_else(|| side.display().to_string());
-                labelled.push((label, records));
-            }
-            crate::explain::write_ab(dir, &labelled)?
-        } else {
-            crate::bench::ab::write_ab(dir, &sides)?
-        };
-        print!("{text}");
+        print!("{}", ab_report(dir, &sides)?);
         return Ok(Vec::new());
     }
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.
@@ -106,38 +152,7 @@ pub fn report(
         "{}",
         kiln_report::render::markdown(&loaded.records, baseline)
     );
-    for (format, target) in &outputs.files {
-        let mut parts = HtmlParts::default();
-        if format.shows_charts {
-            let dir = target.parent().unwrap_or(Path::new("."));
-            for run in paths.iter().filter(|p| p.is_dir()) {
-                parts.logs.extend(log_links(run, &loaded.records, dir));
-            }
-            parts.title = match paths {
-                [one] => one.display().to_string(),
-                _ => format!("{} runs", paths.len()),
-            };
-            parts.charts = all_charts(&chart_sets(&loaded.records, baseline)?);
-        }
-        let inputs = Inputs {
-            records: &loaded.records,
-            baseline,
-            parts,
-        };
-        write(target, &(format.render)(&inputs))?;
-    }
-    if let Some(target) = &outputs.svg {
-        let charts = chart::charts(&loaded.records, baseline)?;
-        for (model, svg) in &charts {
-            write(&svg_path(target.as_path(), model, charts.len() > 1), svg)?;
-        }
-        for (model, svg) in chart::batch_charts(&loaded.records)? {
-            write(
-                &svg_path(target.as_path(), &format!("batch-{model}"), true),
-                &svg,
-            )?;
-        }
-    }
+    write_outputs(paths, &loaded.records, baseline, outputs)?;
     Ok(loaded.records)
 }
 

@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use kiln_report::cells::{human_seconds, row_label};
 use kiln_report::chart;
 use kiln_report::export::{FORMATS, Inputs};
 use kiln_report::html::HtmlParts;
-use kiln_results::Record;
+use kiln_report::table::{Column, ModelTable, model_tables};
+use kiln_results::{Method, Record, Status};
 
 /// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
 /// link says it shows, and `(model, svg)` per model.
@@ -103,23 +105,7 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
 /// columns that matter; report.md and report.html have them all), then every cell that did not
 /// run or failed, with its reason and its log.
 pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
-    use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
-    use kiln_report::table::{Column, model_tables};
-    use kiln_results::{Method, Status};
-
     let mut text = String::new();
-    let wanted = [
-        (Column::Device, "backend / device"),
-        (Column::Precision, "prec."),
-        (Column::Batch, "batch"),
-        (Column::EpochTime, "epoch time"),
-        (Column::WarmUp, "warm-up"),
-        (Column::SpeedUp, "speed-up"),
-        (Column::VsPytorch, "÷ PyTorch"),
-        (Column::TimeToAccuracy, "to target acc."),
-        (Column::Memory, "training memory"),
-        (Column::Accuracy, "accuracy"),
-    ];
     // The rows the tables show: each cell's repeats combined.
     let combined = kiln_report::repeats::combine(records);
     for t in model_tables(records, None) {
@@ -127,125 +113,7 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
             .iter()
             .filter(|r| r.loop_overhead.is_none() && r.model == t.model)
             .collect();
-        // 100 columns hold one ratio: ÷ PyTorch where the run has PyTorch rows, else the
-        // speed-up (report.md has both).
-        let with_torch = t.index(Column::VsPytorch).is_some();
-        let columns: Vec<(Column, usize, &str)> = wanted
-            .iter()
-            .filter(|(c, _)| !(with_torch && *c == Column::SpeedUp))
-            .filter_map(|&(c, title)| t.index(c).map(|i| (c, i, title)))
-            .collect();
-        let mut table = Table::new();
-        table
-            .load_style(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic);
-        // The terminal's width when there is one, never more than 100 columns.
-        let width = table.width().unwrap_or(100).min(100);
-        table.set_width(width);
-        let mut header: Vec<&str> = columns.iter().map(|(_, _, title)| *title).collect();
-        header.push("obtained");
-        table.set_header(header);
-        for (row, r) in t.rows.iter().zip(&rows) {
-            let mut cells: Vec<String> = columns
-                .iter()
-                .map(
-                    |&(column, i, _)| match (column, &r.epoch_seconds, row.status) {
-                        (Column::EpochTime, Some(e), Status::Ok)
-                            if kiln_report::cells::low_confidence(r) =>
-                        {
-                            format!("≈ {} (low confidence)", human_seconds(e.median))
-                        }
-                        (Column::EpochTime, Some(e), Status::Ok) => {
-                            let mut text = match &r.between_runs {
-                                // ± has one meaning in Kiln: the 95% interval for the next
-                                // run (docs/methodology.md), as in report.md.
-                                Some(_) if e.n > 1 => match e.prediction_interval() {
-                                    Some((lo, hi)) => format!(
-                                        "{} (next run {}–{}; {} runs)",
-                                        human_seconds(e.median),
-                                        human_seconds(lo.max(0.0)),
-                                        human_seconds(hi),
-                                        e.n
-                                    ),
-                                    None => format!("{} ({} runs)", human_seconds(e.median), e.n),
-                                },
-                                _ => format!("{} (single run)", human_seconds(e.median)),
-                            };
-                            if r.noise.as_ref().is_some_and(kiln_results::Noise::busy) {
-                                text.push_str(" ⚠ busy");
-                            }
-                            text
-                        }
-                        (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
-                        (Column::Memory, _, _) => {
-                            let total = r.peak_memory_bytes.map(kiln_report::cells::human_bytes);
-                            match (
-                                r.training_bytes().map(kiln_report::cells::human_bytes),
-                                total,
-                            ) {
-                                (Some(t), Some(total)) => format!("{t} (RSS {total})"),
-                                (Some(t), None) => t,
-                                (None, Some(total)) => format!("RSS {total}"),
-                                (None, None) => "–".into(),
-                            }
-                        }
-                        (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
-                        // Compact: the seconds to steady state ("not steady" when it never
-                        // was; an older record's first step).
-                        (Column::WarmUp, _, _) => match (&r.warmup, r.first_step_seconds) {
-                            (Some(w), _) if w.steady => human_seconds(w.seconds),
-                            (Some(_), _) => "not steady".into(),
-                            (None, Some(s)) => human_seconds(s),
-                            (None, None) => "–".into(),
-                        },
-                        // The epoch time already says "single run".
-                        (Column::SpeedUp | Column::VsPytorch, _, _) => row.cells[i]
-                            .text
-                            .replace(" ± ", "±")
-                            .replace(" (single run)", ""),
-                        (Column::Accuracy, _, _) => r
-                            .test_accuracy
-                            .map(|a| format!("{:.1}%", a * 100.0))
-                            .unwrap_or_else(|| "–".into()),
-                        (Column::Device, _, _) => {
-                            let mut d = format!("{} / {}", r.backend, r.device);
-                            if r.device_kind
-                                .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
-                            {
-                                d.push_str(" (CPU-emulated)");
-                            }
-                            if r.fallback_from.is_some() {
-                                d.push_str(" (fallback)");
-                            }
-                            if let Some(l) = r.training_loop {
-                                d.push_str(&format!(" ({l})"));
-                            }
-                            d
-                        }
-                        _ => row.cells[i].text.clone(),
-                    },
-                )
-                .collect();
-            let data = match r.data {
-                kiln_results::DataKind::Real => "",
-                kiln_results::DataKind::Synthetic => ", synthetic data",
-                kiln_results::DataKind::Custom => ", custom data",
-            };
-            cells.push(match (r.status, r.obtained.method) {
-                (Status::Ok, Method::Measured) => format!(
-                    "measured, {} epoch{}{data}",
-                    r.obtained.epochs,
-                    if r.obtained.epochs == 1 { "" } else { "s" }
-                ),
-                (Status::Ok, Method::Projected) => format!(
-                    "PROJECTED from {} steps in {} chunks{data}",
-                    r.obtained.steps, r.obtained.chunks
-                ),
-                (status, _) => format!("{} (below)", status.as_str()),
-            });
-            table.add_row(cells);
-        }
-        text.push_str(&format!("{}\n{table}\n", t.model));
+        text.push_str(&format!("{}\n{}\n", t.model, terminal_table(&t, &rows)));
     }
     let not_ok: Vec<&Record> = records.iter().filter(|r| r.status != Status::Ok).collect();
     if !not_ok.is_empty() {
@@ -269,6 +137,150 @@ pub fn terminal(records: &[Record], out: Option<&Path>) -> String {
         }
     }
     text
+}
+
+/// The terminal's columns, in order, with their short titles.
+const TERMINAL_COLUMNS: [(Column, &str); 10] = [
+    (Column::Device, "backend / device"),
+    (Column::Precision, "prec."),
+    (Column::Batch, "batch"),
+    (Column::EpochTime, "epoch time"),
+    (Column::WarmUp, "warm-up"),
+    (Column::SpeedUp, "speed-up"),
+    (Column::VsPytorch, "÷ PyTorch"),
+    (Column::TimeToAccuracy, "to target acc."),
+    (Column::Memory, "training memory"),
+    (Column::Accuracy, "accuracy"),
+];
+
+/// One model's table, at most 100 columns wide; `rows` are the records of `t`'s rows.
+fn terminal_table(t: &ModelTable, rows: &[&Record]) -> Table {
+    // 100 columns hold one ratio: ÷ PyTorch where the run has PyTorch rows, else the
+    // speed-up (report.md has both).
+    let with_torch = t.index(Column::VsPytorch).is_some();
+    let columns: Vec<(Column, usize, &str)> = TERMINAL_COLUMNS
+        .iter()
+        .filter(|(c, _)| !(with_torch && *c == Column::SpeedUp))
+        .filter_map(|&(c, title)| t.index(c).map(|i| (c, i, title)))
+        .collect();
+    let mut table = Table::new();
+    table
+        .load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    // The terminal's width when there is one, never more than 100 columns.
+    let width = table.width().unwrap_or(100).min(100);
+    table.set_width(width);
+    let mut header: Vec<&str> = columns.iter().map(|(_, _, title)| *title).collect();
+    header.push("obtained");
+    table.set_header(header);
+    for (row, r) in t.rows.iter().zip(rows) {
+        let mut cells: Vec<String> = columns
+            .iter()
+            .map(|&(column, i, _)| terminal_cell(column, &row.cells[i].text, row.status, r))
+            .collect();
+        cells.push(obtained_cell(r));
+        table.add_row(cells);
+    }
+    table
+}
+
+/// A row's cell in `column`, compact; `full` is the report's text of it.
+fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> String {
+    match (column, &r.epoch_seconds, status) {
+        (Column::EpochTime, Some(e), Status::Ok) if kiln_report::cells::low_confidence(r) => {
+            format!("≈ {} (low confidence)", human_seconds(e.median))
+        }
+        (Column::EpochTime, Some(e), Status::Ok) => epoch_text(r, e),
+        (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
+        (Column::Memory, _, _) => {
+            let total = r.peak_memory_bytes.map(kiln_report::cells::human_bytes);
+            match (
+                r.training_bytes().map(kiln_report::cells::human_bytes),
+                total,
+            ) {
+                (Some(t), Some(total)) => format!("{t} (RSS {total})"),
+                (Some(t), None) => t,
+                (None, Some(total)) => format!("RSS {total}"),
+                (None, None) => "–".into(),
+            }
+        }
+        (Column::VsPytorch, _, _) if r.backend == "pytorch" => "reference".into(),
+        // Compact: the seconds to steady state ("not steady" when it never was; an older
+        // record's first step).
+        (Column::WarmUp, _, _) => match (&r.warmup, r.first_step_seconds) {
+            (Some(w), _) if w.steady => human_seconds(w.seconds),
+            (Some(_), _) => "not steady".into(),
+            (None, Some(s)) => human_seconds(s),
+            (None, None) => "–".into(),
+        },
+        // The epoch time already says "single run".
+        (Column::SpeedUp | Column::VsPytorch, _, _) => {
+            full.replace(" ± ", "±").replace(" (single run)", "")
+        }
+        (Column::Accuracy, _, _) => r
+            .test_accuracy
+            .map(|a| format!("{:.1}%", a * 100.0))
+            .unwrap_or_else(|| "–".into()),
+        (Column::Device, _, _) => {
+            let mut d = format!("{} / {}", r.backend, r.device);
+            if r.device_kind
+                .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+            {
+                d.push_str(" (CPU-emulated)");
+            }
+            if r.fallback_from.is_some() {
+                d.push_str(" (fallback)");
+            }
+            if let Some(l) = r.training_loop {
+                d.push_str(&format!(" ({l})"));
+            }
+            d
+        }
+        _ => full.to_string(),
+    }
+}
+
+/// The epoch time with the 95% interval for the next run's (± has one meaning in Kiln,
+/// docs/methodology.md, as in report.md), or "single run"; "busy" when others used the CPU.
+fn epoch_text(r: &Record, e: &kiln_results::Stats) -> String {
+    let mut text = match &r.between_runs {
+        Some(_) if e.n > 1 => match e.prediction_interval() {
+            Some((lo, hi)) => format!(
+                "{} (next run {}–{}; {} runs)",
+                human_seconds(e.median),
+                human_seconds(lo.max(0.0)),
+                human_seconds(hi),
+                e.n
+            ),
+            None => format!("{} ({} runs)", human_seconds(e.median), e.n),
+        },
+        _ => format!("{} (single run)", human_seconds(e.median)),
+    };
+    if r.noise.as_ref().is_some_and(kiln_results::Noise::busy) {
+        text.push_str(" ⚠ busy");
+    }
+    text
+}
+
+/// How the row's time was obtained, in a few words.
+fn obtained_cell(r: &Record) -> String {
+    let data = match r.data {
+        kiln_results::DataKind::Real => "",
+        kiln_results::DataKind::Synthetic => ", synthetic data",
+        kiln_results::DataKind::Custom => ", custom data",
+    };
+    match (r.status, r.obtained.method) {
+        (Status::Ok, Method::Measured) => format!(
+            "measured, {} epoch{}{data}",
+            r.obtained.epochs,
+            if r.obtained.epochs == 1 { "" } else { "s" }
+        ),
+        (Status::Ok, Method::Projected) => format!(
+            "PROJECTED from {} steps in {} chunks{data}",
+            r.obtained.steps, r.obtained.chunks
+        ),
+        (status, _) => format!("{} (below)", status.as_str()),
+    }
 }
 
 #[cfg(test)]

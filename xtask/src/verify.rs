@@ -116,21 +116,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     }
     let out = crate::answer::out_dir(args.out.as_deref(), "verify", VERIFY_FILE, "")?;
     // Each model's dataset, and the requests' own rules checked before anything is built.
-    let mut datasets = Vec::new();
-    for &model in &args.models {
-        let dataset = dataset_of(model, &args)?;
-        request(
-            &args,
-            model,
-            dataset,
-            ("", "default", Precision::F32),
-            steps,
-            batch,
-        )
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--steps/--batch: {e}"))?;
-        datasets.push((model, dataset));
-    }
+    let datasets = datasets(&args, steps, batch)?;
     let built = build_and_probe(&wanted, false)?;
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
@@ -150,60 +136,69 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     if let Some(why) = &reference_row.skip {
         bail!("--reference {}: {why}", args.reference);
     }
-    let mut markdown = format!(
-        "# cargo xtask verify\n\nEvery row trained the same model from the same initial weights \
-         on the same batches (the first {} training samples, in order; dropout off). Columns: \
-         the largest relative deviation of the batch loss from the reference's in each range of \
-         steps, and the final weights' largest per-tensor relative deviation (L2). Thresholds \
-         (docs/verify.md):\n\n{}\n",
-        steps * batch,
-        verify::thresholds_table()
-    );
+    let mut markdown = header(steps * batch);
     let mut all_agree = true;
+    let model_run = ModelRun {
+        args: &args,
+        out: &out,
+        weights_dir: &weights_dir,
+        revision: (commit, dirty),
+        steps,
+        batch,
+        reference_backend: &reference_backend,
+    };
     for &(model, dataset) in &datasets {
         let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
             true => Some(export(&args, model, dataset, &out)?),
             false => None,
         };
-        let init = weights_dir.join(format!("{model}-init.safetensors"));
-        let run_row = |row: &Row, reference: bool| -> Result<VerifyRecord> {
-            let mut q = request(
-                &args,
-                model,
-                dataset,
-                (&row.backend.name, &row.device, row.precision),
-                steps,
-                batch,
-            );
-            q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
-            q.final_out = weights_dir.join(format!("{}.safetensors", cell_stem(&q.id())));
-            if reference {
-                q.init_out = Some(init.clone());
-            } else {
-                q.weights_in = Some(init.clone());
-            }
-            let mut record = match &row.skip {
-                Some(why) => {
-                    let mut r = VerifyRecord::start(&q, &row.version);
-                    r.status = Status::Skipped;
-                    r.reason = Some(why.clone());
-                    r
-                }
-                // A runner that cannot be started is that row's failure, not the end of the
-                // run: the rows already run are written with the rest.
-                None => run_one(row.runner, &q, &out).unwrap_or_else(|e| {
-                    let mut r = VerifyRecord::start(&q, &row.version);
-                    r.reason = Some(format!("{e:#}"));
-                    r
-                }),
-            };
-            let burn = row.runner.burn_version(&record.backend_version);
-            record.fingerprint = Some(fingerprint_here(record.threads, burn, &commit, dirty));
-            Ok(record)
+        let (table, agree) = model_run.verify(model, dataset, data_file, &rows, reference_row)?;
+        all_agree &= agree;
+        markdown += "\n";
+        markdown += &table;
+    }
+    if !args.keep_weights {
+        let _ = std::fs::remove_dir_all(&weights_dir);
+    }
+    let path = out.join("verify.md");
+    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    println!("{markdown}");
+    eprintln!("kiln: verify records and tables in {}", out.display());
+    Ok(all_agree)
+}
+
+/// What verifying every model of a run shares.
+struct ModelRun<'a> {
+    args: &'a VerifyArgs,
+    out: &'a Path,
+    weights_dir: &'a Path,
+    revision: (Option<String>, Option<bool>),
+    steps: usize,
+    batch: usize,
+    reference_backend: &'a str,
+}
+
+impl ModelRun<'_> {
+    /// Train `model` on every row from the reference row's initial weights, grade each row
+    /// against the reference, append the records: the model's table, and whether every row
+    /// agrees.
+    fn verify(
+        &self,
+        model: ModelKind,
+        dataset: kiln_results::DatasetName,
+        data_file: Option<PathBuf>,
+        rows: &[Row],
+        reference_row: &Row,
+    ) -> Result<(String, bool)> {
+        let mut all_agree = true;
+        let init = self.weights_dir.join(format!("{model}-init.safetensors"));
+        let run_row = |row: &Row, reference: bool| {
+            let who = (model, dataset, data_file.as_ref(), init.as_path());
+            self.run_row(who, row, reference)
         };
         let mut reference = run_row(reference_row, true)?;
         if reference.status != Status::Ok {
-            append_line(&out.join(VERIFY_FILE), &reference)?;
+            append_line(&self.out.join(VERIFY_FILE), &reference)?;
             bail!(
                 "the reference run ({}) failed: {}",
                 reference.label(),
@@ -213,9 +208,9 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         let reference_weights = read_final(&reference)?.context("the reference's final weights")?;
         reference.verdict = Some(Verdict::Pass);
         reference.verdict_reason = Some("the reference".into());
-        append_line(&out.join(VERIFY_FILE), &reference)?;
+        append_line(&self.out.join(VERIFY_FILE), &reference)?;
         let mut records = Vec::new();
-        for row in &rows {
+        for row in rows {
             if !std::ptr::eq(row, reference_row) {
                 records.push(run_row(row, false)?);
             }
@@ -232,7 +227,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         }];
         for i in 0..records.len() {
             let record = &records[i];
-            let twin = twin(&records, record, &reference_backend);
+            let twin = twin(&records, record, self.reference_backend);
             let d = verify::compare(
                 &reference,
                 &reference_weights,
@@ -245,20 +240,105 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
             let mut record = record.clone();
             record.verdict = Some(d.verdict);
             record.verdict_reason = Some(d.why.clone());
-            append_line(&out.join(VERIFY_FILE), &record)?;
+            append_line(&self.out.join(VERIFY_FILE), &record)?;
             deviations.push(d);
         }
-        markdown += "\n";
-        markdown += &verify::table(&reference, &deviations);
+        Ok((verify::table(&reference, &deviations), all_agree))
     }
-    if !args.keep_weights {
-        let _ = std::fs::remove_dir_all(&weights_dir);
+
+    /// One row's record: its run from the reference's initial weights (`reference`: this row
+    /// writes them), or why it was skipped or failed. `who`: the model, its dataset and data
+    /// file, and where the initial weights are.
+    fn run_row(
+        &self,
+        (model, dataset, data_file, init): (
+            ModelKind,
+            kiln_results::DatasetName,
+            Option<&PathBuf>,
+            &Path,
+        ),
+        row: &Row,
+        reference: bool,
+    ) -> Result<VerifyRecord> {
+        let mut q = request(
+            self.args,
+            model,
+            dataset,
+            (&row.backend.name, &row.device, row.precision),
+            self.steps,
+            self.batch,
+        );
+        q.data_file = data_file.cloned().filter(|_| row.runner.needs_data_file);
+        q.final_out = self
+            .weights_dir
+            .join(format!("{}.safetensors", cell_stem(&q.id())));
+        if reference {
+            q.init_out = Some(init.to_path_buf());
+        } else {
+            q.weights_in = Some(init.to_path_buf());
+        }
+        let mut record = match &row.skip {
+            Some(why) => {
+                let mut r = VerifyRecord::start(&q, &row.version);
+                r.status = Status::Skipped;
+                r.reason = Some(why.clone());
+                r
+            }
+            // A runner that cannot be started is that row's failure, not the end of the
+            // run: the rows already run are written with the rest.
+            None => run_one(row.runner, &q, self.out).unwrap_or_else(|e| {
+                let mut r = VerifyRecord::start(&q, &row.version);
+                r.reason = Some(format!("{e:#}"));
+                r
+            }),
+        };
+        let burn = row.runner.burn_version(&record.backend_version);
+        record.fingerprint = Some(fingerprint_here(
+            record.threads,
+            burn,
+            &self.revision.0,
+            self.revision.1,
+        ));
+        Ok(record)
     }
-    let path = out.join("verify.md");
-    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
-    println!("{markdown}");
-    eprintln!("kiln: verify records and tables in {}", out.display());
-    Ok(all_agree)
+}
+
+/// Each model's dataset, with the requests' own rules checked.
+fn datasets(
+    args: &VerifyArgs,
+    steps: usize,
+    batch: usize,
+) -> Result<Vec<(ModelKind, kiln_results::DatasetName)>> {
+    let mut datasets = Vec::new();
+    for &model in &args.models {
+        let dataset = dataset_of(model, args)?;
+        request(
+            args,
+            model,
+            dataset,
+            ("", "default", Precision::F32),
+            steps,
+            batch,
+        )
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--steps/--batch: {e}"))?;
+        datasets.push((model, dataset));
+    }
+    Ok(datasets)
+}
+
+/// verify.md's opening: what every row did (`samples`: the training samples used, in order)
+/// and the thresholds.
+fn header(samples: usize) -> String {
+    format!(
+        "# cargo xtask verify\n\nEvery row trained the same model from the same initial weights \
+         on the same batches (the first {} training samples, in order; dropout off). Columns: \
+         the largest relative deviation of the batch loss from the reference's in each range of \
+         steps, and the final weights' largest per-tensor relative deviation (L2). Thresholds \
+         (docs/verify.md):\n\n{}\n",
+        samples,
+        verify::thresholds_table()
+    )
 }
 
 /// The dataset a model verifies on: the quick profile's default for it.

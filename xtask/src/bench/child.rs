@@ -4,21 +4,24 @@
 use std::fs::File;
 use std::path::Path;
 use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use kiln_report::cells::{human_seconds, obtained_text};
-use kiln_results::{Calibration, CellId, DevicePeak, Event, Record, Repeat, Status};
+use kiln_results::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
-use super::limits::{Limits, Phase, PhaseClock, timeout_reason};
+#[cfg(test)]
+use super::limits::Phase;
+use super::limits::{Limits, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
 use super::rundir::cell_stem;
+use super::watch::{Watched, Watching, watch};
 use crate::datasets::export_data;
 use crate::runners::Runner;
-use crate::supervise::{Ended, Out, Stderr, Supervised};
+use crate::supervise::{Ended, Stderr, Supervised};
 use crate::time;
 use crate::workspace::{fingerprint_here, workspace_root};
 
@@ -121,11 +124,10 @@ pub(super) fn run_cell(
     limits: Limits,
     run: &CellRun,
 ) -> Result<Option<Record>> {
-    let id = &cell.id;
     let suffix = run.suffix();
     let log = out
         .join("logs")
-        .join(format!("{}{suffix}.stderr", cell_stem(id)));
+        .join(format!("{}{suffix}.stderr", cell_stem(&cell.id)));
     let mut request = cell.request(cfg)?;
     request.calibrate_only = run.calibrate_only;
     request.given_peak = run.given_peak.clone();
@@ -133,29 +135,82 @@ pub(super) fn run_cell(
         request.data_file = Some(export_data(&request, out)?);
     }
     let request_path = super::rundir::write_request(out, &request, &suffix)?;
+    let revision = crate::workspace::revision();
     let mut cmd = runner.command();
     cmd.arg("--cell").arg(&request_path);
-    let (commit, dirty) = crate::workspace::revision();
-    if let Some(commit) = &commit {
+    if let Some(commit) = &revision.0 {
         cmd.env("KILN_COMMIT", commit);
     }
-    if let Some(dirty) = dirty {
+    if let Some(dirty) = revision.1 {
         cmd.env("KILN_DIRTY", if dirty { "1" } else { "0" });
     }
     cmd.env("KILN_WORKSPACE", workspace_root());
     let stderr = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
-    let oom_kills_before = kiln_machine::process::oom_kills();
+    let before = Before {
+        oom_kills: kiln_machine::process::oom_kills(),
+        load_average: kiln_machine::load_average(),
+    };
     let mut child = Supervised::spawn(&mut cmd, Stderr::File(stderr))
         .with_context(|| format!("cannot start {}", runner.display()))?;
-    let pid = child.pid();
-    let load_average_start = kiln_machine::load_average();
-    // Samples of the machine at the edges of the windows a cell's noise can be measured over:
-    // spawn, start of training, end of the warm-up epoch, the last epoch, the final record.
-    let spawned = noise::sample(Some(pid));
-    let (mut trained_from, mut warm_until, mut last_epoch, mut ended) = (None, None, None, None);
-
+    // The machine at spawn: the edge of the noise window when nothing later was seen.
+    let spawned = noise::sample(Some(child.pid()));
     let started = Instant::now();
-    let label = format!(
+    let label = label(position, &cell.id, run);
+    display.line(&format!("{label}: starting, data {}", cell.dataset));
+    let watching = Watching {
+        request: &request,
+        label: &label,
+        position,
+        limits,
+        revision: &revision,
+    };
+    let seen = watch(&mut child, &watching, display);
+    let Ended {
+        status,
+        max_rss: parent_max_rss,
+    } = child.finish(None)?;
+    // Killed by us or not, a child reaped without a deadline has a status.
+    let status = status.context("the runner's exit status")?;
+    display.finish_cell();
+    if interrupted() {
+        display.line(&format!("{label}: interrupted, not recorded"));
+        return Ok(None);
+    }
+    let failed = Failed {
+        status,
+        log: &log,
+        limits,
+        oom_kills_before: before.oom_kills,
+        revision: &revision,
+    };
+    let mut record = record_of(&cell.id, &seen, failed);
+    if !run.calibrate_only {
+        let mut n = noise_of(&seen, spawned);
+        n.load_average_start = before.load_average;
+        add_run(&mut record, run, cfg, n, parent_max_rss);
+    }
+    // A GPU backend's first step compiles and autotunes its kernels: said apart, as timed.
+    let first_step = match (&record.runtime, record.first_step_seconds) {
+        (Some(_), Some(s)) => format!("; first step {} (kernels)", time::short(s)),
+        _ => String::new(),
+    };
+    display.line(&format!(
+        "{label}: {} [{} wall{first_step}]",
+        summary(&record),
+        time::short(started.elapsed().as_secs_f64())
+    ));
+    Ok(Some(record))
+}
+
+/// What the machine said before the runner started.
+struct Before {
+    oom_kills: Option<u64>,
+    load_average: Option<f64>,
+}
+
+/// How a cell is named on the terminal: `[3/8] flex cpu mnist-cnn (f32, batch 128) run 2/3`.
+fn label(position: &Position, id: &CellId, run: &CellRun) -> String {
+    format!(
         "[{}/{}] {} {} {} ({}, batch {}){}",
         position.index,
         position.total,
@@ -170,152 +225,51 @@ pub(super) fn run_cell(
             (Some(r), false) if r.of > 1 => format!(" run {}/{}", r.index, r.of),
             _ => String::new(),
         }
-    );
-    display.line(&format!("{label}: starting, data {}", cell.dataset));
-    let mut final_record = None;
-    let mut unparsed = Vec::new();
-    let mut timed_out = false;
-    let mut clock = PhaseClock::new();
-    loop {
-        match child.next(Duration::from_millis(500)) {
-            Out::Line(line) => match serde_json::from_str::<Event>(&line) {
-                Ok(Event::Final(record)) => {
-                    ended = noise::sample(Some(pid));
-                    final_record = Some(*record);
-                }
-                // A runner that leaves its record to Kiln (the PyTorch reference).
-                Ok(Event::Observed(observed)) => {
-                    ended = noise::sample(Some(pid));
-                    final_record = Some(observed_record(*observed, &request, &commit, dirty));
-                }
-                Ok(Event::Start(s)) => {
-                    clock.enter(Phase::FirstStep);
-                    trained_from = noise::sample(Some(pid));
-                    display.line(&format!(
-                        "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, \
-                         budget {}",
-                        s.train_samples,
-                        s.test_samples,
-                        s.steps_per_epoch,
-                        s.epochs,
-                        s.budget_seconds
-                            .map(human_seconds)
-                            .unwrap_or_else(|| "none".into())
-                    ));
-                    display.start_cell((s.steps_per_epoch * s.epochs) as u64);
-                }
-                Ok(Event::Epoch(e)) => {
-                    clock.enter(Phase::Training);
-                    if e.epoch == 1 {
-                        warm_until = noise::sample(Some(pid));
-                    } else {
-                        last_epoch = noise::sample(Some(pid));
-                    }
-                    display.line(&format!(
-                        "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
-                        e.epoch,
-                        if e.partial {
-                            " (cut by the budget)"
-                        } else {
-                            ""
-                        },
-                        human_seconds(e.seconds),
-                        e.steps,
-                        e.mean_loss,
-                        e.test_accuracy
-                            .map(|a| format!("{:.1}%", a * 100.0))
-                            .unwrap_or_else(|| "–".into())
-                    ))
-                }
-                Ok(Event::Progress(p)) => {
-                    clock.enter(Phase::Training);
-                    let eta = p.eta_seconds.unwrap_or(0.0);
-                    let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
-                    display.status(
-                        done,
-                        &label,
-                        &format!(
-                            "epoch {} step {}/{} · {} elapsed · ETA {}",
-                            p.epoch,
-                            p.step,
-                            p.steps_per_epoch,
-                            time::short(p.elapsed_seconds),
-                            time::short(eta),
-                        ),
-                        &format!("run ETA ≤{}", time::short(eta + position.later_seconds)),
-                    )
-                }
-                Err(_) => unparsed.push(line),
-            },
-            Out::Closed => break,
-            Out::Quiet => {
-                if interrupted() {
-                    child.kill();
-                    break;
-                }
-                if clock.elapsed() > limits.of(clock.phase).as_secs_f64() {
-                    child.kill();
-                    timed_out = true;
-                    break;
-                }
-                if clock.phase == Phase::FirstStep {
-                    display.status(
-                        0,
-                        &label,
-                        &format!(
-                            "first step · {} (a GPU backend compiles and autotunes its \
-                             kernels in it)",
-                            time::short(clock.elapsed())
-                        ),
-                        "",
-                    );
-                }
-            }
-        }
-    }
-    let Ended {
-        status,
-        max_rss: parent_max_rss,
-    } = child.finish(None)?;
-    // Killed by us or not, a child reaped without a deadline has a status.
-    let status = status.context("the runner's exit status")?;
-    display.finish_cell();
-    if interrupted() {
-        display.line(&format!("{label}: interrupted, not recorded"));
-        return Ok(None);
-    }
-    let record = match final_record {
-        Some(r) => r,
+    )
+}
+
+/// How a runner without a record ended, to say why.
+struct Failed<'a> {
+    status: ExitStatus,
+    log: &'a Path,
+    limits: Limits,
+    oom_kills_before: Option<u64>,
+    revision: &'a (Option<String>, Option<bool>),
+}
+
+/// The cell's record: the runner's, else one that says why there is none; a failure whose
+/// reason says "out of memory" is that result at this batch size.
+fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
+    let mut record = match &seen.record {
+        Some(r) => r.clone(),
         None => {
-            let why = if timed_out {
+            let why = if seen.timed_out {
                 timeout_reason(
-                    limits.of(clock.phase).as_secs_f64(),
-                    &clock.done,
-                    (clock.phase, clock.elapsed()),
+                    failed.limits.of(seen.clock.phase).as_secs_f64(),
+                    &seen.clock.done,
+                    (seen.clock.phase, seen.clock.elapsed()),
                 )
             } else {
-                format!("the runner exited ({status}) without a final record")
+                format!(
+                    "the runner exited ({}) without a final record",
+                    failed.status
+                )
             };
-            let mut detail = tail_of(&log, 5);
-            if !unparsed.is_empty() {
-                detail = format!(
-                    "{detail} | unparsable output: {}",
-                    unparsed.last().cloned().unwrap_or_default()
-                );
+            let mut detail = tail_of(failed.log, 5);
+            if let Some(last) = seen.unparsed.last() {
+                detail = format!("{detail} | unparsable output: {last}");
             }
-            let oom_killed = sigkill(status)
-                && matches!((oom_kills_before, kiln_machine::process::oom_kills()), (Some(a), Some(b)) if b > a);
-            let oom = (out_of_memory_line(&log), oom_killed);
-            let mut r = record_without_final(id, timed_out, oom, why, detail);
+            let oom_killed = sigkill(failed.status)
+                && matches!((failed.oom_kills_before, kiln_machine::process::oom_kills()), (Some(a), Some(b)) if b > a);
+            let oom = (out_of_memory_line(failed.log), oom_killed);
+            let mut r = record_without_final(id, seen.timed_out, oom, why, detail);
             // Which machine it failed (or ran out of memory) on matters as much as the reason.
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            r.fingerprint = fingerprint_here(threads, "", &commit, dirty);
+            let (commit, dirty) = failed.revision;
+            r.fingerprint = fingerprint_here(threads, "", commit, *dirty);
             r
         }
     };
-    let mut record = record;
-    // Whatever the runner (Rust, Python) called a failure that says "out of memory" is a
-    // result at this batch size.
     if record.status == Status::Failed
         && record
             .reason
@@ -324,34 +278,51 @@ pub(super) fn run_cell(
     {
         record.status = Status::OutOfMemory;
     }
-    // The window the record's time comes from: the timed epochs (after the warm-up epoch) when
-    // there were any, else the training, else the whole cell.
-    let (from, to, window) = match (warm_until, last_epoch) {
+    record
+}
+
+/// Other processes' share of the machine over the window the record's time comes from: the
+/// timed epochs (after the warm-up epoch) when there were any, else the training, else the
+/// whole cell.
+fn noise_of(seen: &Watched, spawned: Option<noise::Sample>) -> kiln_results::Noise {
+    let (from, to, window) = match (&seen.warm_until, &seen.last_epoch) {
         (Some(a), Some(b)) => (Some(a), Some(b), "timed epochs"),
-        _ => match trained_from {
-            Some(a) => (Some(a), ended, "training"),
-            None => (spawned, ended, "whole cell"),
+        _ => match &seen.trained_from {
+            Some(a) => (Some(a), seen.ended.as_ref(), "training"),
+            None => (spawned.as_ref(), seen.ended.as_ref(), "whole cell"),
         },
     };
-    if !run.calibrate_only {
-        let mut n = noise::noise(from.as_ref(), to.as_ref(), window);
-        n.load_average_start = load_average_start;
-        if let Some((waited, quiet)) = run.waited {
-            n.waited_seconds = Some(waited);
-            n.quiet_before = quiet;
-        }
-        record.noise = Some(n);
-        record.repeat = run.repeat.clone();
-        record.burn = cfg.burn.clone();
-        record.device_peak = run.device_peak.clone();
-        if parent_max_rss.is_some() {
-            record
-                .training_memory
-                .get_or_insert_with(Default::default)
-                .parent_max_rss_bytes = parent_max_rss;
-        }
+    noise::noise(from, to, window)
+}
+
+/// What the run adds to a cell's record: its noise, which repeat, the Burn it was built
+/// against, the device's peak, the parent's view of the runner's memory.
+fn add_run(
+    record: &mut Record,
+    run: &CellRun,
+    cfg: &RunConfig,
+    mut noise: kiln_results::Noise,
+    parent_max_rss: Option<u64>,
+) {
+    if let Some((waited, quiet)) = run.waited {
+        noise.waited_seconds = Some(waited);
+        noise.quiet_before = quiet;
     }
-    let summary = match (record.status, &record.epoch_seconds) {
+    record.noise = Some(noise);
+    record.repeat = run.repeat.clone();
+    record.burn = cfg.burn.clone();
+    record.device_peak = run.device_peak.clone();
+    if parent_max_rss.is_some() {
+        record
+            .training_memory
+            .get_or_insert_with(Default::default)
+            .parent_max_rss_bytes = parent_max_rss;
+    }
+}
+
+/// A record in one line: its epoch time and accuracy, the loop overhead, or its status.
+fn summary(record: &Record) -> String {
+    match (record.status, &record.epoch_seconds) {
         (Status::Ok, Some(e)) => format!(
             "{} per {}-sample epoch, test accuracy {} ({})",
             human_seconds(e.median),
@@ -360,7 +331,7 @@ pub(super) fn run_cell(
                 .test_accuracy
                 .map(|a| format!("{:.1}%", a * 100.0))
                 .unwrap_or_else(|| "–".into()),
-            obtained_text(&record)
+            obtained_text(record)
         ),
         (Status::Ok, None) => match &record.loop_overhead {
             Some(o) => format!(
@@ -378,17 +349,7 @@ pub(super) fn run_cell(
             s.as_str(),
             record.reason.clone().unwrap_or_default()
         ),
-    };
-    // A GPU backend's first step compiles and autotunes its kernels: said apart, as timed.
-    let first_step = match (&record.runtime, record.first_step_seconds) {
-        (Some(_), Some(s)) => format!("; first step {} (kernels)", time::short(s)),
-        _ => String::new(),
-    };
-    display.line(&format!(
-        "{label}: {summary} [{} wall{first_step}]",
-        time::short(started.elapsed().as_secs_f64())
-    ));
-    Ok(Some(record))
+    }
 }
 
 /// Whether the runner died by SIGKILL.
@@ -403,24 +364,6 @@ fn sigkill(status: ExitStatus) -> bool {
         let _ = status;
         false
     }
-}
-
-/// The record of a cell whose runner reported what it observed instead of a record (the
-/// PyTorch reference): the rules of every Rust runner's records, with the fingerprint taken here.
-pub fn observed_record(
-    mut observed: kiln_results::Observed,
-    request: &kiln_results::CellRequest,
-    commit: &Option<String>,
-    dirty: Option<bool>,
-) -> Record {
-    let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
-    // Its FLOPs come from the one model description the Rust runners and explain use.
-    if observed.measurements.is_some() {
-        observed.flops_per_sample = Some(kiln_report::explain::training_flops_per_sample(
-            request.model,
-        ));
-    }
-    observed.into_record(request, fingerprint)
 }
 
 #[cfg(test)]

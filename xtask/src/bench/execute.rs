@@ -10,6 +10,7 @@ use kiln_report::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
 
 use super::calibration::{Peaks, calibrate, cell_run, measure_drift};
+use super::child::CellRun;
 use super::child::run_cell;
 use super::config::dataset_for;
 use super::config::{PlannedCell, RunConfig};
@@ -20,7 +21,7 @@ use super::rundir::append_record;
 use super::{noise, plan};
 use crate::backends::{self, Backend};
 use crate::flags::CommonArgs;
-use crate::runners::{Built, runner_of};
+use crate::runners::{Built, Runner, runner_of};
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
 /// so drift over time spreads over every row; `done` lists the (cell, repeat) pairs that
@@ -72,10 +73,6 @@ pub(super) fn execute_rest(
         },
         results.display()
     );
-    let run_id = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let mut display = Display::new(order.len());
     let peaks = if cfg.cell.bare || order.is_empty() || !cfg.calibrate {
         Some(Peaks::default())
@@ -90,133 +87,169 @@ pub(super) fn execute_rest(
         );
         return Ok(false);
     };
+    let run = Run {
+        built,
+        cfg: &cfg,
+        out,
+        results: &results,
+        peaks: &peaks,
+        run_id: out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        repeats,
+    };
     let per_cell_bound = cfg.cell.budget_seconds.map_or(0.0, |b| b + 120.0);
-    let probes = probes(built);
     let mut all_ok = true;
     for (i, &(c, k)) in order.iter().enumerate() {
-        let cell = &cells[c];
         let position = Position {
             index: i + 1,
             total: order.len(),
             later_seconds: per_cell_bound * (order.len() - i - 1) as f64,
         };
-        let waited = cfg.wait_quiet_seconds.map(|max| {
-            noise::wait_quiet(Duration::from_secs_f64(max), |m| {
-                display.line(&format!("kiln: {m}"))
-            })
-        });
-        let run = cell_run(cell, &peaks, k, repeats, &run_id, waited);
-        let runner = runner_of(built, &cell.id.backend).cloned();
-        let record = match runner {
-            Some(runner) => run_cell(
-                &runner,
-                cell,
-                &cfg,
-                out,
-                &position,
-                &mut display,
-                wall_clock_limit(
-                    cell.budget_seconds.or(cfg.cell.budget_seconds),
-                    cell.warmup_cap_seconds
-                        .unwrap_or(cfg.cell.warmup_cap_seconds),
-                ),
-                &run,
-            )?,
-            None => Some(Record::not_run(
-                &cell.id,
-                Status::Skipped,
-                backends::find(&cell.id.backend)
-                    .ok()
-                    .and_then(|b| {
-                        crate::runners::runner(b)
-                            .err()
-                            .or_else(|| backends::unbuildable(b))
-                    })
-                    .unwrap_or_else(|| "backend not built".into()),
-            ))
-            .map(|mut r| {
-                r.repeat = run.repeat.clone();
-                r
-            }),
-        };
-        let Some(record) = record else {
-            all_ok = false;
-            display.finish();
-            eprintln!(
-                "kiln: {} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
-                i,
-                order.len(),
-                out.display()
-            );
-            break;
-        };
-        append_record(&results, &record)?;
-        let fallback = match (&cfg.cell.fallback, fallback_reason(&record)) {
-            (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
-                .and_then(|c| runner_of(built, &c.id.backend).map(|r| (c, r)))
-                .map(|c| (c, why)),
-            _ => None,
-        };
-        match fallback {
-            Some(((fb_cell, fb_runner), why)) => {
-                let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
-                display.line(&format!(
-                    "kiln: {} falls back to {} {}",
-                    cell.id, fb_cell.id.backend, fb_cell.id.device
-                ));
-                let fb_run = cell_run(&fb_cell, &peaks, k, repeats, &run_id, None);
-                let Some(mut fb) = run_cell(
-                    fb_runner,
-                    &fb_cell,
-                    &cfg,
-                    out,
-                    &position,
-                    &mut display,
-                    wall_clock_limit(
-                        fb_cell.budget_seconds.or(cfg.cell.budget_seconds),
-                        fb_cell
-                            .warmup_cap_seconds
-                            .unwrap_or(cfg.cell.warmup_cap_seconds),
-                    ),
-                    &fb_run,
-                )?
-                else {
-                    all_ok = false;
-                    break;
-                };
-                fb.fallback_from = Some(from.clone());
-                fb.reason = Some(match fb.reason.take() {
-                    Some(r) => format!("fell back from {from}; {r}"),
-                    None => format!("fell back from {from}"),
-                });
-                all_ok &= fb.status.is_result();
-                append_record(&results, &fb)?;
+        match run.cell(&cells[c], k, &position, &mut display)? {
+            Some(ok) => all_ok &= ok,
+            None => {
+                display.finish();
+                eprintln!(
+                    "kiln: {i} of {} cells finished; finish the run with `cargo xtask bench-all --resume {}`",
+                    order.len(),
+                    out.display()
+                );
+                all_ok = false;
+                break;
             }
-            None => all_ok &= record.status.is_result(),
         }
     }
     if all_ok && announce && repeats > 1 && !peaks.own.is_empty() {
         measure_drift(&cells, built, &cfg, out, &mut display, &peaks)?;
     }
     display.finish();
-    let loaded = kiln_report::read::load(std::slice::from_ref(&results))?;
+    report(&results, out, announce)?;
+    Ok(all_ok)
+}
+
+/// A run under way: what every cell of it shares.
+struct Run<'a> {
+    built: &'a [Built],
+    cfg: &'a RunConfig,
+    out: &'a Path,
+    results: &'a Path,
+    peaks: &'a Peaks,
+    run_id: String,
+    repeats: usize,
+}
+
+impl Run<'_> {
+    /// Run repeat `k` of `cell` (and its fallback, when it needs one), appending the records:
+    /// whether they are results, or `None` when Ctrl-C interrupted it.
+    fn cell(
+        &self,
+        cell: &PlannedCell,
+        k: usize,
+        position: &Position,
+        display: &mut Display,
+    ) -> Result<Option<bool>> {
+        let waited = self.cfg.wait_quiet_seconds.map(|max| {
+            noise::wait_quiet(Duration::from_secs_f64(max), |m| {
+                display.line(&format!("kiln: {m}"))
+            })
+        });
+        let run = cell_run(cell, self.peaks, k, self.repeats, &self.run_id, waited);
+        let record = match runner_of(self.built, &cell.id.backend) {
+            Some(runner) => self.run(runner, cell, &run, position, display)?,
+            None => Some(not_built(cell, &run)),
+        };
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        append_record(self.results, &record)?;
+        let probes = probes(self.built);
+        let fallback = match (&self.cfg.cell.fallback, fallback_reason(&record)) {
+            (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
+                .and_then(|c| runner_of(self.built, &c.id.backend).map(|r| (c, r)))
+                .map(|c| (c, why)),
+            _ => None,
+        };
+        let Some(((fb_cell, fb_runner), why)) = fallback else {
+            return Ok(Some(record.status.is_result()));
+        };
+        let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
+        display.line(&format!(
+            "kiln: {} falls back to {} {}",
+            cell.id, fb_cell.id.backend, fb_cell.id.device
+        ));
+        let fb_run = cell_run(&fb_cell, self.peaks, k, self.repeats, &self.run_id, None);
+        let Some(mut fb) = self.run(fb_runner, &fb_cell, &fb_run, position, display)? else {
+            return Ok(None);
+        };
+        fb.fallback_from = Some(from.clone());
+        fb.reason = Some(match fb.reason.take() {
+            Some(r) => format!("fell back from {from}; {r}"),
+            None => format!("fell back from {from}"),
+        });
+        append_record(self.results, &fb)?;
+        Ok(Some(fb.status.is_result()))
+    }
+
+    /// One cell's process under its wall-clock limits.
+    fn run(
+        &self,
+        runner: &Runner,
+        cell: &PlannedCell,
+        run: &CellRun,
+        position: &Position,
+        display: &mut Display,
+    ) -> Result<Option<Record>> {
+        let limits = wall_clock_limit(
+            cell.budget_seconds.or(self.cfg.cell.budget_seconds),
+            cell.warmup_cap_seconds
+                .unwrap_or(self.cfg.cell.warmup_cap_seconds),
+        );
+        run_cell(
+            runner, cell, self.cfg, self.out, position, display, limits, run,
+        )
+    }
+}
+
+/// The record of a cell whose backend has no runner here, saying why.
+fn not_built(cell: &PlannedCell, run: &CellRun) -> Record {
+    let mut r = Record::not_run(
+        &cell.id,
+        Status::Skipped,
+        backends::find(&cell.id.backend)
+            .ok()
+            .and_then(|b| {
+                crate::runners::runner(b)
+                    .err()
+                    .or_else(|| backends::unbuildable(b))
+            })
+            .unwrap_or_else(|| "backend not built".into()),
+    );
+    r.repeat = run.repeat.clone();
+    r
+}
+
+/// The run's report from its records; with `announce`, the terminal table and where the
+/// reports are.
+fn report(results: &Path, out: &Path, announce: bool) -> Result<()> {
+    let loaded = kiln_report::read::load(std::slice::from_ref(&results.to_path_buf()))?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
     let (_, report, html) = crate::run_report::write_run_report(out, &loaded.records)?;
-    if !announce {
-        return Ok(all_ok);
+    if announce {
+        println!(
+            "\n{}",
+            crate::run_report::terminal(&loaded.records, Some(out))
+        );
+        println!("Report: {}\n        {}", report.display(), html.display());
+        eprintln!(
+            "kiln: re-render with `cargo xtask report {}` (--html, --csv, --svg)",
+            out.display()
+        );
     }
-    println!(
-        "\n{}",
-        crate::run_report::terminal(&loaded.records, Some(out))
-    );
-    println!("Report: {}\n        {}", report.display(), html.display());
-    eprintln!(
-        "kiln: re-render with `cargo xtask report {}` (--html, --csv, --svg)",
-        out.display()
-    );
-    Ok(all_ok)
+    Ok(())
 }
 
 /// The probe reports of the built backends, by name.

@@ -18,6 +18,7 @@ mod resume;
 pub(crate) mod rundir;
 #[cfg(test)]
 pub(crate) mod tests;
+pub(crate) mod watch;
 
 use std::path::Path;
 use std::time::Duration;

@@ -157,51 +157,14 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         .map(|(_, _, r)| r);
     let devices = data_parallel_devices(backend, one.devices, one.data_parallel, report)?;
     let first = devices.as_ref().and_then(|d| d.first().cloned());
-    let spec = match (first.or(one.device), one.api, report) {
-        (Some(d), Some(api), _) if !d.starts_with(&format!("{api}:")) => format!("{api}:{d}"),
-        (Some(d), _, _) => d,
-        (None, Some(api), Some(report)) => report
-            .devices
-            .iter()
-            .filter(|d| d.spec.starts_with(&format!("{api}:")))
-            .min_by_key(|d| (!d.available, !d.default))
-            .map(|d| d.spec.clone())
-            .unwrap_or_else(|| api.clone()),
-        (None, _, Some(report)) => report
-            .devices
-            .iter()
-            .find(|d| d.default)
-            .map(|d| d.spec.clone())
-            .unwrap_or_else(|| "default".into()),
-        (None, _, None) => "default".into(),
-    };
+    let spec = device_spec(first.or(one.device), one.api, report);
     // Without --fallback an unusable device or precision is an error before any work; with
     // it, the runner records why and the CPU fallback runs.
-    let mut specs = vec![spec.clone()];
-    specs.extend(devices.iter().flatten().skip(1).cloned());
-    for spec in specs.iter().filter(|_| cfg.cell.fallback.is_none()) {
+    if cfg.cell.fallback.is_none() {
+        let mut specs = vec![spec.clone()];
+        specs.extend(devices.iter().flatten().skip(1).cloned());
         let report = report.context("the runner was not built")?;
-        match report.devices.iter().find(|d| d.spec == *spec) {
-            Some(d) if !d.available => bail!(
-                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`; \
-                 `--fallback cpu` runs the cell on the CPU instead)",
-                d.reason.clone().unwrap_or_default()
-            ),
-            Some(d) if !d.precisions.iter().any(|p| p == precision.name()) => bail!(
-                "{backend} {spec} does not support {precision}; it supports {}",
-                d.precisions.join(", ")
-            ),
-            Some(_) => {}
-            None => bail!(
-                "{backend} has no device {spec:?}; its devices: {}",
-                report
-                    .devices
-                    .iter()
-                    .map(|d| d.spec.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
+        check_devices(&specs, report, backend, precision)?;
     }
     let kind = report
         .and_then(|r| r.devices.iter().find(|d| d.spec == spec))
@@ -250,6 +213,63 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let out = prepare_out(Some(&out))?;
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &built, cfg, &out)
+}
+
+/// The device a cell runs on: the one given (with its API), else the API's best device, else
+/// the backend's default.
+fn device_spec(given: Option<String>, api: Option<String>, report: Option<&ProbeReport>) -> String {
+    match (given, api, report) {
+        (Some(d), Some(api), _) if !d.starts_with(&format!("{api}:")) => format!("{api}:{d}"),
+        (Some(d), _, _) => d,
+        (None, Some(api), Some(report)) => report
+            .devices
+            .iter()
+            .filter(|d| d.spec.starts_with(&format!("{api}:")))
+            .min_by_key(|d| (!d.available, !d.default))
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| api.clone()),
+        (None, _, Some(report)) => report
+            .devices
+            .iter()
+            .find(|d| d.default)
+            .map(|d| d.spec.clone())
+            .unwrap_or_else(|| "default".into()),
+        (None, _, None) => "default".into(),
+    }
+}
+
+/// An error naming the first of `specs` that the probe says is missing, unavailable or
+/// without `precision`.
+fn check_devices(
+    specs: &[String],
+    report: &ProbeReport,
+    backend: &str,
+    precision: Precision,
+) -> Result<()> {
+    for spec in specs {
+        match report.devices.iter().find(|d| d.spec == *spec) {
+            Some(d) if !d.available => bail!(
+                "{backend} device {spec} is unavailable: {} (see `cargo xtask doctor`; \
+                 `--fallback cpu` runs the cell on the CPU instead)",
+                d.reason.clone().unwrap_or_default()
+            ),
+            Some(d) if !d.precisions.iter().any(|p| p == precision.name()) => bail!(
+                "{backend} {spec} does not support {precision}; it supports {}",
+                d.precisions.join(", ")
+            ),
+            Some(_) => {}
+            None => bail!(
+                "{backend} has no device {spec:?}; its devices: {}",
+                report
+                    .devices
+                    .iter()
+                    .map(|d| d.spec.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// With `bench --cell FILE` the file is the whole cell: any flag given beside it (`given`, the

@@ -101,16 +101,9 @@ pub fn refused_on_resume(given: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record;
-/// `given` names the flags given on the command line (clap's argument ids).
-pub fn resume(
-    dir: &Path,
-    common: &CommonArgs,
-    given: &[String],
-    backend_names: Option<Vec<String>>,
-    models: Option<Vec<ModelKind>>,
-    precisions: Option<Vec<Precision>>,
-) -> Result<bool> {
+/// The run file of `dir`, refused when its run was built against another Burn; cells of an
+/// older Kiln without a batch size get the run's.
+fn read_run(dir: &Path) -> Result<RunFile> {
     let run_path = dir.join(RUN_FILE);
     let text = std::fs::read_to_string(&run_path).with_context(|| {
         format!(
@@ -140,15 +133,17 @@ pub fn resume(
     for c in run.cells.iter_mut().filter(|c| c.id.batch_size == 0) {
         c.id.batch_size = batch;
     }
-    // The run's configuration with every flag given now applied: any change is a difference.
-    let mut wanted = run.config.clone();
-    wanted.apply(common)?;
-    let mut differences = config_differences(&run.config, &wanted);
-    for flag in refused_on_resume(given) {
-        differences.push(format!(
-            "{flag}: --resume cannot apply it (the run's run.json fixes its cells)"
-        ));
-    }
+    Ok(run)
+}
+
+/// The backends, models and precisions given now that differ from the run's cells'.
+fn matrix_differences(
+    run: &RunFile,
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+) -> Vec<String> {
+    let mut differences = Vec::new();
     let planned = |f: fn(&CellId) -> &String| {
         let mut v: Vec<String> = run.cells.iter().map(|c| f(&c.id).clone()).collect();
         v.sort();
@@ -174,6 +169,30 @@ pub fn resume(
             }
         }
     }
+    differences
+}
+
+/// `cargo xtask bench-all --resume DIR`: run the cells of DIR that have no final record;
+/// `given` names the flags given on the command line (clap's argument ids).
+pub fn resume(
+    dir: &Path,
+    common: &CommonArgs,
+    given: &[String],
+    backend_names: Option<Vec<String>>,
+    models: Option<Vec<ModelKind>>,
+    precisions: Option<Vec<Precision>>,
+) -> Result<bool> {
+    let run = read_run(dir)?;
+    // The run's configuration with every flag given now applied: any change is a difference.
+    let mut wanted = run.config.clone();
+    wanted.apply(common)?;
+    let mut differences = config_differences(&run.config, &wanted);
+    for flag in refused_on_resume(given) {
+        differences.push(format!(
+            "{flag}: --resume cannot apply it (the run's run.json fixes its cells)"
+        ));
+    }
+    differences.extend(matrix_differences(&run, backend_names, models, precisions));
     if !differences.is_empty() {
         bail!(
             "--resume {}: the flags differ from that run's configuration ({}); run --resume \

@@ -282,11 +282,11 @@ fn vulkan_loader(out: &Path) -> Result<PathBuf> {
     })
 }
 
-/// Write the kit into `out` and return its size; an error when it is over `budget` bytes.
-pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
-    let root = workspace_root();
-    let bin = out.join("bin");
-    std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
+/// The xtask binary and each runner built, stripped and compressed into `bin`; a runner that
+/// did not build leaves a `.missing` file saying why. Returns the packages carried and those
+/// missing with why.
+#[allow(clippy::type_complexity)]
+fn carry_runners(inputs: &Inputs, bin: &Path) -> Result<(Vec<String>, Vec<(String, String)>)> {
     compress(&inputs.xtask, &bin.join("xtask.xz"))?;
     let mut carried = Vec::new();
     let mut missing = Vec::new();
@@ -303,6 +303,36 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
             }
         }
     }
+    Ok((carried, missing))
+}
+
+/// An error naming every file the kit should hold and does not.
+fn check_complete(inputs: &Inputs, out: &Path, files: &[(String, u64)]) -> Result<()> {
+    let runner_files: Vec<(&str, bool)> = inputs
+        .runners
+        .iter()
+        .map(|(p, built)| (p.as_str(), built.is_ok()))
+        .collect();
+    let absent: Vec<String> = expected_files(&runner_files)?
+        .into_iter()
+        .filter(|f| f != "kit.json" && !files.iter().any(|(have, _)| have == f))
+        .collect();
+    if !absent.is_empty() {
+        bail!(
+            "the kit in {} lacks {} (a bug in `cargo xtask gpu-kit`)",
+            out.display(),
+            absent.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Write the kit into `out` and return its size; an error when it is over `budget` bytes.
+pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
+    let root = workspace_root();
+    let bin = out.join("bin");
+    std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
+    let (carried, missing) = carry_runners(inputs, &bin)?;
     for file in crate::backends::reference_files()? {
         copy(&root.join(&file), &out.join(&file))?;
     }
@@ -354,22 +384,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         ),
     )?;
     let files = contents(out)?;
-    let runner_files: Vec<(&str, bool)> = inputs
-        .runners
-        .iter()
-        .map(|(p, built)| (p.as_str(), built.is_ok()))
-        .collect();
-    let absent: Vec<String> = expected_files(&runner_files)?
-        .into_iter()
-        .filter(|f| f != "kit.json" && !files.iter().any(|(have, _)| have == f))
-        .collect();
-    if !absent.is_empty() {
-        bail!(
-            "the kit in {} lacks {} (a bug in `cargo xtask gpu-kit`)",
-            out.display(),
-            absent.join(", ")
-        );
-    }
+    check_complete(inputs, out, &files)?;
     let mut total: u64 = files.iter().map(|(_, n)| n).sum();
     let info = KitInfo {
         kiln_commit: commit,

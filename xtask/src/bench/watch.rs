@@ -1,0 +1,181 @@
+//! A cell's runner watched while it runs: its JSON lines read as they come (the record, the
+//! progress shown), the machine sampled at the edges of the windows its noise is measured over,
+//! its wall-clock limit per phase enforced, Ctrl-C honoured.
+
+use std::time::Duration;
+
+use kiln_report::cells::human_seconds;
+use kiln_results::{CellRequest, Event, Record};
+
+use super::interrupt::interrupted;
+use super::limits::{Limits, Phase, PhaseClock};
+use super::noise::{self, Sample};
+use super::progress::{Display, Position};
+use crate::supervise::{Out, Supervised};
+use crate::time;
+use crate::workspace::fingerprint_here;
+
+/// What was seen of a runner until its output closed (or it was killed).
+pub(super) struct Watched {
+    pub record: Option<Record>,
+    /// Output lines that were not events (the last one is quoted when there is no record).
+    pub unparsed: Vec<String>,
+    /// Killed by its wall-clock limit.
+    pub timed_out: bool,
+    pub clock: PhaseClock,
+    /// The machine at the start of training, the end of the warm-up epoch, the last epoch
+    /// and the final record.
+    pub trained_from: Option<Sample>,
+    pub warm_until: Option<Sample>,
+    pub last_epoch: Option<Sample>,
+    pub ended: Option<Sample>,
+}
+
+/// Who a runner's lines are about: the request, how to name the cell and where it stands.
+pub(super) struct Watching<'a> {
+    pub request: &'a CellRequest,
+    pub label: &'a str,
+    pub position: &'a Position,
+    pub limits: Limits,
+    pub revision: &'a (Option<String>, Option<bool>),
+}
+
+/// Read `child`'s output until it closes, or kill it at its phase's limit or on Ctrl-C.
+pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display) -> Watched {
+    let pid = child.pid();
+    let mut seen = Watched {
+        record: None,
+        unparsed: Vec::new(),
+        timed_out: false,
+        clock: PhaseClock::new(),
+        trained_from: None,
+        warm_until: None,
+        last_epoch: None,
+        ended: None,
+    };
+    loop {
+        match child.next(Duration::from_millis(500)) {
+            Out::Line(line) => match serde_json::from_str::<Event>(&line) {
+                Ok(event) => on_event(event, pid, w, &mut seen, display),
+                Err(_) => seen.unparsed.push(line),
+            },
+            Out::Closed => break,
+            Out::Quiet => {
+                if interrupted() {
+                    child.kill();
+                    break;
+                }
+                if seen.clock.elapsed() > w.limits.of(seen.clock.phase).as_secs_f64() {
+                    child.kill();
+                    seen.timed_out = true;
+                    break;
+                }
+                if seen.clock.phase == Phase::FirstStep {
+                    display.status(
+                        0,
+                        w.label,
+                        &format!(
+                            "first step · {} (a GPU backend compiles and autotunes its \
+                             kernels in it)",
+                            time::short(seen.clock.elapsed())
+                        ),
+                        "",
+                    );
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// One event of the runner: the record kept, the phase and the machine's samples moved on,
+/// progress shown.
+fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &mut Display) {
+    let label = w.label;
+    match event {
+        Event::Final(record) => {
+            seen.ended = noise::sample(Some(pid));
+            seen.record = Some(*record);
+        }
+        // A runner that leaves its record to Kiln (the PyTorch reference).
+        Event::Observed(observed) => {
+            seen.ended = noise::sample(Some(pid));
+            let (commit, dirty) = w.revision;
+            seen.record = Some(observed_record(*observed, w.request, commit, *dirty));
+        }
+        Event::Start(s) => {
+            seen.clock.enter(Phase::FirstStep);
+            seen.trained_from = noise::sample(Some(pid));
+            display.line(&format!(
+                "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
+                s.train_samples,
+                s.test_samples,
+                s.steps_per_epoch,
+                s.epochs,
+                s.budget_seconds
+                    .map(human_seconds)
+                    .unwrap_or_else(|| "none".into())
+            ));
+            display.start_cell((s.steps_per_epoch * s.epochs) as u64);
+        }
+        Event::Epoch(e) => {
+            seen.clock.enter(Phase::Training);
+            if e.epoch == 1 {
+                seen.warm_until = noise::sample(Some(pid));
+            } else {
+                seen.last_epoch = noise::sample(Some(pid));
+            }
+            display.line(&format!(
+                "{label}: epoch {}{}: {} over {} steps, loss {:.4}, test accuracy {}",
+                e.epoch,
+                if e.partial {
+                    " (cut by the budget)"
+                } else {
+                    ""
+                },
+                human_seconds(e.seconds),
+                e.steps,
+                e.mean_loss,
+                e.test_accuracy
+                    .map(|a| format!("{:.1}%", a * 100.0))
+                    .unwrap_or_else(|| "–".into())
+            ))
+        }
+        Event::Progress(p) => {
+            seen.clock.enter(Phase::Training);
+            let eta = p.eta_seconds.unwrap_or(0.0);
+            let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
+            display.status(
+                done,
+                label,
+                &format!(
+                    "epoch {} step {}/{} · {} elapsed · ETA {}",
+                    p.epoch,
+                    p.step,
+                    p.steps_per_epoch,
+                    time::short(p.elapsed_seconds),
+                    time::short(eta),
+                ),
+                &format!("run ETA ≤{}", time::short(eta + w.position.later_seconds)),
+            )
+        }
+    }
+}
+
+/// The record of a cell whose runner reported what it observed instead of a record (the
+/// PyTorch reference): the rules of every Rust runner's records, with the fingerprint taken here.
+pub fn observed_record(
+    mut observed: kiln_results::Observed,
+    request: &kiln_results::CellRequest,
+    commit: &Option<String>,
+    dirty: Option<bool>,
+) -> Record {
+    let fingerprint = fingerprint_here(observed.threads, "", commit, dirty);
+    // Its FLOPs come from the one model description the Rust runners and explain use.
+    if observed.measurements.is_some() {
+        observed.flops_per_sample = Some(kiln_report::explain::training_flops_per_sample(
+            request.model,
+        ));
+    }
+    observed.into_record(request, fingerprint)
+}
