@@ -6,7 +6,8 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html as page};
 
 use crate::cells::human_bytes;
-use crate::table::{Column, machine_lines, machines, model_tables};
+use crate::machines::machine_lines;
+use crate::table::{Column, machines, model_tables};
 use kiln_results::schema::{Record, Status};
 
 /// What the page shows besides the records.

@@ -15,6 +15,7 @@ pub mod explain;
 pub mod export;
 pub mod html;
 pub mod latex;
+pub mod machines;
 pub mod read;
 pub mod render;
 pub mod repeats;

@@ -3,8 +3,9 @@
 use std::fmt::Write as _;
 
 use crate::cells::*;
+use crate::machines::machine_lines;
 use crate::sections::{learner_section, scaling_section};
-use crate::table::{Column, machine_lines, model_tables};
+use crate::table::{Column, model_tables};
 use kiln_results::schema::Record;
 
 /// The loop-overhead measurements (`bench --bare`) as a small table.
@@ -111,13 +112,33 @@ pub fn csv(records: &[Record]) -> String {
         .unwrap_or_default()
 }
 
-/// One record's CSV columns, each its name beside its value: a new column is one line here.
+/// One record's CSV columns, each its name beside its value: a new column is one line in one
+/// of the groups below (the CSV keeps their order).
 fn columns(r: &Record) -> Vec<(&'static str, String)> {
-    let opt = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
-    let optu = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    let optn = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
+    [
+        identity_and_time(r),
+        throughput_memory_and_data(r),
+        run_and_noise(r),
+        machine_and_accuracy_target(r),
+    ]
+    .concat()
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn optu(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn optn(v: Option<u32>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The cell, its status, its epoch time and warm-up.
+fn identity_and_time(r: &Record) -> Vec<(&'static str, String)> {
     let e = r.epoch_seconds.as_ref();
-    let cpu = r.fingerprint.cpu.as_ref();
     vec![
         ("machine", machine(r)),
         ("model", r.model.clone()),
@@ -156,6 +177,12 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
             "warmup_process_seconds",
             opt(r.warmup.as_ref().and_then(|w| w.process_seconds)),
         ),
+    ]
+}
+
+/// Throughput, memory, accuracy, how the time was obtained, the data and the settings.
+fn throughput_memory_and_data(r: &Record) -> Vec<(&'static str, String)> {
+    vec![
         ("images_per_second", opt(r.images_per_second)),
         ("peak_memory_bytes", optu(r.peak_memory_bytes)),
         (
@@ -202,6 +229,12 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
             "amp_final_scale",
             opt(r.loss_scaling.as_ref().map(|l| l.final_scale)),
         ),
+    ]
+}
+
+/// The repeat, the training memory, the device peak, the noise.
+fn run_and_noise(r: &Record) -> Vec<(&'static str, String)> {
+    vec![
         (
             "repeat",
             r.repeat
@@ -276,6 +309,13 @@ fn columns(r: &Record) -> Vec<(&'static str, String)> {
                 .map(|n| n.busy().to_string())
                 .unwrap_or_default(),
         ),
+    ]
+}
+
+/// The CPU, the machine key, time to accuracy and the reason.
+fn machine_and_accuracy_target(r: &Record) -> Vec<(&'static str, String)> {
+    let cpu = r.fingerprint.cpu.as_ref();
+    vec![
         (
             "cpu_vendor",
             cpu.and_then(|c| c.vendor.clone()).unwrap_or_default(),

@@ -93,25 +93,8 @@ fn combine_group(group: &[&Record]) -> Record {
     r.first_epoch_seconds = median(&values(&|r| r.first_epoch_seconds));
     r.first_step_seconds = median(&values(&|r| r.first_step_seconds));
     r.test_accuracy = median(&values(&|r| r.test_accuracy));
-    // Time to accuracy: the median run's, a run that never reached the target counting as
-    // slower than any that did.
     if let Some(t) = &mut r.time_to_accuracy {
-        let mut times: Vec<f64> = used_records
-            .iter()
-            .map(|x| {
-                x.time_to_accuracy
-                    .as_ref()
-                    .and_then(|t| t.seconds)
-                    .unwrap_or(f64::INFINITY)
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        let mid = kiln_results::stats::median_of_sorted(&times);
-        t.seconds = mid.filter(|m| m.is_finite());
-        t.best = used_records
-            .iter()
-            .filter_map(|x| x.time_to_accuracy.as_ref().and_then(|t| t.best))
-            .reduce(f64::max);
+        median_time_to_accuracy(t, &used_records);
     }
     // Memory: the largest of the runs (what a user must have).
     r.peak_memory_bytes = ok.iter().filter_map(|r| r.peak_memory_bytes).max();
@@ -135,19 +118,7 @@ fn combine_group(group: &[&Record]) -> Record {
         .fold(0.0, f64::max);
     let runs = group.len();
     if ok.len() < runs {
-        let failed: Vec<String> = group
-            .iter()
-            .filter(|x| !(x.status == Status::Ok && x.epoch_seconds.is_some()))
-            .map(|x| {
-                format!(
-                    "run {} {}: {}",
-                    x.repeat.as_ref().map_or(0, |p| p.index),
-                    x.status.as_str(),
-                    x.reason.clone().unwrap_or_default()
-                )
-            })
-            .collect();
-        let note = format!("{} of {runs} runs timed; {}", ok.len(), failed.join("; "));
+        let note = untimed_note(group, ok.len());
         r.reason = Some(match r.reason.take() {
             Some(reason) => format!("{note}; {reason}"),
             None => note,
@@ -161,6 +132,48 @@ fn combine_group(group: &[&Record]) -> Record {
         within_cv_max,
     });
     r
+}
+
+/// Time to accuracy over runs: the median run's, a run that never reached the target counting
+/// as slower than any that did; the best accuracy of any run.
+fn median_time_to_accuracy(t: &mut kiln_results::TimeToAccuracy, used_records: &[&&Record]) {
+    let mut times: Vec<f64> = used_records
+        .iter()
+        .map(|x| {
+            x.time_to_accuracy
+                .as_ref()
+                .and_then(|t| t.seconds)
+                .unwrap_or(f64::INFINITY)
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let mid = kiln_results::stats::median_of_sorted(&times);
+    t.seconds = mid.filter(|m| m.is_finite());
+    t.best = used_records
+        .iter()
+        .filter_map(|x| x.time_to_accuracy.as_ref().and_then(|t| t.best))
+        .reduce(f64::max);
+}
+
+/// "2 of 3 runs timed; run 3 failed: ..." for a group whose runs were not all timed.
+fn untimed_note(group: &[&Record], timed: usize) -> String {
+    let failed: Vec<String> = group
+        .iter()
+        .filter(|x| !(x.status == Status::Ok && x.epoch_seconds.is_some()))
+        .map(|x| {
+            format!(
+                "run {} {}: {}",
+                x.repeat.as_ref().map_or(0, |p| p.index),
+                x.status.as_str(),
+                x.reason.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "{timed} of {} runs timed; {}",
+        group.len(),
+        failed.join("; ")
+    )
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! renderers of these; none computes a figure of its own.
 
 use crate::cells::{
-    accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_bytes, human_bytes_short,
-    human_seconds, machine, machine_key, memory_cell, obtained_text, pick_baseline,
-    pytorch_reference, reason_text, row_label, row_name, run_of, thousands,
+    accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_seconds, machine, machine_key,
+    memory_cell, obtained_text, pick_baseline, pytorch_reference, reason_text, row_label, row_name,
+    run_of, thousands,
 };
 use crate::warnings::warnings;
 use kiln_results::schema::{Record, Status};
@@ -173,76 +173,10 @@ fn table(
     several_runs: bool,
 ) -> ModelTable {
     let base = pick_baseline(rows, baseline);
-    let standard = rows
-        .iter()
-        .map(|r| r.obtained.standard_epoch_samples)
-        .find(|&n| n > 0)
-        .unwrap_or(0);
-    let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
     let several_batches = several_batch_sizes(rows);
     let label = |r: &Record| row_title(r, several, several_batches);
-    let mut columns = Vec::new();
-    if several {
-        columns.push((Column::Machine, "Machine".to_string()));
-    }
-    if several_runs {
-        columns.push((Column::Run, "Run".to_string()));
-    }
-    columns.push((Column::Device, "Backend / device".into()));
-    columns.push((Column::Precision, "Precision".into()));
-    if several_batches {
-        columns.push((Column::Batch, "Batch".into()));
-    }
-    columns.push((
-        Column::EpochTime,
-        if standard > 0 {
-            format!(
-                "Epoch time ({}-sample epoch; median over runs, 95% interval for the next run)",
-                thousands(standard)
-            )
-        } else {
-            // No row ran: there is no epoch to name.
-            "Epoch time (median over runs, 95% interval for the next run)".into()
-        },
-    ));
-    columns.push((
-        Column::SpeedUp,
-        format!(
-            "Speed-up vs {}",
-            base.map(&label).unwrap_or_else(|| "baseline".into())
-        ),
-    ));
-    if with_torch {
-        columns.push((
-            Column::VsPytorch,
-            "Time ÷ PyTorch's (same device and precision)".into(),
-        ));
-    }
-    if let Some(target) = rows
-        .iter()
-        .find_map(|r| r.time_to_accuracy.as_ref().map(|t| t.target))
-    {
-        columns.push((
-            Column::TimeToAccuracy,
-            format!(
-                "Time to {:.0}% test accuracy (training, warm-up included, unscaled)",
-                target * 100.0
-            ),
-        ));
-    }
-    for (c, title) in [
-        (
-            Column::WarmUp,
-            "Warm-up to steady state (compile, autotune; apart from epoch time)",
-        ),
-        (Column::Images, "Images/s"),
-        (Column::Gflops, "GFLOP/s (% of device peak)"),
-        (Column::Memory, "Training memory (total RSS)"),
-        (Column::Accuracy, "Test accuracy"),
-        (Column::Obtained, "Obtained"),
-    ] {
-        columns.push((c, title.into()));
-    }
+    let base_label = base.map(&label).unwrap_or_else(|| "baseline".into());
+    let columns = columns(rows, &base_label, several, several_runs);
     let out_rows = rows
         .iter()
         .map(|r| {
@@ -274,6 +208,80 @@ fn table(
         rows: out_rows,
         notes,
     }
+}
+
+/// A table's columns and titles (machine, run, PyTorch ratio, time to accuracy where apt).
+fn columns(
+    rows: &[&Record],
+    base_label: &str,
+    several: bool,
+    several_runs: bool,
+) -> Vec<(Column, String)> {
+    let standard = rows
+        .iter()
+        .map(|r| r.obtained.standard_epoch_samples)
+        .find(|&n| n > 0)
+        .unwrap_or(0);
+    let with_torch = rows.iter().any(|r| pytorch_reference(rows, r).is_some());
+    let several_batches = several_batch_sizes(rows);
+    let mut columns = Vec::new();
+    if several {
+        columns.push((Column::Machine, "Machine".to_string()));
+    }
+    if several_runs {
+        columns.push((Column::Run, "Run".to_string()));
+    }
+    columns.push((Column::Device, "Backend / device".into()));
+    columns.push((Column::Precision, "Precision".into()));
+    if several_batches {
+        columns.push((Column::Batch, "Batch".into()));
+    }
+    columns.push((
+        Column::EpochTime,
+        if standard > 0 {
+            format!(
+                "Epoch time ({}-sample epoch; median over runs, 95% interval for the next run)",
+                thousands(standard)
+            )
+        } else {
+            // No row ran: there is no epoch to name.
+            "Epoch time (median over runs, 95% interval for the next run)".into()
+        },
+    ));
+    columns.push((Column::SpeedUp, format!("Speed-up vs {base_label}")));
+    if with_torch {
+        columns.push((
+            Column::VsPytorch,
+            "Time ÷ PyTorch's (same device and precision)".into(),
+        ));
+    }
+    if let Some(target) = rows
+        .iter()
+        .find_map(|r| r.time_to_accuracy.as_ref().map(|t| t.target))
+    {
+        columns.push((
+            Column::TimeToAccuracy,
+            format!(
+                "Time to {:.0}% test accuracy (training, warm-up included, unscaled)",
+                target * 100.0
+            ),
+        ));
+    }
+    columns.extend(
+        [
+            (
+                Column::WarmUp,
+                "Warm-up to steady state (compile, autotune; apart from epoch time)",
+            ),
+            (Column::Images, "Images/s"),
+            (Column::Gflops, "GFLOP/s (% of device peak)"),
+            (Column::Memory, "Training memory (total RSS)"),
+            (Column::Accuracy, "Test accuracy"),
+            (Column::Obtained, "Obtained"),
+        ]
+        .map(|(c, title)| (c, title.to_string())),
+    );
+    columns
 }
 
 fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool) -> Cell {
@@ -379,115 +387,4 @@ pub(crate) fn epoch_ratio(a: &Record, b: &Record) -> Option<(f64, String)> {
         let ratio = ea.median / eb.median;
         (ratio, format!("{ratio:.2}× (single run)"))
     })
-}
-
-/// One line per machine: CPU, cores, threads, memory, OS, Burn and Kiln versions; then one per
-/// remote server the rows trained on (the machine that did their arithmetic).
-pub fn machine_lines(all: &[Record]) -> Vec<String> {
-    let mut lines = local_machine_lines(all);
-    let mut seen: Vec<&str> = Vec::new();
-    for remote in all.iter().filter_map(|r| r.remote.as_ref()) {
-        if seen.contains(&remote.url.as_str()) {
-            continue;
-        }
-        seen.push(&remote.url);
-        let fp = &remote.fingerprint;
-        lines.push(format!(
-            "Remote server {} at {}: {} {} ({}) on {} ({} logical cores), {}.",
-            fp.hostname,
-            remote.url,
-            remote.backend,
-            remote.device,
-            remote.device_name,
-            fp.cpu_model,
-            fp.logical_cores,
-            memory_os_and_build(fp)
-        ));
-    }
-    lines
-}
-
-/// [`machine_lines`] of the machines that ran the runners.
-fn local_machine_lines(all: &[Record]) -> Vec<String> {
-    machines(all)
-        .iter()
-        .filter_map(|name| {
-            let fp = all
-                .iter()
-                .filter(|r| &machine(r) == name)
-                .map(|r| &r.fingerprint)
-                .find(|f| !f.cpu_model.is_empty())?;
-            let hardware = match &fp.cpu {
-                Some(cpu) => {
-                    let num = |n: Option<u32>| n.map_or("?".into(), |n| n.to_string());
-                    let cache = |label: &str, b: Option<u64>| {
-                        b.map(|b| format!("{label} {}", human_bytes_short(b)))
-                    };
-                    let caches: Vec<String> = [
-                        cache("L1d", cpu.l1d_bytes),
-                        cache("L2", cpu.l2_bytes),
-                        cache("L3", cpu.l3_bytes),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    format!(
-                        "{} family {} model {} stepping {}; ISA {}; {}",
-                        cpu.vendor
-                            .clone()
-                            .unwrap_or_else(|| "vendor unknown".into()),
-                        num(cpu.family),
-                        num(cpu.model),
-                        num(cpu.stepping),
-                        if cpu.isa.is_empty() {
-                            "not reported".into()
-                        } else {
-                            cpu.isa.join(" ")
-                        },
-                        if caches.is_empty() {
-                            "caches not reported".into()
-                        } else {
-                            caches.join(", ")
-                        }
-                    )
-                }
-                None => "CPU identity not recorded (a record older than Kiln's hardware \
-                         fingerprint)"
-                    .into(),
-            };
-            Some(format!(
-                "Machine {name}: {} [{hardware}] ({} logical cores, {} threads used), {}.",
-                fp.cpu_model,
-                fp.logical_cores,
-                fp.threads,
-                memory_os_and_build(fp)
-            ))
-        })
-        .collect()
-}
-
-/// The end of a machine line: memory, OS, and the Burn and Kiln that made the record (and the
-/// opt-level, when it was not a release build's).
-fn memory_os_and_build(fp: &kiln_results::Fingerprint) -> String {
-    format!(
-        "{}, {}; Burn {}, Kiln {} ({}{}){}",
-        fp.memory_bytes
-            .map(human_bytes)
-            .unwrap_or_else(|| "memory unknown".into()),
-        fp.os,
-        fp.burn_version,
-        fp.kiln_version,
-        fp.kiln_commit,
-        if fp.kiln_dirty == Some(true) {
-            ", dirty tree"
-        } else {
-            ""
-        },
-        match fp.opt_level.as_deref() {
-            Some(level) if level != "3" => {
-                format!(", built at opt-level {level}: not release times")
-            }
-            _ => String::new(),
-        }
-    )
 }

@@ -28,33 +28,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             kiln_results::protocol::LEARNING_RATE
         ));
     }
-    if let Some(e) = &r.epoch_seconds {
-        if e.n > 1 && e.cv() > 0.10 {
-            out.push(format!(
-                "high spread between {} (coefficient of variation {:.0}%)",
-                if r.between_runs.is_some() {
-                    "runs"
-                } else {
-                    "epochs"
-                },
-                e.cv() * 100.0
-            ));
-        }
-        if let Some(b) = r.between_runs.as_ref().filter(|b| b.within_cv_max > 0.10) {
-            out.push(format!(
-                "high spread within a run (coefficient of variation up to {:.0}%)",
-                b.within_cv_max * 100.0
-            ));
-        }
-        if let Some(first) = r.first_epoch_seconds
-            && first > 2.0 * e.median
-        {
-            out.push(format!(
-                "the first epoch (warm-up included) took {:.1}× the median epoch",
-                first / e.median
-            ));
-        }
-    }
+    out.extend(spread_warnings(r));
     if r.obtained.method == Method::Projected {
         out.push(format!(
             "projected from {} timed steps ({}), not measured over a whole epoch{}",
@@ -92,27 +66,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
                 .into(),
         );
     }
-    if let Some(rt) = &r.runtime {
-        let mut parts = Vec::new();
-        if let Some(f) = rt.fusion {
-            parts.push(format!("fusion {}", if f { "on" } else { "off" }));
-        }
-        if let Some(a) = &rt.autotune {
-            parts.push(format!("autotune {a}"));
-        }
-        if let Some(c) = &rt.autotune_cache {
-            parts.push(format!("autotune cache {c} at start"));
-        }
-        if let Some(s) = r.first_step_seconds {
-            parts.push(format!(
-                "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
-                human_seconds(s)
-            ));
-        }
-        if !parts.is_empty() {
-            out.push(parts.join(", "));
-        }
-    }
+    out.extend(runtime_warning(r));
     if let Some(ls) = &r.loss_scaling {
         out.push(format!(
             "loss scaling: {} of {} steps skipped on overflow, scale {} → {}",
@@ -123,4 +77,59 @@ pub fn warnings(r: &Record) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The spread between runs (or epochs) and within a run, and a slow first epoch.
+fn spread_warnings(r: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(e) = &r.epoch_seconds {
+        if e.n > 1 && e.cv() > 0.10 {
+            out.push(format!(
+                "high spread between {} (coefficient of variation {:.0}%)",
+                if r.between_runs.is_some() {
+                    "runs"
+                } else {
+                    "epochs"
+                },
+                e.cv() * 100.0
+            ));
+        }
+        if let Some(b) = r.between_runs.as_ref().filter(|b| b.within_cv_max > 0.10) {
+            out.push(format!(
+                "high spread within a run (coefficient of variation up to {:.0}%)",
+                b.within_cv_max * 100.0
+            ));
+        }
+        if let Some(first) = r.first_epoch_seconds
+            && first > 2.0 * e.median
+        {
+            out.push(format!(
+                "the first epoch (warm-up included) took {:.1}× the median epoch",
+                first / e.median
+            ));
+        }
+    }
+    out
+}
+
+/// A GPU runtime's settings and its first step (compilation and autotune), in one line.
+fn runtime_warning(r: &Record) -> Option<String> {
+    let rt = r.runtime.as_ref()?;
+    let mut parts = Vec::new();
+    if let Some(f) = rt.fusion {
+        parts.push(format!("fusion {}", if f { "on" } else { "off" }));
+    }
+    if let Some(a) = &rt.autotune {
+        parts.push(format!("autotune {a}"));
+    }
+    if let Some(c) = &rt.autotune_cache {
+        parts.push(format!("autotune cache {c} at start"));
+    }
+    if let Some(s) = r.first_step_seconds {
+        parts.push(format!(
+            "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
+            human_seconds(s)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
 }

@@ -203,99 +203,125 @@ fn draw(
             ));
         }
         for (area, bars, color, caption, first) in panels {
-            let drawn: Vec<Bar> = bars.iter().flatten().copied().collect();
-            // Rows with a bar, by position (a row that missed the target has none).
-            let present: Vec<(usize, Bar)> = bars
-                .iter()
-                .enumerate()
-                .filter_map(|(i, b)| b.map(|b| (i, b)))
-                .collect();
-            let seconds = color != SPEEDUP_COLOR;
-            // A panel whose rows all missed still gets an axis (and its "not reached" words).
-            let (lo, hi) = if drawn.is_empty() {
-                (1.0, 10.0)
-            } else {
-                bounds(&drawn)
-            };
-            let mut chart = ChartBuilder::on(&area)
-                .caption(caption, ("sans-serif", 14))
-                .margin(12)
-                .x_label_area_size(28)
-                .y_label_area_size(if first { 250 } else { 10 })
-                .build_cartesian_2d((lo..hi).log_scale(), -0.5f64..(n as f64 - 0.5))?;
-            let row_of = |y: f64| n.checked_sub(1 + y.round() as usize);
-            chart
-                .configure_mesh()
-                .disable_y_mesh()
-                .y_labels(n.max(1))
-                .y_label_style(("sans-serif", 12))
-                .y_label_formatter(&|y| {
-                    if first && (y - y.round()).abs() < 1e-6 {
-                        row_of(*y)
-                            .and_then(|i| labels.get(i))
-                            .cloned()
-                            .unwrap_or_default()
-                    } else {
-                        String::new()
-                    }
-                })
-                .x_labels(6)
-                .x_label_formatter(&|v| {
-                    if *v >= 10.0 {
-                        format!("{v:.0}")
-                    } else if *v >= 1.0 {
-                        format!("{v:.1}")
-                    } else {
-                        format!("{v:.3}")
-                    }
-                })
-                .draw()?;
-            chart.draw_series(present.iter().map(|&(i, b)| {
-                let y = (n - 1 - i) as f64;
-                Rectangle::new([(lo, y - 0.3), (b.value, y + 0.3)], color.filled())
-            }))?;
-            // The interval: a line from low to high with end caps.
-            for &(i, b) in present.iter().filter(|(_, b)| b.high > b.low) {
-                let y = (n - 1 - i) as f64;
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(b.low, y), (b.high, y)],
-                    BLACK.stroke_width(2),
-                )))?;
-                for x in [b.low, b.high] {
-                    chart.draw_series(std::iter::once(PathElement::new(
-                        vec![(x, y - 0.15), (x, y + 0.15)],
-                        BLACK.stroke_width(2),
-                    )))?;
-                }
-            }
-            chart.draw_series(present.iter().map(|&(i, b)| {
-                let y = (n - 1 - i) as f64;
-                let text = if seconds {
-                    format!("{:.1} s", b.value)
-                } else if b.high > b.value {
-                    format!("{:.2}× ± {:.2}", b.value, b.high - b.value)
-                } else {
-                    format!("{:.2}×", b.value)
-                };
-                Text::new(
-                    text,
-                    (b.high.max(b.value) * 1.08, y + 0.12),
-                    ("sans-serif", 12).into_font().color(&BLACK),
-                )
-            }))?;
-            // A row that never reached the target says so where its bar would be.
-            chart.draw_series(bars.iter().enumerate().filter(|(_, b)| b.is_none()).map(
-                |(i, _)| {
-                    let y = (n - 1 - i) as f64;
-                    Text::new(
-                        "not reached",
-                        (lo * 1.08, y + 0.12),
-                        ("sans-serif", 12).into_font().color(&BLACK),
-                    )
-                },
-            ))?;
+            draw_panel(&area, &bars, color, &caption, first, labels)?;
         }
         root.present()?;
     }
     Ok(svg)
+}
+
+/// One panel of the bar chart: a bar per row that has one (with its interval and its value),
+/// "not reached" where a row has none; `first` panel carries the rows' labels.
+fn draw_panel(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    bars: &[Option<Bar>],
+    color: RGBColor,
+    caption: &str,
+    first: bool,
+    labels: &[String],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let n = labels.len();
+    let drawn: Vec<Bar> = bars.iter().flatten().copied().collect();
+    // Rows with a bar, by position (a row that missed the target has none).
+    let present: Vec<(usize, Bar)> = bars
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.map(|b| (i, b)))
+        .collect();
+    let seconds = color != SPEEDUP_COLOR;
+    // A panel whose rows all missed still gets an axis (and its "not reached" words).
+    let (lo, hi) = if drawn.is_empty() {
+        (1.0, 10.0)
+    } else {
+        bounds(&drawn)
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 14))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(if first { 250 } else { 10 })
+        .build_cartesian_2d((lo..hi).log_scale(), -0.5f64..(n as f64 - 0.5))?;
+    let row_of = |y: f64| n.checked_sub(1 + y.round() as usize);
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n.max(1))
+        .y_label_style(("sans-serif", 12))
+        .y_label_formatter(&|y| {
+            if first && (y - y.round()).abs() < 1e-6 {
+                row_of(*y)
+                    .and_then(|i| labels.get(i))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_labels(6)
+        .x_label_formatter(&axis_value)
+        .draw()?;
+    chart.draw_series(present.iter().map(|&(i, b)| {
+        let y = (n - 1 - i) as f64;
+        Rectangle::new([(lo, y - 0.3), (b.value, y + 0.3)], color.filled())
+    }))?;
+    // The interval: a line from low to high with end caps.
+    for &(i, b) in present.iter().filter(|(_, b)| b.high > b.low) {
+        let y = (n - 1 - i) as f64;
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(b.low, y), (b.high, y)],
+            BLACK.stroke_width(2),
+        )))?;
+        for x in [b.low, b.high] {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x, y - 0.15), (x, y + 0.15)],
+                BLACK.stroke_width(2),
+            )))?;
+        }
+    }
+    chart.draw_series(present.iter().map(|&(i, b)| {
+        let y = (n - 1 - i) as f64;
+        let text = bar_text(b, seconds);
+        Text::new(
+            text,
+            (b.high.max(b.value) * 1.08, y + 0.12),
+            ("sans-serif", 12).into_font().color(&BLACK),
+        )
+    }))?;
+    // A row that never reached the target says so where its bar would be.
+    chart.draw_series(
+        bars.iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_none())
+            .map(|(i, _)| {
+                let y = (n - 1 - i) as f64;
+                Text::new(
+                    "not reached",
+                    (lo * 1.08, y + 0.12),
+                    ("sans-serif", 12).into_font().color(&BLACK),
+                )
+            }),
+    )?;
+    Ok(())
+}
+
+/// An axis value with the digits its size needs.
+fn axis_value(v: &f64) -> String {
+    if *v >= 10.0 {
+        format!("{v:.0}")
+    } else if *v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A bar's value as its label says it: seconds, or a ratio with its interval.
+fn bar_text(b: Bar, seconds: bool) -> String {
+    if seconds {
+        format!("{:.1} s", b.value)
+    } else if b.high > b.value {
+        format!("{:.2}× ± {:.2}", b.value, b.high - b.value)
+    } else {
+        format!("{:.2}×", b.value)
+    }
 }

@@ -20,22 +20,6 @@ fn draw_explain(
     let rows = table.rows_by_weight();
     let shown = rows.len().min(PALETTE.len() - 1);
     let n = table.columns.len();
-    // Per column, the segments' milliseconds: the heaviest rows, then the rest summed.
-    let segments: Vec<Vec<f64>> = (0..n)
-        .map(|c| {
-            let mut v: Vec<f64> = rows[..shown]
-                .iter()
-                .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
-                .collect();
-            v.push(
-                rows[shown..]
-                    .iter()
-                    .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
-                    .sum(),
-            );
-            v
-        })
-        .collect();
     let totals: Vec<f64> = table.totals.iter().map(|t| 1000.0 * t).collect();
     let top = totals
         .iter()
@@ -43,6 +27,14 @@ fn draw_explain(
         .chain(table.steps.iter().flatten().map(|s| 1000.0 * s))
         .fold(1e-3f64, f64::max)
         * 1.12;
+    let stacks = Stacks {
+        table,
+        segments: segments(table, &rows, shown),
+        totals,
+        top,
+        shown,
+        others: rows.len() > shown,
+    };
     let mut svg = String::new();
     {
         let panel = 140 + 110 * n as u32;
@@ -62,7 +54,7 @@ fn draw_explain(
         for k in 0..=shown {
             let (color, label) = if k < shown {
                 (PALETTE[k], rows[k].label.clone())
-            } else if rows.len() > shown {
+            } else if stacks.others {
                 (OTHER_COLOR, "other ops".to_string())
             } else {
                 continue;
@@ -77,99 +69,156 @@ fn draw_explain(
         }
         // Left: milliseconds, with the measured step; right: each bar as shares of its sum, so
         // a fast backend's composition stays readable beside a slow one.
-        for (area, absolute) in [(left, true), (right, false)] {
-            let value = |c: usize, v: f64| {
-                if absolute {
-                    v
-                } else if totals[c] > 0.0 {
-                    100.0 * v / totals[c]
-                } else {
-                    0.0
-                }
-            };
-            let (caption, ceiling, desc) = if absolute {
-                (
-                    "ms per step (black tick: measured step)",
-                    top,
-                    "milliseconds per step",
-                )
-            } else {
-                (
-                    "share of each backend's sum of ops",
-                    100.0,
-                    "% of the sum of ops",
-                )
-            };
-            let mut chart = ChartBuilder::on(&area)
-                .caption(caption, ("sans-serif", 13))
-                .margin(14)
-                .x_label_area_size(30)
-                .y_label_area_size(60)
-                .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..ceiling)?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n.max(1))
-                .x_label_formatter(&|x| {
-                    if (x - x.round()).abs() < 1e-6 && x.round() >= 0.0 {
-                        table
-                            .columns
-                            .get(x.round() as usize)
-                            .cloned()
-                            .unwrap_or_default()
-                    } else {
-                        String::new()
-                    }
-                })
-                .y_label_formatter(&|v| format!("{v:.0}"))
-                .y_desc(desc)
-                .draw()?;
-            for k in 0..=shown {
-                if k == shown && rows.len() <= shown {
-                    continue;
-                }
-                let color = if k < shown { PALETTE[k] } else { OTHER_COLOR };
-                let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
-                    .filter(|&c| segments[c][k] > 0.0)
-                    .map(|c| {
-                        let below = value(c, segments[c][..k].iter().sum());
-                        let x = c as f64;
-                        Rectangle::new(
-                            [
-                                (x - 0.3, below),
-                                (x + 0.3, below + value(c, segments[c][k])),
-                            ],
-                            color.filled(),
-                        )
-                    })
-                    .collect();
-                chart.draw_series(bars)?;
-            }
-            if !absolute {
-                continue;
-            }
-            for (c, step) in table.steps.iter().enumerate() {
-                if let Some(step) = step {
-                    let (x, y) = (c as f64, 1000.0 * step);
-                    chart.draw_series(std::iter::once(PathElement::new(
-                        vec![(x - 0.4, y), (x + 0.4, y)],
-                        BLACK.stroke_width(3),
-                    )))?;
-                }
-                let explained = table
-                    .explained(c)
-                    .map_or(String::new(), |e| format!(" ({:.0}%)", 100.0 * e));
-                chart.draw_series(std::iter::once(Text::new(
-                    format!("{:.0} ms{explained}", totals[c]),
-                    (
-                        c as f64 - 0.3,
-                        totals[c].max(step.map_or(0.0, |s| 1000.0 * s)) + top * 0.02,
-                    ),
-                    ("sans-serif", 12).into_font().color(&BLACK),
-                )))?;
-            }
-        }
+        draw_stacks(&left, &stacks, true)?;
+        draw_stacks(&right, &stacks, false)?;
         root.present()?;
     }
     Ok(svg)
+}
+
+/// What both panels of the explain chart draw.
+struct Stacks<'a> {
+    table: &'a crate::explain::ExplainTable,
+    /// Per column, the segments' milliseconds: the heaviest rows, then the rest summed.
+    segments: Vec<Vec<f64>>,
+    totals: Vec<f64>,
+    /// The milliseconds axis' top.
+    top: f64,
+    /// How many rows have a segment of their own.
+    shown: usize,
+    /// Whether rows beyond those are summed as "other ops".
+    others: bool,
+}
+
+/// Per column, the milliseconds of the `shown` heaviest rows, then of the rest summed.
+fn segments(
+    table: &crate::explain::ExplainTable,
+    rows: &[&crate::explain::FamilyRow],
+    shown: usize,
+) -> Vec<Vec<f64>> {
+    (0..table.columns.len())
+        .map(|c| {
+            let mut v: Vec<f64> = rows[..shown]
+                .iter()
+                .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
+                .collect();
+            v.push(
+                rows[shown..]
+                    .iter()
+                    .map(|r| 1000.0 * r.seconds[c].unwrap_or(0.0))
+                    .sum(),
+            );
+            v
+        })
+        .collect()
+}
+
+/// One panel of stacked bars: milliseconds with the measured step (`absolute`), or shares.
+fn draw_stacks(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    st: &Stacks,
+    absolute: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let n = st.table.columns.len();
+    let value = |c: usize, v: f64| {
+        if absolute {
+            v
+        } else if st.totals[c] > 0.0 {
+            100.0 * v / st.totals[c]
+        } else {
+            0.0
+        }
+    };
+    let (caption, ceiling, desc) = stack_axis(absolute, st.top);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 13))
+        .margin(14)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..ceiling)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n.max(1))
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 && x.round() >= 0.0 {
+                st.table
+                    .columns
+                    .get(x.round() as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .y_desc(desc)
+        .draw()?;
+    for k in 0..=st.shown {
+        if k == st.shown && !st.others {
+            continue;
+        }
+        let color = PALETTE
+            .get(k)
+            .copied()
+            .filter(|_| k < st.shown)
+            .unwrap_or(OTHER_COLOR);
+        let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
+            .filter(|&c| st.segments[c][k] > 0.0)
+            .map(|c| {
+                let below = value(c, st.segments[c][..k].iter().sum());
+                let x = c as f64;
+                Rectangle::new(
+                    [
+                        (x - 0.3, below),
+                        (x + 0.3, below + value(c, st.segments[c][k])),
+                    ],
+                    color.filled(),
+                )
+            })
+            .collect();
+        chart.draw_series(bars)?;
+    }
+    if !absolute {
+        return Ok(());
+    }
+    for (c, step) in st.table.steps.iter().enumerate() {
+        if let Some(step) = step {
+            let (x, y) = (c as f64, 1000.0 * step);
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x - 0.4, y), (x + 0.4, y)],
+                BLACK.stroke_width(3),
+            )))?;
+        }
+        let explained = st
+            .table
+            .explained(c)
+            .map_or(String::new(), |e| format!(" ({:.0}%)", 100.0 * e));
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{:.0} ms{explained}", st.totals[c]),
+            (
+                c as f64 - 0.3,
+                st.totals[c].max(step.map_or(0.0, |s| 1000.0 * s)) + st.top * 0.02,
+            ),
+            ("sans-serif", 12).into_font().color(&BLACK),
+        )))?;
+    }
+    Ok(())
+}
+
+/// A stacked panel's caption, axis top and axis title: milliseconds up to `top`, or shares.
+fn stack_axis(absolute: bool, top: f64) -> (&'static str, f64, &'static str) {
+    if absolute {
+        (
+            "ms per step (black tick: measured step)",
+            top,
+            "milliseconds per step",
+        )
+    } else {
+        (
+            "share of each backend's sum of ops",
+            100.0,
+            "% of the sum of ops",
+        )
+    }
 }

@@ -171,24 +171,7 @@ pub fn markdown(table: &ExplainTable) -> String {
     for row in table.rows_by_weight() {
         let _ = write!(out, "| {} |", row.label);
         for (i, cell) in row.seconds.iter().enumerate() {
-            let text = match cell {
-                None => "—".to_string(),
-                Some(s) => {
-                    let share = if table.totals[i] > 0.0 {
-                        format!(" ({:.0}%)", 100.0 * s / table.totals[i])
-                    } else {
-                        String::new()
-                    };
-                    let ratio = match table.reference {
-                        Some(r) if r != i => match row.seconds[r] {
-                            Some(theirs) if theirs > 0.0 => format!(", {:.2}×", s / theirs),
-                            _ => String::new(),
-                        },
-                        _ => String::new(),
-                    };
-                    format!("{}{share}{ratio}", ms(*s))
-                }
-            };
+            let text = cell.map_or("—".to_string(), |s| cell_text(table, &row.seconds, i, s));
             let _ = write!(out, " {text} |");
         }
         out.push('\n');
@@ -220,6 +203,32 @@ pub fn markdown(table: &ExplainTable) -> String {
     for note in notes {
         let _ = writeln!(out, "⚠ {note}.\n");
     }
+    out.push_str(&gaps_text(table));
+    out
+}
+
+/// A cell: time per step, share of the column's sum, ratio to the reference's same op.
+fn cell_text(table: &ExplainTable, seconds: &[Option<f64>], i: usize, s: f64) -> String {
+    let share = if table.totals[i] > 0.0 {
+        format!(" ({:.0}%)", 100.0 * s / table.totals[i])
+    } else {
+        String::new()
+    };
+    let ratio = match table.reference {
+        Some(r) if r != i => match seconds[r] {
+            Some(theirs) if theirs > 0.0 => format!(", {:.2}×", s / theirs),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    format!("{}{share}{ratio}", ms(s))
+}
+
+/// What the cells say, and where each backend's time over the reference goes (the three
+/// ops that add most).
+fn gaps_text(table: &ExplainTable) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if let Some(r) = table.reference {
         let reference = &table.columns[r];
         let _ = writeln!(

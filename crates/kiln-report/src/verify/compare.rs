@@ -113,23 +113,7 @@ pub fn compare(
         );
         return d;
     }
-    let mut all_finite = true;
-    let mut loss_max: f64 = 0.0;
-    for (first, last) in step_ranges(row.losses.len()) {
-        let mut worst: Option<f64> = Some(0.0);
-        for i in first - 1..last {
-            worst = match (worst, row.losses[i], reference.losses[i]) {
-                (Some(w), Some(x), Some(r)) => Some(w.max(relative(x, r))),
-                _ => None,
-            };
-        }
-        match worst {
-            Some(w) => loss_max = loss_max.max(w),
-            None => all_finite = false,
-        }
-        d.loss_ranges.push((first, last, worst));
-    }
-    d.loss_max = all_finite.then_some(loss_max);
+    (d.loss_ranges, d.loss_max) = loss_deviations(row, reference);
     if let Some(weights) = row_weights {
         match weights_deviation(reference_weights, weights) {
             Ok((worst, name)) => {
@@ -152,22 +136,7 @@ pub fn compare(
         }
     };
     let Some(loss) = d.loss_max else {
-        let step = row.first_non_finite().unwrap_or(0);
-        d.why = format!("the loss is not finite from step {step} on");
-        let twin = twin.filter(|t| t.status == Status::Ok && t.precision == row.precision);
-        match twin.map(|t| (t.label(), t.first_non_finite())) {
-            Some((label, Some(its))) => {
-                d.verdict = Verdict::DivergesLikeReference;
-                d.why += &format!(", as {label}'s from step {its} on");
-            }
-            Some((label, None)) => d.why += &format!(", while {label}'s stays finite"),
-            None => {
-                d.why += &format!(
-                    "; no reference ran in {} to tell the precision from the backend",
-                    row.precision
-                )
-            }
-        }
+        (d.verdict, d.why) = not_finite(row, twin);
         return d;
     };
     let by_loss = grade(loss, limits.loss_pass, limits.loss_warn);
@@ -198,6 +167,56 @@ pub fn compare(
         ),
     };
     d
+}
+
+/// Per range of steps, the largest relative deviation of `row`'s loss from the reference's
+/// (`None` where a loss is not finite), and the largest of all when every one is finite.
+#[allow(clippy::type_complexity)]
+fn loss_deviations(
+    row: &VerifyRecord,
+    reference: &VerifyRecord,
+) -> (Vec<(usize, usize, Option<f64>)>, Option<f64>) {
+    let mut ranges = Vec::new();
+    let mut all_finite = true;
+    let mut loss_max: f64 = 0.0;
+    for (first, last) in step_ranges(row.losses.len()) {
+        let mut worst: Option<f64> = Some(0.0);
+        for i in first - 1..last {
+            worst = match (worst, row.losses[i], reference.losses[i]) {
+                (Some(w), Some(x), Some(r)) => Some(w.max(relative(x, r))),
+                _ => None,
+            };
+        }
+        match worst {
+            Some(w) => loss_max = loss_max.max(w),
+            None => all_finite = false,
+        }
+        ranges.push((first, last, worst));
+    }
+    (ranges, all_finite.then_some(loss_max))
+}
+
+/// The verdict on a row whose loss is not finite: like the reference when a reference in its
+/// precision (`twin`) diverges too, else a deviation, saying from which step.
+fn not_finite(row: &VerifyRecord, twin: Option<&VerifyRecord>) -> (Verdict, String) {
+    let mut verdict = Verdict::Deviates;
+    let step = row.first_non_finite().unwrap_or(0);
+    let mut why = format!("the loss is not finite from step {step} on");
+    let twin = twin.filter(|t| t.status == Status::Ok && t.precision == row.precision);
+    match twin.map(|t| (t.label(), t.first_non_finite())) {
+        Some((label, Some(its))) => {
+            verdict = Verdict::DivergesLikeReference;
+            why += &format!(", as {label}'s from step {its} on");
+        }
+        Some((label, None)) => why += &format!(", while {label}'s stays finite"),
+        None => {
+            why += &format!(
+                "; no reference ran in {} to tell the precision from the backend",
+                row.precision
+            )
+        }
+    }
+    (verdict, why)
 }
 
 /// The largest per-tensor relative L2 deviation of `row` from `reference`, and its tensor.
