@@ -109,3 +109,24 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
         ),
     }))
 }
+
+/// [`ask`] with a record in every case: where the runner gave none, or could not be started,
+/// `failed(why, seconds)` is the row's record (a row's failure, not the end of the command).
+#[allow(clippy::too_many_arguments)]
+pub fn ask_or<Q: Serialize, R: DeserializeOwned>(
+    runner: &Runner,
+    flag: &str,
+    request: &Q,
+    stem: &str,
+    out: &Path,
+    limit: Duration,
+    failed: impl FnOnce(String, f64) -> R,
+) -> R {
+    let started = Instant::now();
+    let why = match ask(runner, flag, request, stem, out, limit) {
+        Ok(Ok(record)) => return record,
+        Ok(Err(why)) => why,
+        Err(e) => format!("{e:#}"),
+    };
+    failed(why, started.elapsed().as_secs_f64())
+}

@@ -4,7 +4,7 @@
 //! a stacked-bar chart per model.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kiln_report::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
@@ -81,7 +81,7 @@ fn explain_pass(
                     r.reason = Some(why);
                     r
                 }
-                Ok(_) => run_one(runner, &request, out)?,
+                Ok(_) => run_one(runner, &request, out),
             };
             let version = runner.burn_version(&record.backend_version);
             record.fingerprint = Some(fingerprint_here(record.threads, version, &commit, dirty));
@@ -220,7 +220,7 @@ fn summary(r: &ExplainRecord) {
 
 /// Run one request in the backend's runner: stderr to the log (its progress lines echoed),
 /// the record from stdout's last line; a failed record when there is none.
-fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> Result<ExplainRecord> {
+fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> ExplainRecord {
     let stem = format!(
         "{}-{}-{}",
         request.model, request.backend, request.precision
@@ -229,16 +229,18 @@ fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> Result<Expl
         "kiln: explaining {} on {} {} {} (batch {})",
         request.model, request.backend, request.device, request.precision, request.batch
     );
-    let started = Instant::now();
-    Ok(
-        match crate::answer::ask(runner, "--explain", request, &stem, out, LIMIT)? {
-            Ok(r) => r,
-            Err(why) => {
-                let mut r = ExplainRecord::start(request, "", 0);
-                r.reason = Some(why);
-                r.wall_seconds = started.elapsed().as_secs_f64();
-                r
-            }
+    crate::answer::ask_or(
+        runner,
+        "--explain",
+        request,
+        &stem,
+        out,
+        LIMIT,
+        |why, seconds| {
+            let mut r = ExplainRecord::start(request, "", 0);
+            r.reason = Some(why);
+            r.wall_seconds = seconds;
+            r
         },
     )
 }
@@ -401,7 +403,7 @@ mod tests {
                 needs_data_file: true,
             };
             std::fs::create_dir_all(tmp.path().join("logs")).expect("logs");
-            let record = run_one(&runner, &request, tmp.path()).expect("the runner ran");
+            let record = run_one(&runner, &request, tmp.path());
             assert_eq!(record.status, Status::Ok, "{model}: {:?}", record.reason);
             assert_eq!(record.sites, request.sites);
             for (index, site) in request.sites.iter().enumerate() {
@@ -438,7 +440,7 @@ mod tests {
             needs_data_file: false,
         };
         let request = ExplainRequest::new(ModelKind::MnistCnn, "flex", "cpu", Precision::F32, 2);
-        let record = run_one(&runner, &request, tmp.path()).expect("ran");
+        let record = run_one(&runner, &request, tmp.path());
         assert_eq!(record.status, Status::Failed);
         let reason = record.reason.unwrap_or_default();
         assert!(

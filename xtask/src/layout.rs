@@ -10,6 +10,7 @@ mod tests {
     use crate::workspace::workspace_root;
 
     const MAX_CODE_LINES: usize = 500;
+    const MAX_FUNCTION_LINES: usize = 100;
 
     /// Every file under `dir` whose name ends with `ext`, recursively.
     fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
@@ -89,6 +90,75 @@ mod tests {
 
     fn is_test_file(path: &Path) -> bool {
         path.file_name().is_some_and(|n| n == "tests.rs")
+    }
+
+    /// The functions of `code` (a file's lines outside its test modules) longer than
+    /// [`MAX_FUNCTION_LINES`], as `(name, first line, lines)`: from its `fn` line to the `}`
+    /// that closes it at the same indentation, its doc comment left out.
+    fn long_functions(code: &[&str]) -> Vec<(String, usize, usize)> {
+        let mut out = Vec::new();
+        for (i, line) in code.iter().enumerate() {
+            let indent = line.len() - line.trim_start().len();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(at) = words.iter().position(|w| *w == "fn") else {
+                continue;
+            };
+            let qualifiers = [
+                "pub",
+                "pub(crate)",
+                "pub(super)",
+                "const",
+                "async",
+                "unsafe",
+            ];
+            if !words[..at].iter().all(|w| qualifiers.contains(w)) || line.trim_end().ends_with(';')
+            {
+                continue;
+            }
+            let close = format!("{}}}", " ".repeat(indent));
+            if let Some(len) = code[i + 1..].iter().position(|l| *l == close)
+                && len + 2 > MAX_FUNCTION_LINES
+            {
+                let name = words.get(at + 1).copied().unwrap_or("?");
+                let name = name.split(['(', '<']).next().unwrap_or(name).to_string();
+                out.push((name, i + 1, len + 2));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_long_function_is_found_with_its_length() {
+        let body = "    let x = 1;\n".repeat(MAX_FUNCTION_LINES);
+        let text = format!(
+            "/// Doc.\npub(crate) fn long(a: u8) -> u8 {{\n{body}}}\n\nfn short() {{\n    g();\n}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{body}    }}\n}}\n"
+        );
+        let (code, _) = split_tests(&text);
+        assert_eq!(
+            long_functions(&code),
+            [("long".to_string(), 2, MAX_FUNCTION_LINES + 2)]
+        );
+    }
+
+    #[test]
+    fn no_function_is_over_100_lines_outside_tests() {
+        let mut sources = Vec::new();
+        for dir in source_roots() {
+            files(&dir, "rs", &mut sources);
+        }
+        let mut over = Vec::new();
+        let in_tests = |p: &PathBuf| p.components().any(|c| c.as_os_str() == "tests");
+        for path in sources.iter().filter(|p| !is_test_file(p) && !in_tests(p)) {
+            let text = std::fs::read_to_string(path).unwrap();
+            for (name, line, len) in long_functions(&split_tests(&text).0) {
+                over.push(format!("{}:{line} {name} ({len} lines)", path.display()));
+            }
+        }
+        assert!(
+            over.is_empty(),
+            "functions over {MAX_FUNCTION_LINES} lines: split them into their phases:\n{}",
+            over.join("\n")
+        );
     }
 
     #[test]

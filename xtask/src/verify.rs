@@ -6,7 +6,7 @@
 //! `verify.md`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use kiln_report::verify::{
@@ -286,11 +286,7 @@ impl ModelRun<'_> {
             }
             // A runner that cannot be started is that row's failure, not the end of the
             // run: the rows already run are written with the rest.
-            None => run_one(row.runner, &q, self.out).unwrap_or_else(|e| {
-                let mut r = VerifyRecord::start(&q, &row.version);
-                r.reason = Some(format!("{e:#}"));
-                r
-            }),
+            None => run_one(row.runner, &q, self.out, &row.version),
         };
         let burn = row.runner.burn_version(&record.backend_version);
         record.fingerprint = Some(fingerprint_here(
@@ -413,8 +409,9 @@ fn read_final(record: &VerifyRecord) -> Result<Option<Weights>> {
     }
 }
 
-/// Run one request in its runner; a failed record when it gives none.
-fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<VerifyRecord> {
+/// Run one request in the backend's runner; a failed record (with the runner's `version`)
+/// when it gives none or cannot be started.
+fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path, version: &str) -> VerifyRecord {
     let stem = cell_stem(&request.id());
     eprintln!(
         "kiln: verifying {} on {} {} {} ({} steps of batch {})",
@@ -425,16 +422,18 @@ fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path) -> Result<Verif
         request.steps,
         request.batch
     );
-    let started = Instant::now();
-    Ok(
-        match crate::answer::ask(runner, "--verify", request, &stem, out, LIMIT)? {
-            Ok(r) => r,
-            Err(why) => {
-                let mut r = VerifyRecord::start(request, "");
-                r.reason = Some(why);
-                r.wall_seconds = started.elapsed().as_secs_f64();
-                r
-            }
+    crate::answer::ask_or(
+        runner,
+        "--verify",
+        request,
+        &stem,
+        out,
+        LIMIT,
+        |why, seconds| {
+            let mut r = VerifyRecord::start(request, version);
+            r.reason = Some(why);
+            r.wall_seconds = seconds;
+            r
         },
     )
 }
@@ -509,9 +508,9 @@ mod tests {
         second.weights_in = Some(init.clone());
         second.final_out = tmp.path().join("b.safetensors");
 
-        let ra = run_one(&runner, &first, tmp.path()).expect("ran");
+        let ra = run_one(&runner, &first, tmp.path(), "");
         assert_eq!(ra.status, Status::Ok, "{:?}", ra.reason);
-        let rb = run_one(&runner, &second, tmp.path()).expect("ran");
+        let rb = run_one(&runner, &second, tmp.path(), "");
         assert_eq!(rb.status, Status::Ok, "{:?}", rb.reason);
         assert_eq!(rb.losses.len(), 3);
 

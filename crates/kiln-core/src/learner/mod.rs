@@ -224,28 +224,140 @@ pub fn train<M: Classifier>(
         .ok_or_else(|| CoreError::Config("a learner cell needs a device".into()))?
         .clone();
     let g = data.geometry;
-    let test = data
-        .test
-        .clone()
-        .truncated(protocol.settings.eval_limit.unwrap_or(usize::MAX), g);
+    let test = test_split_of(data, protocol)?;
     let (train_len, test_len) = (data.train.len(), test.len());
-    if train_len == 0 {
-        return Err(CoreError::Config("the training split is empty".into()));
-    }
-    // An epoch ends where its validation starts: without a test split the clock could not
-    // tell one epoch from the next.
-    if test_len == 0 {
-        return Err(CoreError::Config(
-            "--loop learner needs a test split (this dataset has none): use --loop kiln".into(),
-        ));
-    }
     let batch = protocol.batch_size;
     let n = devices.len().max(1);
     let steps_per_epoch = train_len.div_ceil(n).div_ceil(batch);
     let interrupter = Interrupter::new();
     let (events, received) = mpsc::channel();
+    let clock = new_clock(
+        devices,
+        protocol,
+        (steps_per_epoch, test_len),
+        interrupter.clone(),
+        events,
+    );
+    let shape = [g.channels, g.height, g.width];
+    let test_split = Arc::new(HostSplit::new(data, &test));
+    let loader_train = DataLoaderBuilder::new(KilnBatcher {
+        clock: clock.clone(),
+        role: Role::Train,
+        shape,
+    })
+    .batch_size(batch)
+    .shuffle(protocol.settings.seed)
+    .set_device(main.clone())
+    .build(HostSplit::new(data, &data.train));
+    let loader_valid = DataLoaderBuilder::new(KilnBatcher {
+        clock: clock.clone(),
+        role: Role::Valid,
+        shape,
+    })
+    .batch_size(batch.max(256))
+    .set_device(main.clone().without_autodiff())
+    .build(Shared(test_split.clone()));
+
+    // burn-train's default loggers write the metrics and its log there, as for any user.
+    let workdir = std::env::temp_dir().join(format!("kiln-learner-{}", std::process::id()));
+    let workdir_run = workdir.clone();
+    let main_device = main.clone();
+    let (epochs, learning_rate) = (protocol.settings.epochs, protocol.settings.learning_rate);
+    let all_devices = devices.to_vec();
+    // burn-train's training is not `Send`: it is put together on the thread that runs it.
+    let launch = move || {
+        let execution = execution(strategy, main_device, all_devices);
+        let training = SupervisedTraining::new(&workdir_run, loader_train, loader_valid)
+            .metrics((LossMetric::new(), AccuracyMetric::new()))
+            .num_epochs(epochs)
+            .with_training_strategy(execution.into())
+            .with_interrupter(interrupter)
+            .renderer(Box::new(Silent));
+        training.launch(Learner::new(model, crate::protocol::adam(), learning_rate))
+    };
+
+    let peak_since_baseline = kiln_machine::process::reset_peak();
+    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes(None);
+    // burn-train runs on its own thread so that its events reach the sink (not `Send`) here.
+    let outcome = std::thread::scope(|scope| {
+        let worker = scope.spawn({
+            let clock = clock.clone();
+            let test_split = test_split.clone();
+            let eval_device = main.clone().without_autodiff();
+            move || {
+                let result = launch();
+                let error = result.error.map(|e| e.to_string());
+                finish(&clock, &result.model, &test_split, &eval_device, batch);
+                error
+            }
+        });
+        pump(&received, &worker, sink);
+        match worker.join() {
+            Ok(error) => error,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&workdir);
+    let mut s = clock.lock();
+    if let Some(error) = s.error.take().or(outcome) {
+        return Err(CoreError::Device(format!("burn-train stopped: {error}")));
+    }
+    Ok(measurements(
+        &mut s,
+        (train_len, test_len),
+        rss_baseline_bytes,
+        peak_since_baseline,
+    ))
+}
+
+/// The test split a learner cell validates on (cut to the eval limit); an error when either
+/// split is empty.
+fn test_split_of(data: &Dataset, protocol: &Protocol) -> Result<kiln_data::Split, CoreError> {
+    let g = data.geometry;
+    let test = data
+        .test
+        .clone()
+        .truncated(protocol.settings.eval_limit.unwrap_or(usize::MAX), g);
+    if data.train.is_empty() {
+        return Err(CoreError::Config("the training split is empty".into()));
+    }
+    // An epoch ends where its validation starts: without a test split the clock could not
+    // tell one epoch from the next.
+    if test.is_empty() {
+        return Err(CoreError::Config(
+            "--loop learner needs a test split (this dataset has none): use --loop kiln".into(),
+        ));
+    }
+    Ok(test)
+}
+
+/// burn-train's execution strategy for `strategy` over the devices, `main` first.
+fn execution(strategy: Strategy, main: Device, all: Vec<Device>) -> ExecutionStrategy {
+    match strategy {
+        Strategy::Single => ExecutionStrategy::SingleDevice(main),
+        Strategy::MultiDevice => {
+            ExecutionStrategy::MultiDevice(all, MultiDeviceOptim::OptimMainDevice)
+        }
+        Strategy::Ddp => ExecutionStrategy::ddp(
+            all,
+            burn::tensor::distributed::DistributedConfig {
+                all_reduce_op: burn::tensor::distributed::ReduceOperation::Mean,
+            },
+        ),
+    }
+}
+
+/// The clock burn-train's batcher reads: every device, the protocol's rules and budget, the
+/// epoch's steps and the test split's size, the channel its events go through.
+fn new_clock(
+    devices: &[Device],
+    protocol: &Protocol,
+    (steps_per_epoch, test_len): (usize, usize),
+    interrupter: Interrupter,
+    events: mpsc::Sender<Message>,
+) -> Arc<Clock> {
     let now = Instant::now();
-    let clock = Arc::new(Clock {
+    Arc::new(Clock {
         state: Mutex::new(ClockState {
             devices: devices.to_vec(),
             budget: protocol.settings.budget(),
@@ -288,113 +400,70 @@ pub fn train<M: Classifier>(
             test_len,
             error: None,
         }),
-    });
-    let shape = [g.channels, g.height, g.width];
-    let test_split = Arc::new(HostSplit::new(data, &test));
-    let loader_train = DataLoaderBuilder::new(KilnBatcher {
-        clock: clock.clone(),
-        role: Role::Train,
-        shape,
     })
-    .batch_size(batch)
-    .shuffle(protocol.settings.seed)
-    .set_device(main.clone())
-    .build(HostSplit::new(data, &data.train));
-    let loader_valid = DataLoaderBuilder::new(KilnBatcher {
-        clock: clock.clone(),
-        role: Role::Valid,
-        shape,
-    })
-    .batch_size(batch.max(256))
-    .set_device(main.clone().without_autodiff())
-    .build(Shared(test_split.clone()));
+}
 
-    // burn-train's default loggers write the metrics and its log there, as for any user.
-    let workdir = std::env::temp_dir().join(format!("kiln-learner-{}", std::process::id()));
-    let workdir_run = workdir.clone();
-    let main_device = main.clone();
-    let (epochs, learning_rate) = (protocol.settings.epochs, protocol.settings.learning_rate);
-    let all_devices = devices.to_vec();
-    // burn-train's training is not `Send`: it is put together on the thread that runs it.
-    let launch = move || {
-        let execution = match strategy {
-            Strategy::Single => ExecutionStrategy::SingleDevice(main_device),
-            Strategy::MultiDevice => {
-                ExecutionStrategy::MultiDevice(all_devices, MultiDeviceOptim::OptimMainDevice)
-            }
-            Strategy::Ddp => ExecutionStrategy::ddp(
-                all_devices,
-                burn::tensor::distributed::DistributedConfig {
-                    all_reduce_op: burn::tensor::distributed::ReduceOperation::Mean,
-                },
-            ),
-        };
-        let training = SupervisedTraining::new(&workdir_run, loader_train, loader_valid)
-            .metrics((LossMetric::new(), AccuracyMetric::new()))
-            .num_epochs(epochs)
-            .with_training_strategy(execution.into())
-            .with_interrupter(interrupter)
-            .renderer(Box::new(Silent));
-        training.launch(Learner::new(model, crate::protocol::adam(), learning_rate))
-    };
-
-    let peak_since_baseline = kiln_machine::process::reset_peak();
-    let rss_baseline_bytes = kiln_machine::process::current_rss_bytes(None);
-    // burn-train runs on its own thread so that its events reach the sink (not `Send`) here.
-    let outcome = std::thread::scope(|scope| {
-        let worker = scope.spawn({
-            let clock = clock.clone();
-            let test_split = test_split.clone();
-            let eval_device = main.clone().without_autodiff();
-            move || {
-                let result = launch();
-                let mut s = clock.lock();
-                if s.in_validation {
-                    // The last epoch's validation ran to its end.
-                    s.finish_validation();
-                }
-                // burn-train validates no epoch a cut stopped: test the model it returned.
-                let untested = s
-                    .epochs
-                    .last()
-                    .is_some_and(|e| e.test_accuracy.is_none() && e.mean_loss.is_finite());
-                if untested && s.error.is_none() {
-                    match accuracy(&result.model, &test_split, &eval_device, batch.max(256)) {
-                        Ok(a) => {
-                            if let Some(last) = s.epochs.last_mut() {
-                                last.test_accuracy = Some(a);
-                                let summary = last.clone();
-                                let _ = s.events.send(Message::Event(Event::Epoch(summary)));
-                            }
-                        }
-                        Err(e) => s.fail(e.to_string()),
-                    }
-                }
-                let _ = s.events.send(Message::Done);
-                result.error.map(|e| e.to_string())
-            }
-        });
-        loop {
-            match received.recv_timeout(Duration::from_millis(200)) {
-                Ok(Message::Event(e)) => sink.event(&e),
-                Ok(Message::Done) | Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) if worker.is_finished() => break,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-        while let Ok(Message::Event(e)) = received.try_recv() {
-            sink.event(&e);
-        }
-        match worker.join() {
-            Ok(error) => error,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    });
-    let _ = std::fs::remove_dir_all(&workdir);
+/// On burn-train's thread once it returns: the last validation closed, and the model tested
+/// when a cut left its last epoch without a test accuracy; then the end is signalled.
+fn finish<M: Classifier>(
+    clock: &Clock,
+    model: &M,
+    test_split: &Arc<HostSplit>,
+    eval_device: &Device,
+    batch: usize,
+) {
     let mut s = clock.lock();
-    if let Some(error) = s.error.take().or(outcome) {
-        return Err(CoreError::Device(format!("burn-train stopped: {error}")));
+    if s.in_validation {
+        // The last epoch's validation ran to its end.
+        s.finish_validation();
     }
+    // burn-train validates no epoch a cut stopped: test the model it returned.
+    let untested = s
+        .epochs
+        .last()
+        .is_some_and(|e| e.test_accuracy.is_none() && e.mean_loss.is_finite());
+    if untested && s.error.is_none() {
+        match accuracy(model, test_split, eval_device, batch.max(256)) {
+            Ok(a) => {
+                if let Some(last) = s.epochs.last_mut() {
+                    last.test_accuracy = Some(a);
+                    let summary = last.clone();
+                    let _ = s.events.send(Message::Event(Event::Epoch(summary)));
+                }
+            }
+            Err(e) => s.fail(e.to_string()),
+        }
+    }
+    let _ = s.events.send(Message::Done);
+}
+
+/// Hand burn-train's events to `sink` (on this thread: the sink is not `Send`) until it is
+/// done.
+fn pump<T>(
+    received: &mpsc::Receiver<Message>,
+    worker: &std::thread::ScopedJoinHandle<'_, T>,
+    sink: &mut dyn Sink,
+) {
+    loop {
+        match received.recv_timeout(Duration::from_millis(200)) {
+            Ok(Message::Event(e)) => sink.event(&e),
+            Ok(Message::Done) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) if worker.is_finished() => break,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+    while let Ok(Message::Event(e)) = received.try_recv() {
+        sink.event(&e);
+    }
+}
+
+/// What the clock measured, as the record's measurements, and burn-train's set-up time.
+fn measurements(
+    s: &mut ClockState,
+    (train_len, test_len): (usize, usize),
+    rss_baseline_bytes: Option<u64>,
+    peak_since_baseline: bool,
+) -> (Measurements, Option<f64>) {
     let epochs = std::mem::take(&mut s.epochs);
     let diverged = epochs.iter().find(|e| !e.mean_loss.is_finite()).map(|e| {
         format!(
@@ -402,7 +471,7 @@ pub fn train<M: Classifier>(
             e.mean_loss, e.epoch
         )
     });
-    Ok((
+    (
         Measurements {
             epoch_samples: train_len,
             test_samples: test_len,
@@ -418,5 +487,5 @@ pub fn train<M: Classifier>(
             peak_since_baseline,
         },
         s.setup_seconds,
-    ))
+    )
 }

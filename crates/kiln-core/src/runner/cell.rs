@@ -89,22 +89,73 @@ impl Cell<'_> {
     }
 }
 
+/// One cell, as its phases: open its device (and a data-parallel cell's others), measure the
+/// GEMM peak, load its data, train it through the loop it asked for. A device or precision the
+/// binding cannot run is the cell's record (skipped), not an error.
 pub(super) fn run_cell(
     binding: &dyn Binding,
     cell: &mut Cell,
     sink: &mut dyn FnMut(&Event),
 ) -> Result<Record, CoreError> {
     let request = cell.request;
-    let kind = request.model;
+    let (device, first_spec) = match open_first(binding, cell)? {
+        Ok(opened) => opened,
+        Err(skipped) => return Ok(skipped),
+    };
+    // Calibrate before seeding, so the model's initialisation never depends on the cache.
+    calibrate_peak(binding, cell, &device);
+    if request.calibrate_only {
+        return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
+    }
+    cell.flops_per_sample = Some(crate::models::training_flops_per_sample(request.model));
+    device.seed(request.settings.seed);
+    let device = device.autodiff();
+    let (devices, specs) = match open_others(binding, request, device.clone(), first_spec)? {
+        Ok(opened) => opened,
+        Err(why) => return Ok(cell.record(Status::Skipped, Some(why), None)),
+    };
+    if devices.len() > 1 {
+        cell.device = specs.join(",");
+    }
+    let dataset = load_data(cell)?;
+    let protocol = Protocol::from_request(request);
+    #[cfg(not(feature = "learner"))]
+    if request.training_loop == TrainingLoop::Learner {
+        return Err(CoreError::Config(format!(
+            "this {} runner was built without burn-train's Learner; `cargo xtask bench --loop \
+             learner` builds it with it (cargo's `learner` feature of the backend crate)",
+            binding.name()
+        )));
+    }
+    #[cfg(feature = "learner")]
+    if request.training_loop == TrainingLoop::Learner {
+        let on = Devices {
+            binding,
+            devices: &devices,
+            specs,
+        };
+        return train_learner(cell, on, &dataset, &protocol, sink);
+    }
+    train_kiln(binding.name(), cell, &device, &dataset, &protocol, sink)
+}
+
+/// The cell's device, resolved and set up for its precision (`Err`: the skipped record when
+/// the binding has no such device or it cannot run the precision), and its spec.
+#[allow(clippy::type_complexity)]
+fn open_first(
+    binding: &dyn Binding,
+    cell: &mut Cell,
+) -> Result<Result<(Device, String), Record>, CoreError> {
+    let request = cell.request;
     let precision = request.precision;
     let selected = match binding.device(&request.device) {
         Ok(found) => found,
         Err(why) => {
-            return Ok(cell.record(
+            return Ok(Err(cell.record(
                 Status::Skipped,
                 Some(format!("device {} unavailable: {why}", request.device)),
                 None,
-            ));
+            )));
         }
     };
     let mut device = selected.device;
@@ -120,7 +171,7 @@ pub(super) fn run_cell(
     cell.runtime = selected.runtime;
     cell.remote = selected.remote;
     if !device.supports_dtype(dtype(precision.compute())) {
-        return Ok(cell.record(
+        return Ok(Err(cell.record(
             Status::Skipped,
             Some(format!(
                 "{} does not support {precision} on this device (supported: {})",
@@ -128,7 +179,7 @@ pub(super) fn run_cell(
                 supported_precisions(&device).join(", ")
             )),
             None,
-        ));
+        )));
     }
     // The weights' type (pure f16/bf16 cells); f32 and amp keep f32 weights.
     if precision.weights() != FloatKind::F32 {
@@ -136,53 +187,70 @@ pub(super) fn run_cell(
             .configure(dtype(precision.weights()))
             .map_err(|e| CoreError::Device(format!("cannot use {precision}: {e:?}")))?;
     }
-    // Calibrate before seeding, so the model's initialisation never depends on the cache.
+    Ok(Ok((device, first_spec)))
+}
+
+/// The device's GEMM peak: the run's (given), else measured (or cached) when asked.
+fn calibrate_peak(binding: &dyn Binding, cell: &mut Cell, device: &Device) {
+    let request = cell.request;
     if let Some(given) = &request.given_peak {
         cell.peak = Some(given.clone());
-    } else if request.calibrate || request.calibrate_only {
-        let key = format!(
-            "{}|{}|{}|{} threads|{precision}",
-            binding.name(),
-            cell.device,
-            cell.device_name,
-            cell.threads,
-        );
-        match calibrate::peak(&device, &key, request.recalibrate) {
-            Ok(c) => {
-                eprintln!(
-                    "kiln: GEMM peak {:.1} GFLOP/s ({}x{}{})",
-                    c.gflops,
-                    c.matrix,
-                    c.matrix,
-                    if c.cached { ", cached" } else { "" }
-                );
-                cell.peak = Some(c);
-            }
-            Err(e) => eprintln!("kiln: GEMM calibration failed, no efficiency figures: {e}"),
+        return;
+    }
+    if !(request.calibrate || request.calibrate_only) {
+        return;
+    }
+    let key = format!(
+        "{}|{}|{}|{} threads|{}",
+        binding.name(),
+        cell.device,
+        cell.device_name,
+        cell.threads,
+        request.precision
+    );
+    match calibrate::peak(device, &key, request.recalibrate) {
+        Ok(c) => {
+            eprintln!(
+                "kiln: GEMM peak {:.1} GFLOP/s ({}x{}{})",
+                c.gflops,
+                c.matrix,
+                c.matrix,
+                if c.cached { ", cached" } else { "" }
+            );
+            cell.peak = Some(c);
         }
+        Err(e) => eprintln!("kiln: GEMM calibration failed, no efficiency figures: {e}"),
     }
-    if request.calibrate_only {
-        return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
-    }
-    cell.flops_per_sample = Some(crate::models::training_flops_per_sample(kind));
-    device.seed(request.settings.seed);
-    let device = device.autodiff();
-    // A data-parallel cell's other devices, set up as the first one.
-    let mut devices = vec![device.clone()];
+}
+
+/// A data-parallel cell's devices, the first one included, set up as the first one, with
+/// their specs (`Err`: why one cannot open).
+#[allow(clippy::type_complexity)]
+fn open_others(
+    binding: &dyn Binding,
+    request: &CellRequest,
+    first: Device,
+    first_spec: String,
+) -> Result<Result<(Vec<Device>, Vec<String>), String>, CoreError> {
+    let mut devices = vec![first];
     let mut specs = vec![first_spec];
     for spec in request.devices.iter().skip(1) {
-        match open_device(binding, spec, precision, request.settings.seed)? {
+        match open_device(binding, spec, request.precision, request.settings.seed)? {
             Ok((d, resolved, _)) => {
                 devices.push(d);
                 specs.push(resolved);
             }
-            Err(why) => return Ok(cell.record(Status::Skipped, Some(why), None)),
+            Err(why) => return Ok(Err(why)),
         }
     }
-    if devices.len() > 1 {
-        cell.device = specs.join(",");
-    }
+    Ok(Ok((devices, specs)))
+}
 
+/// The cell's dataset, loaded (or generated) and cut to its train limit; the cell notes what
+/// it is.
+fn load_data(cell: &mut Cell) -> Result<kiln_data::Dataset, CoreError> {
+    let request = cell.request;
+    let kind = request.model;
     let geometry = kind.geometry();
     let quick = request.settings.profile == Profile::Quick;
     let (dataset_name, note) = match request.dataset {
@@ -212,115 +280,153 @@ pub(super) fn run_cell(
     for (path, verdict) in &dataset.files {
         eprintln!("kiln: {} ({verdict:?})", path.display());
     }
+    Ok(dataset)
+}
 
-    let protocol = Protocol::from_request(request);
-    let precision_name = precision.to_string();
+/// The cell's start event: who trains what, on how many samples and steps (`sizes`: train and
+/// test samples, steps per epoch).
+fn start_event(
+    backend: &str,
+    cell: &Cell,
+    dataset: &kiln_data::Dataset,
+    sizes: (usize, usize, usize),
+    protocol: &Protocol,
+) -> Event {
+    let precision = cell.request.precision.to_string();
     let identity = (
-        binding.name(),
+        backend,
         cell.device.as_str(),
         cell.device_name.as_str(),
-        precision_name.as_str(),
+        precision.as_str(),
     );
-    #[cfg(not(feature = "learner"))]
-    if request.training_loop == TrainingLoop::Learner {
-        return Err(CoreError::Config(format!(
-            "this {} runner was built without burn-train's Learner; `cargo xtask bench --loop \
-             learner` builds it with it (cargo's `learner` feature of the backend crate)",
-            binding.name()
-        )));
-    }
-    #[cfg(feature = "learner")]
-    if request.training_loop == TrainingLoop::Learner {
-        let test_len = dataset
-            .test
-            .len()
-            .min(protocol.settings.eval_limit.unwrap_or(usize::MAX));
-        let train_len = dataset.train.len();
-        let steps = train_len
-            .div_ceil(devices.len())
-            .div_ceil(protocol.batch_size);
-        sink(&protocol::start_event(
-            kind.name(),
-            identity,
-            &dataset,
-            (train_len, test_len, steps),
-            &protocol,
-        ));
-        let strategy = learner::Strategy::for_devices(devices.len(), binding.collectives());
-        let (measurements, setup) = kind.build(
-            &device,
-            LearnerTrain {
-                devices: &devices,
-                strategy,
-                data: &dataset,
-                protocol: &protocol,
-                sink: &mut |e: &Event| sink(e),
-            },
-        )?;
-        let mut observed = cell.observed(Status::Ok, None, Some(measurements));
-        if let Some(s) = setup {
-            observed.notes.push(format!(
-                "burn-train's set-up before its first batch took {s:.2} s (in no epoch)"
-            ));
-        }
-        if devices.len() > 1 {
-            observed.data_parallel = Some(kiln_results::DataParallel {
-                devices: specs,
-                strategy: strategy.name().into(),
-                global_batch_size: protocol.batch_size * devices.len(),
-            });
-        }
-        return Ok(observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION)));
-    }
-    let data = DeviceData::upload(&dataset, &device, protocol.settings.eval_limit);
-    sink(&protocol::start_event(
-        kind.name(),
+    protocol::start_event(
+        cell.request.model.name(),
         identity,
-        &dataset,
+        dataset,
+        sizes,
+        protocol,
+    )
+}
+
+/// The devices a cell trains on, and the binding that opened them.
+#[cfg(feature = "learner")]
+struct Devices<'a> {
+    binding: &'a dyn Binding,
+    devices: &'a [Device],
+    specs: Vec<String>,
+}
+
+/// The cell through burn-train's Learner (`--loop learner`), on one device or several.
+#[cfg(feature = "learner")]
+fn train_learner(
+    cell: &Cell,
+    on: Devices,
+    dataset: &kiln_data::Dataset,
+    protocol: &Protocol,
+    sink: &mut dyn FnMut(&Event),
+) -> Result<Record, CoreError> {
+    let request = cell.request;
+    let kind = request.model;
+    let devices = on.devices;
+    let test_len = dataset
+        .test
+        .len()
+        .min(protocol.settings.eval_limit.unwrap_or(usize::MAX));
+    let train_len = dataset.train.len();
+    let steps = train_len
+        .div_ceil(devices.len())
+        .div_ceil(protocol.batch_size);
+    sink(&start_event(
+        on.binding.name(),
+        cell,
+        dataset,
+        (train_len, test_len, steps),
+        protocol,
+    ));
+    let strategy = learner::Strategy::for_devices(devices.len(), on.binding.collectives());
+    let (measurements, setup) = kind.build(
+        &devices[0],
+        LearnerTrain {
+            devices,
+            strategy,
+            data: dataset,
+            protocol,
+            sink: &mut |e: &Event| sink(e),
+        },
+    )?;
+    let mut observed = cell.observed(Status::Ok, None, Some(measurements));
+    if let Some(s) = setup {
+        observed.notes.push(format!(
+            "burn-train's set-up before its first batch took {s:.2} s (in no epoch)"
+        ));
+    }
+    if devices.len() > 1 {
+        observed.data_parallel = Some(kiln_results::DataParallel {
+            devices: on.specs,
+            strategy: strategy.name().into(),
+            global_batch_size: protocol.batch_size * devices.len(),
+        });
+    }
+    Ok(observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION)))
+}
+
+/// The cell through Kiln's loop: timed epochs, or the loop-overhead measurement (`--bare`).
+fn train_kiln(
+    backend: &str,
+    cell: &Cell,
+    device: &Device,
+    dataset: &kiln_data::Dataset,
+    protocol: &Protocol,
+    sink: &mut dyn FnMut(&Event),
+) -> Result<Record, CoreError> {
+    let request = cell.request;
+    let kind = request.model;
+    let data = DeviceData::upload(dataset, device, protocol.settings.eval_limit);
+    sink(&start_event(
+        backend,
+        cell,
+        dataset,
         (
             data.train_len,
             data.test_len,
             data.train_len.div_ceil(protocol.batch_size),
         ),
-        &protocol,
+        protocol,
     ));
-
-    let record = if request.settings.bare {
-        let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
-        let overhead = kind.build(
-            &device,
-            Overhead {
-                device: &device,
-                data: &data,
-                protocol: &protocol,
-                rounds,
-                steps,
-            },
-        )?;
-        let mut observed = cell.observed(
-            Status::Ok,
-            Some("loop-overhead measurement (--bare): no epoch time".into()),
-            None,
-        );
-        observed.loop_overhead = Some(overhead);
-        let mut r =
-            observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION));
-        r.train_samples = data.train_len;
-        r
-    } else {
+    if !request.settings.bare {
         let mut events = |e: &Event| sink(e);
         let measurements = kind.build(
-            &device,
+            device,
             Train {
-                device: &device,
+                device,
                 data: &data,
-                protocol: &protocol,
+                protocol,
                 sink: &mut events,
             },
         )?;
-        cell.record(Status::Ok, None, Some(measurements))
-    };
-    Ok(record)
+        return Ok(cell.record(Status::Ok, None, Some(measurements)));
+    }
+    let quick = request.settings.profile == Profile::Quick;
+    let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
+    let overhead = kind.build(
+        device,
+        Overhead {
+            device,
+            data: &data,
+            protocol,
+            rounds,
+            steps,
+        },
+    )?;
+    let mut observed = cell.observed(
+        Status::Ok,
+        Some("loop-overhead measurement (--bare): no epoch time".into()),
+        None,
+    );
+    observed.loop_overhead = Some(overhead);
+    let mut r = observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION));
+    r.train_samples = data.train_len;
+    Ok(r)
 }
 
 /// A whole cell under the protocol, for any model.
