@@ -290,8 +290,8 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::reference_script as test_script;
-    use crate::torch::test_python;
+    use kiln_engine::testing::reference_script as test_script;
+    use kiln_engine::testing::test_python;
     use kiln_report::explain::Phase;
     use kiln_results::{ModelKind, Precision};
 
@@ -343,7 +343,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let order = tmp.path().join("order");
         let args = Cli::parse_from(["x", "--passes", "2", "--model", "mnist-cnn"]).args;
-        let probe = |runner: Runner| vec![crate::bench::tests::on_cpu("flex", runner)];
+        let probe = |runner: Runner| vec![kiln_engine::testing::on_cpu("flex", runner)];
         let burn = |spec: &str| BurnBuild {
             spec: spec.into(),
             version: "0.22.1".into(),

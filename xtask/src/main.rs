@@ -1,14 +1,9 @@
-//! `cargo xtask`: Kiln's orchestrator. It plans the matrix, builds the runners, runs one child
-//! process per cell, collects their records and renders reports. It never trains.
+//! `cargo xtask`: Kiln's task runner. It parses the command line and hands each command to
+//! the engine (`kiln-engine`: plan, build the runners, run the cells, write the records and
+//! the run's report) or to the thin module of its own here. It never trains.
 
-mod answer;
-mod backends;
-mod bench;
-mod build;
-mod burn;
 #[cfg(test)]
 mod contract;
-mod datasets;
 mod doctor;
 mod explain;
 mod fetch;
@@ -19,17 +14,15 @@ mod layout;
 mod llvm;
 mod readme;
 mod report;
-mod run_report;
-mod runners;
 mod serve;
-mod supervise;
 mod test;
-mod time;
-mod torch;
 mod verify;
-mod workspace;
 
 use std::process::ExitCode;
+
+use kiln_engine::{
+    answer, backends, bench, build, burn, datasets, run_report, runners, time, torch, workspace,
+};
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -73,15 +66,17 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The argument ids of `matches` given on the command line.
-fn given(matches: Option<&clap::ArgMatches>) -> Vec<String> {
+/// The flags of `subcommand` given on the command line: each argument's id beside its name
+/// (`--device` for `remote`).
+fn given(matches: &clap::ArgMatches, subcommand: &str) -> Vec<(String, String)> {
     matches
+        .subcommand_matches(subcommand)
         .map(|m| {
             m.ids()
                 .filter(|id| {
                     m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
                 })
-                .map(|id| id.to_string())
+                .map(|id| (id.to_string(), flags::flag_name(subcommand, id.as_str())))
                 .collect()
         })
         .unwrap_or_default()
@@ -94,8 +89,8 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let given = Given {
-        bench_all: given(matches.subcommand_matches("bench-all")),
-        bench: given(matches.subcommand_matches("bench")),
+        bench_all: given(&matches, "bench-all"),
+        bench: given(&matches, "bench"),
     };
     if let Err(e) = remote_environment(&cli.command) {
         eprintln!("error: {e:#}");
@@ -122,8 +117,8 @@ fn main() -> ExitCode {
 /// The flags given on the command line of `bench-all` and of `bench` (`--resume` and
 /// `--cell` refuse the others).
 struct Given {
-    bench_all: Vec<String>,
-    bench: Vec<String>,
+    bench_all: Vec<(String, String)>,
+    bench: Vec<(String, String)>,
 }
 
 /// Run the command; `Ok(false)` when it ran but something failed.
@@ -190,7 +185,7 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
 }
 
 /// `cargo xtask bench`: a request file, one cell against other Burns, or one cell.
-fn run_bench(command: Cmd, given: &[String]) -> anyhow::Result<bool> {
+fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
     let Cmd::Bench {
         common,
         cell,

@@ -17,6 +17,7 @@ use crate::workspace::workspace_root;
 /// The crates that link no Burn backend: tested together, in the debug profile.
 const TOOLS: &[&str] = &[
     "xtask",
+    "kiln-engine",
     "kiln-results",
     "kiln-machine",
     "kiln-report",

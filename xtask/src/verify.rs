@@ -441,8 +441,8 @@ fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path, version: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::reference_script as test_script;
-    use crate::torch::test_python;
+    use kiln_engine::testing::reference_script as test_script;
+    use kiln_engine::testing::test_python;
     use kiln_report::verify::Verdict;
     use kiln_results::DatasetName;
 

@@ -107,9 +107,9 @@ mod tests {
     use kiln_results::{DatasetName, Event, ModelKind, Record, Status};
     use std::process::Command;
 
-    use crate::torch::test_python as python;
+    use crate::testing::test_python as python;
 
-    use crate::backends::reference_script as script;
+    use crate::testing::reference_script as script;
 
     #[test]
     fn the_reference_runner_shuffles_like_kiln_data() {

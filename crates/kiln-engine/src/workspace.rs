@@ -1,4 +1,4 @@
-//! Where Kiln's files lie: the workspace xtask works in, its revision, cargo's target
+//! Where Kiln's files lie: the workspace the engine works in, its revision, cargo's target
 //! directory and the runner binaries in it.
 
 use std::path::{Path, PathBuf};
@@ -10,8 +10,10 @@ pub fn workspace_root() -> PathBuf {
     if let Some(root) = std::env::var_os("KILN_ROOT") {
         return PathBuf::from(root);
     }
+    // This crate is crates/kiln-engine in the workspace.
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
 }

@@ -8,7 +8,7 @@ use kiln_results::{
     TrainingLoop,
 };
 
-use crate::flags::{CommonArgs, TargetAccuracy};
+use crate::options::{CommonArgs, TargetAccuracy};
 
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";

@@ -10,7 +10,7 @@ use kiln_results::{CellId, ModelKind, Precision, Record};
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use super::execute::with_fallback_backends;
 use crate::backends::{self, Backend};
-use crate::flags::CommonArgs;
+use crate::options::CommonArgs;
 use crate::runners::build_and_probe;
 
 /// Describe how `stored` and `wanted` differ, field by field.
@@ -91,13 +91,16 @@ pub const APPLIED_ON_RESUME: &[&str] = &[
     "precisions",
 ];
 
-/// The flags of `given` (argument ids) that `--resume` cannot apply, as `--flag` names.
-pub fn refused_on_resume(given: &[String]) -> Vec<String> {
+/// The flags given on a command line: each argument's id (clap's, `remote`) beside the name
+/// the user typed it by (`--device`).
+pub type Given = [(String, String)];
+
+/// The flags of `given` that `--resume` cannot apply, by their command-line names.
+pub fn refused_on_resume(given: &Given) -> Vec<String> {
     given
         .iter()
-        .filter(|id| !APPLIED_ON_RESUME.contains(&id.as_str()))
-        // The long name where clap has one (`remote` is `--device`).
-        .map(|id| crate::flags::flag_name("bench-all", id))
+        .filter(|(id, _)| !APPLIED_ON_RESUME.contains(&id.as_str()))
+        .map(|(_, name)| name.clone())
         .collect()
 }
 
@@ -177,7 +180,7 @@ fn matrix_differences(
 pub fn resume(
     dir: &Path,
     common: &CommonArgs,
-    given: &[String],
+    given: &Given,
     backend_names: Option<Vec<String>>,
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
@@ -228,46 +231,4 @@ pub fn resume(
     );
     let done = done_runs(dir)?;
     super::execute::execute_rest(run.cells.clone(), &built, run.config, dir, &done, true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resume_applies_or_refuses_every_bench_all_flag() {
-        let cli = <crate::flags::Cli as clap::CommandFactory>::command();
-        let ids: Vec<String> = cli
-            .find_subcommand("bench-all")
-            .expect("bench-all")
-            .get_arguments()
-            .map(|a| a.get_id().to_string())
-            .filter(|id| id != "help")
-            .collect();
-        for applied in APPLIED_ON_RESUME {
-            assert!(
-                ids.iter().any(|id| id == applied),
-                "{applied} is no bench-all flag"
-            );
-        }
-        let refused = refused_on_resume(&ids);
-        // Exactly the flags that are not applied, each by its command-line name.
-        assert_eq!(
-            refused.len(),
-            ids.len() - APPLIED_ON_RESUME.len(),
-            "{refused:?}"
-        );
-        for flag in [
-            "--all-devices",
-            "--device",
-            "--synthetic",
-            "--dataset",
-            "--plan-only",
-        ] {
-            assert!(
-                refused.iter().any(|r| r == flag),
-                "{flag} must be refused: {refused:?}"
-            );
-        }
-    }
 }

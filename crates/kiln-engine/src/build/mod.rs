@@ -12,8 +12,8 @@ use anyhow::{Context, Result, bail};
 
 mod progress;
 
-#[cfg(test)]
-pub(crate) use progress::TreeGraph;
+#[cfg(any(test, feature = "testing"))]
+pub use progress::TreeGraph;
 
 #[cfg(test)]
 use progress::executables;

@@ -120,14 +120,14 @@ impl Plan {
 /// The tree lists a package's dependencies once (`(*)` later), so reading its edges first and
 /// following them afterwards sees every use.
 #[derive(Default)]
-pub(crate) struct TreeGraph {
+pub struct TreeGraph {
     roots: Vec<String>,
     edges: BTreeMap<String, BTreeSet<(String, bool)>>,
     proc_macros: BTreeSet<String>,
 }
 
 impl TreeGraph {
-    pub(crate) fn parse(tree: &str) -> TreeGraph {
+    pub fn parse(tree: &str) -> TreeGraph {
         let mut graph = TreeGraph::default();
         // By depth: the package there, and whether its children listed so far are under a
         // `[build-dependencies]` heading.
@@ -178,10 +178,7 @@ impl TreeGraph {
 
     /// Every package reachable from those `start` picks (the roots when `None`), with whether
     /// it is built for the host: under a build dependency, a proc-macro, or below either.
-    pub(crate) fn reachable(
-        &self,
-        start: Option<&dyn Fn(&str) -> bool>,
-    ) -> BTreeSet<(String, bool)> {
+    pub fn reachable(&self, start: Option<&dyn Fn(&str) -> bool>) -> BTreeSet<(String, bool)> {
         let mut todo: Vec<(String, bool)> = match start {
             None => self.roots.iter().map(|k| (k.clone(), false)).collect(),
             Some(pick) => self

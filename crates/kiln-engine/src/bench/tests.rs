@@ -13,6 +13,7 @@ use super::progress::{Display, Position};
 use super::resume::remaining_cells;
 use super::*;
 use crate::runners::{Built, Runner};
+use crate::testing::{built, on_cpu};
 use kiln_results::{AutotuneLevel, CellRequest, DatasetName, Event, FallbackTarget, Profile};
 use kiln_results::{ProbeReport, Record, Status};
 
@@ -57,31 +58,6 @@ fn cell(backend: &str) -> PlannedCell {
         autotune: None,
         warmup_cap_seconds: None,
     }
-}
-
-/// A built backend whose probe lists one available default device of `kind`.
-fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceKind) -> Built {
-    let report = ProbeReport {
-        backend: name.into(),
-        backend_version: "0".into(),
-        devices: vec![kiln_results::DeviceReport {
-            spec: spec.into(),
-            name: spec.into(),
-            kind,
-            available: true,
-            reason: None,
-            precisions: vec!["f32".into()],
-            default: true,
-            memory_bytes: None,
-            runtime: None,
-        }],
-    };
-    (backends::find(name).unwrap(), runner, report)
-}
-
-/// A built backend whose probe lists one available default CPU device.
-pub(crate) fn on_cpu(name: &str, runner: Runner) -> Built {
-    built(name, runner, "cpu", kiln_results::DeviceKind::Cpu)
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> Runner {
@@ -352,7 +328,10 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
         assert!(err.contains(&format!("{field}: run has")), "{field}: {err}");
     }
     // A flag resume cannot apply is refused by its name, the Learner loop compared.
-    let given = ["all_devices".to_string(), "remote".to_string()];
+    let given = [
+        ("all_devices".to_string(), "--all-devices".to_string()),
+        ("remote".to_string(), "--device".to_string()),
+    ];
     let err = resume(&out, &common(), &given, None, None, None)
         .unwrap_err()
         .to_string();
@@ -411,7 +390,19 @@ fn a_request_bench_cannot_carry_whole_is_refused_before_any_build() {
     assert!(!tmp.path().join("run").exists(), "nothing was created");
 
     // Beside --cell, a cell-shaping flag is refused by name; --out alone is fine.
-    let ids = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Each flag's id beside its name, as xtask's command line gives them (`--loop` is
+    // `training_loop`).
+    let ids = |ids: &[&str]| {
+        ids.iter()
+            .map(|id| {
+                let name = match *id {
+                    "training_loop" => "--loop".to_string(),
+                    other => format!("--{}", other.replace('_', "-")),
+                };
+                (id.to_string(), name)
+            })
+            .collect::<Vec<_>>()
+    };
     let err = cell_only(&ids(&["cell", "epochs", "fallback", "training_loop"]))
         .unwrap_err()
         .to_string();

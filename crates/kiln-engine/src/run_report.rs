@@ -14,9 +14,9 @@ use kiln_results::{Method, Record, Status};
 
 /// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
 /// link says it shows, and `(model, svg)` per model.
-pub(crate) type ChartSet = (&'static str, &'static str, Vec<(String, String)>);
+pub type ChartSet = (&'static str, &'static str, Vec<(String, String)>);
 
-pub(crate) fn chart_sets(records: &[Record], baseline: Option<&str>) -> Result<[ChartSet; 3]> {
+pub fn chart_sets(records: &[Record], baseline: Option<&str>) -> Result<[ChartSet; 3]> {
     Ok([
         ("chart", "", chart::charts(records, baseline)?),
         (
@@ -33,7 +33,7 @@ pub(crate) fn chart_sets(records: &[Record], baseline: Option<&str>) -> Result<[
 }
 
 /// Every chart of `sets` (from [`chart_sets`]), as the HTML page shows them inline.
-pub(crate) fn all_charts(sets: &[ChartSet]) -> Vec<(String, String)> {
+pub fn all_charts(sets: &[ChartSet]) -> Vec<(String, String)> {
     sets.iter()
         .flat_map(|(_, _, charts)| charts.iter().cloned())
         .collect()
@@ -41,7 +41,7 @@ pub(crate) fn all_charts(sets: &[ChartSet]) -> Vec<(String, String)> {
 
 /// Links from the page in `page_dir` to the logs of `run`'s cells that have one: relative when
 /// the page is in the run directory, else absolute.
-pub(crate) fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, String)> {
+pub fn log_links(run: &Path, records: &[Record], page_dir: &Path) -> Vec<(String, String)> {
     records
         .iter()
         .filter_map(|r| {

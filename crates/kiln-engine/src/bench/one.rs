@@ -10,7 +10,7 @@ use super::execute::{execute, with_fallback_backends};
 use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
 use crate::backends;
-use crate::flags::CommonArgs;
+use crate::options::CommonArgs;
 use crate::runners::build_and_probe;
 
 /// `cargo xtask bench --cell FILE`: run the cell a request file describes (one that
@@ -272,13 +272,13 @@ fn check_devices(
     Ok(())
 }
 
-/// With `bench --cell FILE` the file is the whole cell: any flag given beside it (`given`, the
-/// flags' clap ids, as `main` reads them) other than `--out` and `--token` is refused by name.
-pub fn cell_only(given: &[String]) -> Result<()> {
+/// With `bench --cell FILE` the file is the whole cell: any flag given beside it other than
+/// `--out` and `--token` is refused by name.
+pub fn cell_only(given: &super::resume::Given) -> Result<()> {
     let extra: Vec<String> = given
         .iter()
-        .filter(|id| !matches!(id.as_str(), "cell" | "out" | "token"))
-        .map(|id| crate::flags::flag_name("bench", id))
+        .filter(|(id, _)| !matches!(id.as_str(), "cell" | "out" | "token"))
+        .map(|(_, name)| name.clone())
         .collect();
     if !extra.is_empty() {
         bail!(

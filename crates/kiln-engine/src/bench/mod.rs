@@ -3,7 +3,7 @@
 
 pub mod ab;
 mod calibration;
-pub(crate) mod child;
+pub mod child;
 mod config;
 mod execute;
 use execute::{execute, matrix, probes, with_fallback_backends};
@@ -14,11 +14,11 @@ mod noise;
 mod one;
 pub mod plan;
 mod progress;
-mod resume;
-pub(crate) mod rundir;
+pub mod resume;
+pub mod rundir;
 #[cfg(test)]
-pub(crate) mod tests;
-pub(crate) mod watch;
+pub mod tests;
+pub mod watch;
 
 use std::path::Path;
 use std::time::Duration;
@@ -28,13 +28,13 @@ use kiln_report::read::RESULTS_FILE;
 use kiln_results::{CellId, ModelKind, Precision, TrainingLoop};
 
 use crate::backends::{self};
-use crate::flags::CommonArgs;
+use crate::options::CommonArgs;
 use crate::runners::{build_and_probe, wanted_backends};
 pub use config::PlannedCell;
 use config::{config, dataset_for};
 pub use interrupt::{install_interrupt_handler, interrupted};
 pub use one::{OneCell, bench_one, bench_request, cell_only, one_backend};
-pub use resume::resume;
+pub use resume::{Given, resume};
 #[cfg(test)]
 use rundir::cell_stem;
 use rundir::{append_record, check_out, prepare_out, write_run_file};

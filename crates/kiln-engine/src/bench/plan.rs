@@ -336,8 +336,8 @@ mod tests {
     }
 
     fn tests_cfg() -> crate::bench::config::RunConfig {
-        let common = <crate::flags::CommonArgs as clap::FromArgMatches>::from_arg_matches(
-            &<crate::flags::CommonArgs as clap::Args>::augment_args(clap::Command::new("t"))
+        let common = <crate::options::CommonArgs as clap::FromArgMatches>::from_arg_matches(
+            &<crate::options::CommonArgs as clap::Args>::augment_args(clap::Command::new("t"))
                 .get_matches_from(["t", "--quick", "--batch", "32,128,512"]),
         )
         .expect("flags");

@@ -208,12 +208,6 @@ enum Requires {
 /// interpreter runs (`python bench/pytorch/kiln_torch`, its `__main__.py`).
 pub const REFERENCE_RUNNER: &str = "bench/pytorch/kiln_torch";
 
-/// The PyTorch reference runner's script, for tests.
-#[cfg(test)]
-pub fn reference_script() -> std::path::PathBuf {
-    workspace_root().join(REFERENCE_RUNNER)
-}
-
 /// The reference runner's source files, relative to the workspace root (what a GPU kit carries).
 pub fn reference_files() -> Result<Vec<String>> {
     let dir = workspace_root().join(REFERENCE_RUNNER);

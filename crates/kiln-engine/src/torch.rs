@@ -287,23 +287,3 @@ pub fn setup(venv: Option<PathBuf>, python: &str) -> Result<()> {
     );
     Ok(())
 }
-
-/// The Python that has torch, for tests: `cargo xtask test` passes it; KILN_REQUIRE_TORCH=1
-/// makes its absence a failure (CI installs it).
-#[cfg(test)]
-pub fn test_python() -> Option<PathBuf> {
-    match std::env::var_os("KILN_TORCH_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            assert!(
-                std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
-                "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
-            );
-            kiln_results::testing::skip(
-                "a PyTorch reference test",
-                "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
-            );
-            None
-        }
-    }
-}

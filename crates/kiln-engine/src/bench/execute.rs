@@ -20,7 +20,7 @@ use super::progress::{Display, Position};
 use super::rundir::append_record;
 use super::{noise, plan};
 use crate::backends::{self, Backend};
-use crate::flags::CommonArgs;
+use crate::options::CommonArgs;
 use crate::runners::{Built, Runner, runner_of};
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),

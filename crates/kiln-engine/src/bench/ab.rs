@@ -15,7 +15,7 @@ use super::execute::{execute_rest, probes};
 use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
 use crate::burn::{Burn, BurnSpec};
-use crate::flags::CommonArgs;
+use crate::options::CommonArgs;
 use crate::runners::{Built, wanted_backends};
 
 /// The A/B file of a run directory.

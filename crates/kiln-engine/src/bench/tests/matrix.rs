@@ -188,7 +188,7 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     flags.no_autotune_cache = true;
     flags.warmup_cap = Some(std::time::Duration::from_secs(77));
     flags.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
-    flags.target_accuracy = Some(crate::flags::TargetAccuracy::Share(0.7));
+    flags.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
     let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
     let (_, set) = config::config(&flags, true).unwrap();
     let set = serde_json::to_value(&set.cell).unwrap();
@@ -335,19 +335,5 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
     assert!(
         alone.contains("Only Burn 0.22.1 could be built: nothing to compare"),
         "{alone}"
-    );
-}
-
-#[test]
-fn a_burn_that_is_no_version_or_checkout_is_refused_by_its_flag() {
-    use clap::Parser;
-    let Err(err) = crate::flags::Cli::try_parse_from(["xtask", "bench-all", "--burn", "latest"])
-    else {
-        panic!("--burn latest was taken");
-    };
-    let err = err.to_string();
-    assert!(
-        err.contains("--burn") && err.contains("path:../burn"),
-        "{err}"
     );
 }

@@ -1,0 +1,23 @@
+//! Kiln's engine, a library: plan a matrix of cells (`bench::plan`), build and probe the
+//! runners (`build`, `runners`, the backends they come from in `backends`, the PyTorch
+//! reference's environment in `torch`), run one supervised child process per cell
+//! (`bench::execute`, `bench::child`, `supervise`), keep the records as they arrive and write
+//! the run's report (`bench::rundir`, `run_report`). Another Burn for an A/B run lives in
+//! `burn`; a run's options in `options`. `cargo xtask` calls it; so can a program or a CI job
+//! (`examples/run.rs`). It never trains: the runners do.
+
+pub mod answer;
+pub mod backends;
+pub mod bench;
+pub mod build;
+pub mod burn;
+pub mod datasets;
+pub mod options;
+pub mod run_report;
+pub mod runners;
+pub mod supervise;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod time;
+pub mod torch;
+pub mod workspace;

@@ -1,0 +1,130 @@
+//! The options of a run (`bench-all`, `bench`): every setting a user gives, as flags (clap's
+//! `Args`, flattened into xtask's commands) or built in code by a program that embeds the
+//! engine (`CommonArgs::parse_from`, or its fields).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use kiln_results::{AutotuneLevel, DatasetName, FallbackTarget, TrainingLoop};
+
+/// Options shared by `bench-all` and `bench`.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run directory (default: results/<UTC timestamp>/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Epochs per cell (default: 20, or 3 with --quick).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Batch size, or several comma-separated (`32,128,512`: each a cell of the matrix, with
+    /// images/s drawn against batch size; default: 128).
+    #[arg(long, value_delimiter = ',')]
+    pub batch: Option<Vec<usize>>,
+    /// Training time budget per cell: 90s, 5m, 1h, 1h30m or none (default: 20m, or 200s with
+    /// --quick).
+    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_budget)]
+    pub budget: Option<crate::time::Budget>,
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory holding dataset files (directly or in DIR/<dataset>/).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Train every cell on generated data (labelled synthetic in every record).
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Dataset for every cell: mnist, fashion-mnist, fashion-mnist-sample, cifar-10, synthetic,
+    /// or your own files in --data-dir: idx (IDX image/label pairs), image-folder (one
+    /// sub-folder per class).
+    #[arg(long)]
+    pub dataset: Option<DatasetName>,
+    /// Evaluate at most this many test samples after each epoch.
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+    /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
+    #[arg(long)]
+    pub accum_steps: Option<usize>,
+    /// Adam's learning rate (default 0.001, the article's); recorded in every row.
+    #[arg(long = "lr", value_name = "RATE")]
+    pub learning_rate: Option<f64>,
+    /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
+    /// standard epoch and labelled).
+    #[arg(long)]
+    pub train_limit: Option<usize>,
+    /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
+    /// operation or type, on the CPU instead (recorded as "fell back from ...").
+    #[arg(long, value_name = "TARGET")]
+    pub fallback: Option<FallbackTarget>,
+    /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
+    #[arg(long)]
+    pub autotune: Option<AutotuneLevel>,
+    /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[arg(long)]
+    pub no_autotune_cache: bool,
+    /// The longest a cell may warm up (compile, autotune) before its step times are steady;
+    /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
+    /// else 20m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_bound)]
+    pub warmup_cap: Option<Duration>,
+    /// Skip the GEMM calibration at the run's start (no "% of device peak" column; one process
+    /// less per backend and type, as the GPU kit runs).
+    #[arg(long)]
+    pub no_calibration: bool,
+    /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
+    /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
+    #[arg(long, value_name = "MODE")]
+    pub loss_scaling: Option<kiln_results::LossScalingMode>,
+    /// Run each cell N times as independent processes, interleaved across the matrix
+    /// (A B C A B C ...); rows show the median over runs and the spread between them
+    /// (default: 3, or 1 with --quick).
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub repeats: Option<usize>,
+    /// Before each cell, wait until other processes use at most 5% of the CPU, for at most MAX
+    /// (default 2m); a cell that still starts on a busy machine is flagged.
+    #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true,
+          value_parser = crate::time::parse_bound)]
+    pub wait_quiet: Option<Duration>,
+    /// Record each cell's training time until its test accuracy first reaches A (0.8 for
+    /// 80%), or "not reached" (evaluated after every epoch, outside the clock); `none` turns
+    /// it off. Default: off with --quick; else each dataset's target (MNIST 0.98,
+    /// Fashion-MNIST 0.88, CIFAR-10 0.70; docs/methodology.md).
+    #[arg(long, value_name = "A|none")]
+    pub target_accuracy: Option<TargetAccuracy>,
+    /// Training loop: kiln (Kiln's own, the default) or learner (burn-train's Learner, its
+    /// dataloader, loss and accuracy metrics and events). `learner` also runs each cell
+    /// through Kiln's loop, so the report shows the Learner's overhead; `kiln,learner` is the
+    /// same.
+    #[arg(long = "loop", value_name = "LOOP", value_delimiter = ',')]
+    pub training_loop: Option<Vec<TrainingLoop>>,
+    /// The token of the remote servers (`--device remote:...`), or KILN_REMOTE_TOKEN. It goes
+    /// to the runners in their environment, never into a run directory.
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+}
+
+/// `--target-accuracy`: a share of the test set, or `none`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TargetAccuracy {
+    Off,
+    Share(f64),
+}
+
+impl std::str::FromStr for TargetAccuracy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(TargetAccuracy::Off);
+        }
+        match s.parse::<f64>() {
+            Ok(a) if a > 0.0 && a <= 1.0 => Ok(TargetAccuracy::Share(a)),
+            _ => Err(format!(
+                "{s:?}: give a share of the test set between 0 and 1 (0.8 for 80%), or none"
+            )),
+        }
+    }
+}
