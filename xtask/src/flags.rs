@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-pub use kiln_engine::options::CommonArgs;
+pub use kiln_engine::options::{CommonArgs, ExplainArgs, VerifyArgs};
 use kiln_results::{ModelKind, Precision};
 
 #[derive(Parser)]
@@ -337,86 +337,6 @@ mod tests {
             }
         }
     }
-}
-
-/// `cargo xtask explain`'s flags.
-#[derive(Args, Debug, Clone)]
-pub struct ExplainArgs {
-    /// Models, comma-separated.
-    #[arg(
-        long = "model",
-        alias = "models",
-        value_delimiter = ',',
-        default_value = "mnist-cnn"
-    )]
-    pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend).
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Option<Vec<String>>,
-    /// f32, f16 or bf16 (pure precisions only).
-    #[arg(long, default_value = "f32")]
-    pub precision: Precision,
-    /// Batch size (default 128, the protocol's).
-    #[arg(long, default_value_t = 128)]
-    pub batch: usize,
-    /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
-    #[arg(long, default_value_t = 7)]
-    pub repeats: usize,
-    /// Build the runners against this Burn: a published version or path:DIR (see bench-all).
-    /// Twice or more: each Burn's op table side by side, and the ops whose time moved beyond
-    /// their noise, in explain-ab.md (docs/burn-ab.md).
-    #[arg(long, value_name = "SPEC")]
-    pub burn: Vec<crate::burn::BurnSpec>,
-    /// With --burn: runs of explain per Burn, alternating (A, B, A, B, ...).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
-    pub passes: u64,
-    /// Output directory (default: results/explain-<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-}
-
-/// `cargo xtask verify`'s flags.
-#[derive(Args, Debug, Clone)]
-pub struct VerifyArgs {
-    /// Models, comma-separated.
-    #[arg(
-        long = "model",
-        alias = "models",
-        value_delimiter = ',',
-        default_value = "mnist-cnn"
-    )]
-    pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend; a CPU-emulated
-    /// adapter such as lavapipe takes part).
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Option<Vec<String>>,
-    /// Precisions, comma-separated (default: every precision each device supports).
-    #[arg(long, value_delimiter = ',')]
-    pub precisions: Option<Vec<Precision>>,
-    /// The backend (and precision) every row is compared with: BACKEND or BACKEND:PRECISION.
-    #[arg(long, default_value = "flex:f32")]
-    pub reference: String,
-    /// Training steps (default 20, or 8 with --quick).
-    #[arg(long)]
-    pub steps: Option<usize>,
-    /// Batch size (default 32, or 16 with --quick).
-    #[arg(long)]
-    pub batch: Option<usize>,
-    /// Fewer, smaller steps: a check in a few minutes.
-    #[arg(long)]
-    pub quick: bool,
-    /// Seed of the initial weights (and of synthetic data).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Directory holding dataset files (as for bench-all).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
-    /// Keep every row's final weights (safetensors) in the output directory.
-    #[arg(long)]
-    pub keep_weights: bool,
-    /// Output directory (default: results/verify-<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 #[cfg(test)]
 mod contract;
 mod doctor;
-mod explain;
 mod fetch;
 mod figures;
 mod flags;
@@ -16,12 +15,11 @@ mod readme;
 mod report;
 mod serve;
 mod test;
-mod verify;
 
 use std::process::ExitCode;
 
 use kiln_engine::{
-    answer, backends, bench, build, burn, datasets, run_report, runners, time, torch, workspace,
+    backends, bench, build, burn, explain, run_report, runners, time, torch, verify, workspace,
 };
 
 use clap::{CommandFactory, FromArgMatches};

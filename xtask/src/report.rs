@@ -31,27 +31,6 @@ fn write(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The comparison of an A/B run directory's sides (explain's op by op when they hold explain
-/// records), written again.
-fn ab_report(dir: &Path, sides: &[PathBuf]) -> Result<String> {
-    if !sides
-        .first()
-        .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
-    {
-        return crate::bench::ab::write_ab(dir, sides);
-    }
-    let mut labelled = Vec::new();
-    for side in sides {
-        let records = crate::explain::load(std::slice::from_ref(side))?;
-        let label = records
-            .iter()
-            .find_map(|r| r.burn.as_ref().map(|b| b.label()))
-            .unwrap_or_else(|| side.display().to_string());
-        labelled.push((label, records));
-    }
-    crate::explain::write_ab(dir, &labelled)
-}
-
 /// Every file the flags asked for (`--html FILE`, `--csv FILE`, ..., `--svg FILE`).
 fn write_outputs(
     paths: &[PathBuf],
@@ -103,7 +82,7 @@ pub fn report(
     if let [dir] = paths
         && let Some(sides) = crate::burn::side_dirs(dir)?
     {
-        print!("{}", ab_report(dir, &sides)?);
+        print!("{}", kiln_engine::ab::rewrite(dir, &sides)?);
         return Ok(Vec::new());
     }
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.

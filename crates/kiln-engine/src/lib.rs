@@ -3,15 +3,18 @@
 //! reference's environment in `torch`), run one supervised child process per cell
 //! (`bench::execute`, `bench::child`, `supervise`), keep the records as they arrive and write
 //! the run's report (`bench::rundir`, `run_report`). Another Burn for an A/B run lives in
-//! `burn`; a run's options in `options`. `cargo xtask` calls it; so can a program or a CI job
+//! `burn` (its comparison rewritten in `ab`); `explain` times every op of a step and `verify`
+//! checks the backends compute the same training; the options of them all are in `options`. `cargo xtask` calls it; so can a program or a CI job
 //! (`examples/run.rs`). It never trains: the runners do.
 
+pub mod ab;
 pub mod answer;
 pub mod backends;
 pub mod bench;
 pub mod build;
 pub mod burn;
 pub mod datasets;
+pub mod explain;
 pub mod options;
 pub mod run_report;
 pub mod runners;
@@ -20,4 +23,5 @@ pub mod supervise;
 pub mod testing;
 pub mod time;
 pub mod torch;
+pub mod verify;
 pub mod workspace;

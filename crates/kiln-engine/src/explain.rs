@@ -12,7 +12,7 @@ use kiln_results::{BurnBuild, ModelKind, Status};
 
 use crate::backends::Backend;
 use crate::bench::rundir::append_line;
-pub use crate::flags::ExplainArgs;
+pub use crate::options::ExplainArgs;
 use crate::runners::{Built, Runner, build_and_probe};
 use crate::time;
 use crate::workspace::fingerprint_here;
@@ -290,8 +290,8 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_engine::testing::reference_script as test_script;
-    use kiln_engine::testing::test_python;
+    use crate::testing::reference_script as test_script;
+    use crate::testing::test_python;
     use kiln_report::explain::Phase;
     use kiln_results::{ModelKind, Precision};
 
@@ -343,7 +343,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let order = tmp.path().join("order");
         let args = Cli::parse_from(["x", "--passes", "2", "--model", "mnist-cnn"]).args;
-        let probe = |runner: Runner| vec![kiln_engine::testing::on_cpu("flex", runner)];
+        let probe = |runner: Runner| vec![crate::testing::on_cpu("flex", runner)];
         let burn = |spec: &str| BurnBuild {
             spec: spec.into(),
             version: "0.22.1".into(),
@@ -381,7 +381,8 @@ mod tests {
         std::fs::remove_file(tmp.path().join(AB_FILE)).unwrap();
         let burns = tmp.path().join(crate::burn::BURNS_FILE);
         std::fs::write(&burns, r#"[{"dir": "a"}, {"dir": "b"}]"#).unwrap();
-        crate::report::report(&[tmp.path().to_path_buf()], None, &Default::default()).unwrap();
+        let sides = crate::burn::side_dirs(tmp.path()).unwrap().unwrap();
+        crate::ab::rewrite(tmp.path(), &sides).unwrap();
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),
             text

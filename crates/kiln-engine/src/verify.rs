@@ -17,7 +17,7 @@ use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabular
 use crate::backends::{self, Backend};
 use crate::bench::rundir::append_line;
 use crate::bench::rundir::cell_stem;
-pub use crate::flags::VerifyArgs;
+pub use crate::options::VerifyArgs;
 use crate::runners::Runner;
 use crate::runners::{Built, build_and_probe};
 use crate::workspace::fingerprint_here;
@@ -441,8 +441,8 @@ fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path, version: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_engine::testing::reference_script as test_script;
-    use kiln_engine::testing::test_python;
+    use crate::testing::reference_script as test_script;
+    use crate::testing::test_python;
     use kiln_report::verify::Verdict;
     use kiln_results::DatasetName;
 
