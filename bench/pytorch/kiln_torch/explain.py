@@ -148,7 +148,7 @@ def explain(path):
             record["ops"] += explain_site(site, index, timer, dtype, device, classes)
         note("timing Adam's update and the whole step")
         model = factory().to(device=device, dtype=dtype)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+        opt = torch.optim.Adam(model.parameters(), lr=req["learning_rate"], eps=1e-8)
         params = list(model.parameters())
 
         def fake_grads():
@@ -162,7 +162,7 @@ def explain(path):
         x = torch.rand((batch * STEP_BATCHES,) + shape, device=device)
         y = torch.arange(batch * STEP_BATCHES, device=device) % classes
         args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
-                                  learning_rate=1e-3, timing=None, warmup_cap_seconds=None,
+                                  learning_rate=req["learning_rate"], timing=None, warmup_cap_seconds=None,
                                   loss_scaling=None, inject_slow_steps=None)
         cell = Cell(args, device, factory().to(device=device, dtype=dtype), x, y, x, y)
         batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]

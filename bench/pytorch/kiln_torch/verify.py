@@ -111,7 +111,7 @@ def verify(path):
         model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
         x, y = x[:steps * batch].to(device), y[:steps * batch].to(device)
         args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
-                                  learning_rate=1e-3, timing=None, warmup_cap_seconds=None,
+                                  learning_rate=req["learning_rate"], timing=None, warmup_cap_seconds=None,
                                   loss_scaling=None, inject_slow_steps=None)
         cell = Cell(args, device, model, x, y, x, y)
         for k in range(steps):

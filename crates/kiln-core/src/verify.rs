@@ -15,7 +15,7 @@ use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weig
 use crate::amp::LossScaler;
 use crate::device::{Binding, amp_dtype, one_shot, open_device};
 use crate::models::{BuildModel, Classifier, WithModel};
-use crate::protocol::{DeviceData, Protocol, read_scalar};
+use crate::protocol::{DeviceData, read_scalar};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
@@ -237,7 +237,7 @@ impl WithModel for Steps<'_> {
                 model
             }
         };
-        let mut trainer = Trainer::new(model, device, Protocol::default().settings.learning_rate);
+        let mut trainer = Trainer::new(model, device, request.learning_rate);
         if let Some(dtype) = amp_dtype(request.precision) {
             trainer = trainer.with_amp(dtype, Some(LossScaler::default()));
         }

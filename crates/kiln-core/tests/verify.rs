@@ -36,6 +36,7 @@ fn request(dir: &Path, backend: &str, model: ModelKind, reference: bool) -> Veri
         init_out: reference.then(|| dir.join("init.safetensors")),
         final_out: dir.join(format!("{backend}.safetensors")),
         fault: None,
+        learning_rate: kiln_results::protocol::LEARNING_RATE,
     }
 }
 

@@ -367,6 +367,7 @@ fn request(
         init_out: Some(PathBuf::new()),
         final_out: PathBuf::new(),
         fault: None,
+        learning_rate: kiln_results::protocol::LEARNING_RATE,
     }
 }
 

@@ -28,6 +28,7 @@ mod tests {
             init_out: Some("init".into()),
             final_out: "final".into(),
             fault: None,
+            learning_rate: kiln_results::protocol::LEARNING_RATE,
         };
         let mut r = VerifyRecord::start(&request, "0");
         r.status = Status::Ok;

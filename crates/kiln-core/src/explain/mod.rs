@@ -25,7 +25,7 @@ use kiln_results::explain::{
 
 use crate::device::{Binding, one_shot, open_device, panic_text};
 use crate::models::{BuildModel, Classifier, WithModel};
-use crate::protocol::{self, DeviceData, Protocol};
+use crate::protocol::{self, DeviceData};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
@@ -206,6 +206,7 @@ struct ModelTimings<'a> {
     batch: usize,
     seed: u64,
     kind: kiln_results::ModelKind,
+    learning_rate: f64,
 }
 
 impl WithModel for ModelTimings<'_> {
@@ -213,7 +214,7 @@ impl WithModel for ModelTimings<'_> {
 
     fn run<M: Classifier>(self, model: M) -> Self::Output {
         let inner = self.device.clone().without_autodiff();
-        let learning_rate = Protocol::default().settings.learning_rate;
+        let learning_rate = self.learning_rate;
         let mut optim = protocol::adam();
         let mut slot = Some(model.clone());
         let update = self.timer.measure(
@@ -313,6 +314,7 @@ fn explain_on_device(
             batch: request.batch,
             seed: request.seed,
             kind: request.model,
+            learning_rate: request.learning_rate,
         },
     )?;
     if let Some(index) = request

@@ -30,6 +30,9 @@ pub struct ExplainRequest {
     pub op_seconds: f64,
     /// The operations, from [`sites`].
     pub sites: Vec<Site>,
+    /// Adam's learning rate in the timed update and step (the protocol's unless given).
+    #[serde(default = "crate::protocol::default_learning_rate")]
+    pub learning_rate: f64,
 }
 
 impl ExplainRequest {
@@ -53,6 +56,7 @@ impl ExplainRequest {
             repeats: 7,
             op_seconds: 4.0,
             sites: sites(model, batch),
+            learning_rate: crate::protocol::LEARNING_RATE,
         }
     }
 

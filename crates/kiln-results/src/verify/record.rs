@@ -53,6 +53,9 @@ pub struct VerifyRequest {
     /// Tests only: a fault to inject.
     #[serde(default)]
     pub fault: Option<Fault>,
+    /// Adam's learning rate (the protocol's unless given).
+    #[serde(default = "crate::protocol::default_learning_rate")]
+    pub learning_rate: f64,
 }
 
 impl VerifyRequest {
