@@ -21,6 +21,7 @@
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
@@ -153,14 +154,12 @@ mod tests {
     /// files, in base units) rounded to the digits it shows (`45 ms` quotes `45.3 ms`, `12.1 s`
     /// quotes `12,071 ms`).
     fn quotes(shown: &str, recorded: &[(f64, String)]) -> bool {
-        let Some((value, unit, decimals)) = parse(shown) else {
+        let Some((_, unit)) = in_base(shown) else {
             return false;
         };
-        let (scale, unit) = base(unit);
-        let half = (0.5 * 10f64.powi(-(decimals as i32)) + 1e-9) * scale;
         recorded
             .iter()
-            .any(|(v, u)| u == unit && (v - value * scale).abs() <= half)
+            .any(|(v, u)| *u == unit && rounds_to(*v, shown))
     }
 
     /// A figure in base units (`12,071 ms`: 12.071, "s").
@@ -176,11 +175,7 @@ mod tests {
         let Some((shown, unit, decimals)) = parse(figure) else {
             return false;
         };
-        let scaled = match unit.trim() {
-            "%" => value * 100.0,
-            "×" | "images/s" => value,
-            other => value / base(other).0,
-        };
+        let scaled = value / base(unit.trim()).0;
         let half = 0.5 * 10f64.powi(-(decimals as i32));
         (scaled - shown).abs() <= half + 1e-9
     }
@@ -245,9 +240,12 @@ mod tests {
             .collect())
     }
 
+    /// The report rows of the runs the ledger names, each run read and combined once.
+    type Rows = RefCell<BTreeMap<String, Vec<Value>>>;
+
     /// The one row of `run` whose fields are `selector`'s (`backend=flex,batch_size=512`; a
     /// key may be a path, `obtained/method`).
-    fn select_row(root: &Path, run: &str, selector: &str) -> Result<Value, String> {
+    fn select_row(root: &Path, rows: &Rows, run: &str, selector: &str) -> Result<Value, String> {
         let wanted: Vec<(&str, &str)> = selector
             .split(',')
             .map(|kv| kv.split_once('=').ok_or(format!("{kv}: give key=value")))
@@ -261,33 +259,42 @@ mod tests {
                 })
             })
         };
-        let mut rows: Vec<Value> = run_rows(root, run)?.into_iter().filter(matches).collect();
-        match rows.len() {
-            1 => Ok(rows.remove(0)),
+        if !rows.borrow().contains_key(run) {
+            let read = run_rows(root, run)?;
+            rows.borrow_mut().insert(run.to_string(), read);
+        }
+        let mut found: Vec<Value> = rows.borrow()[run]
+            .iter()
+            .filter(|r| matches(r))
+            .cloned()
+            .collect();
+        match found.len() {
+            1 => Ok(found.remove(0)),
             n => Err(format!("{run}[{selector}]: {n} rows match, name one")),
         }
     }
 
     /// The value at `source`: one `FILE[:LINE]#/pointer` or `RUN[SELECTOR]#/pointer`, or
     /// `A / B`, `A / B - 1`, `1 - A / B`, `A - B` of those.
-    fn source_value(root: &Path, source: &str) -> Result<f64, String> {
+    fn source_value(root: &Path, rows: &Rows, source: &str) -> Result<f64, String> {
+        let value = |s: &str| source_value(root, rows, s);
         if let Some(share) = source.strip_prefix("1 - ") {
-            return Ok(1.0 - source_value(root, share)?);
+            return Ok(1.0 - value(share)?);
         }
         if let Some(ratio) = source.strip_suffix(" - 1") {
-            return Ok(source_value(root, ratio)? - 1.0);
+            return Ok(value(ratio)? - 1.0);
         }
         if let Some((a, b)) = source.split_once(" / ") {
-            return Ok(source_value(root, a)? / source_value(root, b)?);
+            return Ok(value(a)? / value(b)?);
         }
         if let Some((a, b)) = source.split_once(" - ") {
-            return Ok(source_value(root, a)? - source_value(root, b)?);
+            return Ok(value(a)? - value(b)?);
         }
         let (place, pointer) = source
             .split_once('#')
             .ok_or_else(|| format!("{source}: give FILE#/json/pointer"))?;
         let document = if let Some((run, selector)) = place.split_once('[') {
-            select_row(root, run, selector.trim_end_matches(']'))?
+            select_row(root, rows, run, selector.trim_end_matches(']'))?
         } else {
             let (file, line) = match place.rsplit_once(':') {
                 Some((f, n)) => (f, n.parse::<usize>().map_err(|e| format!("{source}: {e}"))?),
@@ -312,15 +319,13 @@ mod tests {
     fn quote_states(quote: &str, figure: &str) -> bool {
         let spelled = Regex::new(r"([0-9]+)m([0-9]+)s").unwrap();
         let quote = spelled.replace_all(quote, "$1 min $2 s");
-        let unit = in_base(figure).map(|(_, u)| u);
-        figures(&quote)
-            .iter()
-            .filter_map(|f| in_base(f))
-            .any(|(v, u)| Some(u) == unit && rounds_to(v, figure))
+        let stated: Vec<(f64, String)> =
+            figures(&quote).iter().filter_map(|f| in_base(f)).collect();
+        quotes(figure, &stated)
     }
 
     /// Why `e` does not hold its figure, if it does not.
-    fn entry_problem(root: &Path, e: &Entry) -> Option<String> {
+    fn entry_problem(root: &Path, rows: &Rows, e: &Entry) -> Option<String> {
         let at = format!("{LEDGER}: {} {:?}", e.doc, e.figure);
         if e.why.trim().is_empty() {
             return Some(format!("{at}: say why"));
@@ -337,7 +342,7 @@ mod tests {
                     None
                 }
             }
-            (Some(source), None, None) => match source_value(root, source) {
+            (Some(source), None, None) => match source_value(root, rows, source) {
                 Ok(v) if rounds_to(v, &e.figure) => None,
                 Ok(v) => Some(format!("{at} is not {source}'s value {v} as written")),
                 Err(why) => Some(format!("{at}: {why}")),
@@ -364,31 +369,34 @@ mod tests {
         let text = std::fs::read_to_string(root.join(LEDGER)).unwrap();
         let entries: Vec<Entry> =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{LEDGER}: {e}"));
+        let rows = Rows::default();
         let problems = entries
             .iter()
-            .filter_map(|e| entry_problem(root, e))
+            .filter_map(|e| entry_problem(root, &rows, e))
             .collect();
         Ledger { entries, problems }
     }
 
-    /// The entry that binds a figure of `doc` whose line reads `before` up to it: one whose
-    /// `near` is in `before`, else one naming no `near`.
-    fn entry_for<'a>(
-        ledger: &'a Ledger,
+    /// The entry (its index) that binds a figure of `doc` whose line reads `before` up to it:
+    /// one whose `near` is in `before`, else one naming no `near`.
+    fn entry_for(
+        ledger: &Ledger,
         doc: &str,
         before: &str,
         figure: &str,
-    ) -> Result<Option<&'a Entry>, String> {
-        let candidates: Vec<&Entry> = ledger
-            .entries
-            .iter()
-            .filter(|e| e.doc == doc && e.figure == figure)
-            .filter(|e| e.near.as_ref().is_none_or(|n| before.contains(n.as_str())))
+    ) -> Result<Option<usize>, String> {
+        let candidates: Vec<usize> = (0..ledger.entries.len())
+            .filter(|&i| {
+                let e = &ledger.entries[i];
+                e.doc == doc
+                    && e.figure == figure
+                    && e.near.as_ref().is_none_or(|n| before.contains(n.as_str()))
+            })
             .collect();
-        let near: Vec<&Entry> = candidates
+        let near: Vec<usize> = candidates
             .iter()
             .copied()
-            .filter(|e| e.near.is_some())
+            .filter(|&i| ledger.entries[i].near.is_some())
             .collect();
         let pick = if near.is_empty() { candidates } else { near };
         match pick.len() {
@@ -425,11 +433,11 @@ mod tests {
             let at = format!("{doc}:{}: {:?}", f.line, f.text);
             match entry_for(ledger, doc, &lines[f.line - 1][..f.start], &f.text) {
                 Err(why) => problems.push(why),
-                Ok(Some(e)) if strict && !e.bound() => problems.push(format!(
+                Ok(Some(i)) if strict && !ledger.entries[i].bound() => problems.push(format!(
                     "{at} is bound to nothing in {LEDGER}: give its record field or constant"
                 )),
-                Ok(Some(e)) => {
-                    used.insert(e as *const Entry as usize);
+                Ok(Some(i)) => {
+                    used.insert(i);
                 }
                 Ok(None) if strict => problems.push(format!(
                     "{at} is not in {LEDGER}: bind it to its record field"
@@ -524,8 +532,8 @@ mod tests {
             checked += find(&text).len();
             problems.extend(unresolved(&root, &ledger, &doc, &text, &mut used));
         }
-        for e in &ledger.entries {
-            if !used.contains(&(e as *const Entry as usize)) {
+        for (i, e) in ledger.entries.iter().enumerate() {
+            if !used.contains(&i) {
                 problems.push(format!(
                     "{LEDGER}: {} no longer states {:?}{}; remove the entry",
                     e.doc,
