@@ -89,6 +89,7 @@ pub(super) fn execute_rest(
     };
     let run = Run {
         built,
+        probes: probes(built),
         cfg: &cfg,
         out,
         results: &results,
@@ -132,6 +133,8 @@ pub(super) fn execute_rest(
 /// A run under way: what every cell of it shares.
 struct Run<'a> {
     built: &'a [Built],
+    /// The built backends' probe reports, by name (where a fallback cell goes).
+    probes: Vec<(&'a str, &'a ProbeReport)>,
     cfg: &'a RunConfig,
     out: &'a Path,
     results: &'a Path,
@@ -164,9 +167,8 @@ impl Run<'_> {
             return Ok(None);
         };
         append_record(self.results, &record)?;
-        let probes = probes(self.built);
         let fallback = match (&self.cfg.cell.fallback, fallback_reason(&record)) {
-            (Some(_), Some(why)) => plan::fallback_cell(cell, &probes)
+            (Some(_), Some(why)) => plan::fallback_cell(cell, &self.probes)
                 .and_then(|c| runner_of(self.built, &c.id.backend).map(|r| (c, r)))
                 .map(|c| (c, why)),
             _ => None,
