@@ -10,6 +10,7 @@ use kiln_report::chart;
 use kiln_report::export::{FORMATS, Inputs};
 use kiln_report::html::HtmlParts;
 use kiln_report::table::{Column, ModelTable, model_tables};
+use kiln_report::units::percent;
 use kiln_results::{Method, Record, Status};
 
 /// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
@@ -217,10 +218,7 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
         (Column::SpeedUp | Column::VsPytorch, _, _) => {
             full.replace(" ± ", "±").replace(" (single run)", "")
         }
-        (Column::Accuracy, _, _) => r
-            .test_accuracy
-            .map(|a| format!("{:.1}%", a * 100.0))
-            .unwrap_or_else(|| "–".into()),
+        (Column::Accuracy, _, _) => percent(r.test_accuracy),
         (Column::Device, _, _) => {
             let mut d = format!("{} / {}", r.backend, r.device);
             if r.device_kind

@@ -19,6 +19,11 @@ pub fn human_bytes_short(bytes: u64) -> String {
     }
 }
 
+/// A share (a test accuracy) as `82.7%`, or `–` when there is none.
+pub fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "–".into(), |a| format!("{:.1}%", a * 100.0))
+}
+
 /// Seconds as `12.3 s`, `4.1 min` or `2.0 h`.
 pub fn human_seconds(s: f64) -> String {
     if s >= 7200.0 {

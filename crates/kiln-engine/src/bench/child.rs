@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use kiln_report::cells::{human_seconds, obtained_text};
+use kiln_report::units::percent;
 use kiln_results::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};
@@ -327,10 +328,7 @@ fn summary(record: &Record) -> String {
             "{} per {}-sample epoch, test accuracy {} ({})",
             human_seconds(e.median),
             record.obtained.standard_epoch_samples,
-            record
-                .test_accuracy
-                .map(|a| format!("{:.1}%", a * 100.0))
-                .unwrap_or_else(|| "–".into()),
+            percent(record.test_accuracy),
             obtained_text(record)
         ),
         (Status::Ok, None) => match &record.loop_overhead {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use kiln_report::cells::human_seconds;
+use kiln_report::units::percent;
 use kiln_results::{CellRequest, Event, Record};
 
 use super::interrupt::interrupted;
@@ -136,9 +137,7 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
                 human_seconds(e.seconds),
                 e.steps,
                 e.mean_loss,
-                e.test_accuracy
-                    .map(|a| format!("{:.1}%", a * 100.0))
-                    .unwrap_or_else(|| "–".into())
+                percent(e.test_accuracy)
             ))
         }
         Event::Progress(p) => {
