@@ -152,6 +152,25 @@ pub enum Cmd {
         #[command(flatten)]
         outputs: ReportOutputs,
     },
+    /// Build the results site: every run under docs/results and the run directories given,
+    /// each record checked against the record schema first, as static pages (docs/site.md).
+    Site {
+        /// The site's folder (default: target/site).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run directories (or folders of runs) to show besides docs/results.
+        runs: Vec<PathBuf>,
+    },
+    /// Check a run directory and copy it under docs/results by its canonical name
+    /// (DATE-CPU-TAG-WHAT, from its records), for a pull request (docs/site.md).
+    Submit {
+        /// The run directory (`results/<stamp>`).
+        run: PathBuf,
+        /// What the run was, the name's last part (default: the directory's name when it is
+        /// not a bare time stamp, else `run`).
+        #[arg(long)]
+        what: Option<String>,
+    },
     /// Build a GPU kit: what a Linux x86-64 machine with an NVIDIA driver but no Rust toolchain or
     /// network needs to run Kiln's GPU rows (the GPU runners stripped and compressed, the
     /// PyTorch script, a plan of the GPU cells and run.sh), under 64 MiB (docs/gpu.md).

@@ -14,6 +14,7 @@ mod llvm;
 mod readme;
 mod report;
 mod serve;
+mod site;
 mod test;
 
 use std::process::ExitCode;
@@ -174,6 +175,8 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
             outputs,
         } => report::report(&paths, baseline.as_deref(), &outputs)
             .and_then(|records| report::expect(&records, &expect)),
+        Cmd::Site { out, runs } => site::site(out, &runs),
+        Cmd::Submit { run, what } => site::submit(&run, what.as_deref()),
         Cmd::FetchData {
             name,
             dest,

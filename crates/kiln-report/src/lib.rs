@@ -4,7 +4,7 @@
 //! `html`; `latex`; the SVG charts, `chart`; the registry of file formats in `export`), the
 //! reader of a run's files (`read`), what a smoke run expects of its rows (`check`), repeats
 //! combined into rows (`repeats`), and the comparisons (`ab` between two Burns; `explain`'s and
-//! `verify`'s tables). No runner links this crate, so a runner's build never compiles a report.
+//! `verify`'s tables); the results site of every machine's runs (`site`). No runner links this crate, so a runner's build never compiles a report.
 
 pub mod ab;
 pub mod batch;
@@ -20,6 +20,7 @@ pub mod read;
 pub mod render;
 pub mod repeats;
 pub mod sections;
+pub mod site;
 pub mod table;
 pub mod units;
 pub mod verify;

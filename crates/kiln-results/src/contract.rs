@@ -24,3 +24,10 @@ pub fn contract_schema() -> serde_json::Value {
         "verify_record": schemars::schema_for!(VerifyRecord),
     })
 }
+
+/// The JSON Schema of one line of `results.jsonl` (a [`crate::schema::Record`]), generated
+/// from the type the reports read: what the results site and `cargo xtask submit` check
+/// every committed record against before reading it.
+pub fn record_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(crate::schema::Record)).unwrap_or_default()
+}

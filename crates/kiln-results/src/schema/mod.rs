@@ -55,6 +55,7 @@ impl Status {
 
 /// Whether a cell's epoch time was timed over whole epochs or projected from steps.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     /// Whole epochs that began at steady state were timed.
@@ -82,6 +83,7 @@ pub enum DataKind {
 
 /// How the epoch time in a record was obtained.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Obtained {
     pub method: Method,
     /// Whole epochs timed after the warm-up epoch.
@@ -108,6 +110,7 @@ pub use parts::*;
 
 /// The final record of one cell; every rendered table is derived from these.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Record {
     pub schema: u32,
     pub model: String,
@@ -362,6 +365,7 @@ impl Record {
 
 /// The coordinates of one cell of the matrix: model × backend × device × precision × batch.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CellId {
     pub model: String,
     pub backend: String,

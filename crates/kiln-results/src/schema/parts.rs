@@ -162,6 +162,7 @@ pub struct CpuIdentity {
 
 /// The best GEMM any backend measured on a device at the start of a run, in one precision.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DevicePeak {
     pub gflops: f64,
     /// The backend that reached it.
@@ -172,6 +173,7 @@ pub struct DevicePeak {
 
 /// What training needed beyond what the runtime held before it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrainingMemory {
     /// Resident set size when model, optimizer and data were ready, before the first step.
     pub baseline_bytes: Option<u64>,
@@ -196,6 +198,7 @@ impl TrainingMemory {
 
 /// How much of the machine other processes used while a cell was timed.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Noise {
     /// Share of the machine's CPU time (all cores) used by processes other than the cell's
     /// runner in its timed window; `None`: unknown on this OS. Not clamped: a value within
@@ -255,6 +258,7 @@ impl Noise {
 /// of the epochs until the first whose test accuracy reached the target, the warm-up epoch
 /// included, evaluation excluded, on the data actually trained on (not scaled).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimeToAccuracy {
     pub target: f64,
     /// `None`: not reached.
@@ -329,6 +333,7 @@ impl BurnBuild {
 
 /// Which repeat of a cell a record is.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Repeat {
     /// 1-based.
     pub index: usize,
@@ -341,6 +346,7 @@ pub struct Repeat {
 /// How a row that combines a cell's repeats was made (derived by `kiln_report::repeats::combine`,
 /// never written by a runner).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BetweenRuns {
     /// Repeats recorded.
     pub runs: usize,

@@ -1,0 +1,113 @@
+//! The canonical name of a committed run directory, `DATE-CPU-TAG-WHAT`: DATE the UTC day its
+//! first record started, CPU the processor's line (`epyc`, `xeon`; else its vendor), TAG its
+//! family and model (`f25m17`), WHAT what the run was. `cargo xtask submit` names a run so, and
+//! a test holds every directory under docs/results to it.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use kiln_results::schema::Record;
+
+/// `YYYY-MM-DD` (UTC) of a Unix time.
+pub fn day(unix: u64) -> String {
+    let at = UNIX_EPOCH + Duration::from_secs(unix);
+    humantime::format_rfc3339_seconds(at).to_string()[..10].to_string()
+}
+
+/// The processor's line as run names write it: `epyc`, `xeon`, else its vendor (`amd`,
+/// `intel`) or the first word of its name (`apple`).
+fn cpu_word(r: &Record) -> String {
+    let name = r.fingerprint.cpu_model.to_ascii_lowercase();
+    let vendor = r.fingerprint.cpu.as_ref().and_then(|c| c.vendor.as_deref());
+    for line in ["epyc", "xeon"] {
+        if name.contains(line) {
+            return line.into();
+        }
+    }
+    match vendor {
+        Some("AuthenticAMD") => "amd".into(),
+        Some("GenuineIntel") => "intel".into(),
+        _ => slug(name.split_whitespace().next().unwrap_or("cpu")),
+    }
+}
+
+/// `EPYC f25m17`, `Xeon f6m207`: the processor's line and its family and model, for tables.
+pub fn cpu_short(r: &Record) -> String {
+    let word = match cpu_word(r).as_str() {
+        "epyc" => "EPYC".to_string(),
+        "xeon" => "Xeon".to_string(),
+        "amd" => "AMD".to_string(),
+        other => other.to_string(),
+    };
+    match cpu_tag(r) {
+        Some(tag) => format!("{word} {tag}"),
+        None => word,
+    }
+}
+
+/// `f25m17` from the fingerprint's CPU identity; `None` where the CPU has no family.
+fn cpu_tag(r: &Record) -> Option<String> {
+    let cpu = r.fingerprint.cpu.as_ref()?;
+    Some(format!("f{}m{}", cpu.family?, cpu.model?))
+}
+
+/// `2026-12-04-xeon-f6m207`, from a run's records: the day its first record started and the
+/// one CPU they all name. Refused, saying why, when the records name no start, no CPU family,
+/// or more than one CPU.
+pub fn run_prefix(records: &[Record]) -> Result<String, String> {
+    let first = records
+        .iter()
+        .map(|r| r.started_at)
+        .filter(|&t| t > 0)
+        .min()
+        .ok_or("its records carry no start time")?;
+    let mut cpus: Vec<String> = Vec::new();
+    for r in records.iter().filter(|r| r.started_at > 0) {
+        let tag = cpu_tag(r).ok_or_else(|| {
+            format!(
+                "a record ({} {}) carries no CPU family and model: make the run again with \
+                 this Kiln",
+                r.model,
+                crate::cells::row_label(r)
+            )
+        })?;
+        let cpu = format!("{}-{tag}", cpu_word(r));
+        if !cpus.contains(&cpu) {
+            cpus.push(cpu);
+        }
+    }
+    match &cpus[..] {
+        [cpu] => Ok(format!("{}-{cpu}", day(first))),
+        _ => Err(format!(
+            "its records come from several CPUs ({}): submit each machine's run apart",
+            cpus.join(", ")
+        )),
+    }
+}
+
+/// Lower-case letters, digits and single dashes: a name safe in a path and a URL.
+pub fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_days() {
+        assert_eq!(
+            slug("AMD EPYC (family 25), 2 cores · vm"),
+            "amd-epyc-family-25-2-cores-vm"
+        );
+        assert_eq!(day(0), "1970-01-01");
+        assert_eq!(day(1_764_892_800), "2025-12-05");
+    }
+}

@@ -1,0 +1,191 @@
+//! The site's pages, written with maud (every value escaped): the index and the compare view
+//! (their rows drawn by `site.js` from `data.js`, so filters, sorting and the view's state in
+//! the URL need no server), and one static page per machine with its fingerprint, its runs'
+//! rows and their charts.
+
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use super::Run;
+use super::rows::{Machine, Row};
+
+/// A page: its title, its body, and the path up to the site's root (`""` or `"../"`).
+fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Kiln results" }
+                link rel="icon" href="data:,";
+                link rel="stylesheet" href={ (up) "site.css" };
+            }
+            body data-page=(page) {
+                nav {
+                    a href={ (up) "index.html" } { "All results" }
+                    a href={ (up) "compare.html" } { "Compare" }
+                    a href={ (up) "machines.html" } { "Machines" }
+                }
+                (body)
+            }
+        }
+    }
+    .into_string()
+}
+
+/// The filters the index offers, by the name its URL uses, with their labels.
+pub const FILTERS: [(&str, &str); 10] = [
+    ("vendor", "CPU vendor"),
+    ("family", "CPU family"),
+    ("isa", "Instruction set"),
+    ("gpu", "GPU"),
+    ("backend", "Backend"),
+    ("model", "Model"),
+    ("precision", "Precision"),
+    ("burn", "Burn"),
+    ("loop", "Loop"),
+    ("runs", "Runs"),
+];
+
+/// The index's columns: the name its URL sorts by, and the header.
+pub const COLUMNS: [(&str, &str); 16] = [
+    ("machine", "Machine"),
+    ("model", "Model"),
+    ("backend", "Backend"),
+    ("device", "Device"),
+    ("precision", "Prec."),
+    ("burn", "Burn"),
+    ("epoch", "Epoch time"),
+    ("interval", "Next run (95%)"),
+    ("vs_pytorch", "× PyTorch"),
+    ("warmup", "Warm-up"),
+    ("memory", "Training memory"),
+    ("accuracy", "Accuracy"),
+    ("runs", "Runs"),
+    ("date", "Date"),
+    ("run", "Source run"),
+    ("labels", "Labels"),
+];
+
+fn scripts(up: &str) -> Markup {
+    html! {
+        script src={ (up) "data.js" } {}
+        script src={ (up) "site.js" } {}
+    }
+}
+
+pub fn index(rows: usize, machines: usize, runs: usize) -> String {
+    let body = html! {
+        h1 { "Kiln results" }
+        p.sub {
+            (rows) " rows from " (runs) " runs on " (machines) " machines. Epoch times are per "
+            "standard epoch; a row is labelled when its time is projected, from a single run, "
+            "not steady, on synthetic data or from a build that is not a release build."
+        }
+        form #filters {
+            @for (name, label) in FILTERS {
+                label { (label) " " select name=(name) { option value="" { "all" } } }
+            }
+            button type="reset" #clear { "Clear" }
+        }
+        p #shown {}
+        div.scroll {
+            table #results {
+                thead { tr { @for (name, label) in COLUMNS { th data-col=(name) { (label) } } } }
+                tbody {}
+            }
+        }
+        p #more {}
+        noscript { "The table needs JavaScript; the machine pages do not." }
+        (scripts(""))
+    };
+    layout("All results", "index", "", body)
+}
+
+pub fn compare() -> String {
+    let body = html! {
+        h1 { "Compare" }
+        p.sub {
+            "Two machines, or two Burns on one machine: each cell both sides measured, side by "
+            "side, with B's epoch time over A's."
+        }
+        form #sides {
+            @for side in ["a", "b"] {
+                label { "Side " (side.to_uppercase()) " " select name=(side) {} }
+            }
+        }
+        p #shown {}
+        div.scroll {
+            table #compare {
+                thead { tr {
+                    th { "Model" } th { "Backend" } th { "Device" } th { "Prec." } th { "Loop" }
+                    th { "A: epoch time" } th { "B: epoch time" } th { "B ÷ A" }
+                    th { "A: accuracy" } th { "B: accuracy" }
+                } }
+                tbody {}
+            }
+        }
+        (scripts(""))
+    };
+    layout("Compare", "compare", "", body)
+}
+
+pub fn machine_list(machines: &[Machine]) -> String {
+    let body = html! {
+        h1 { "Machines" }
+        ul.machines {
+            @for m in machines {
+                li { a href=(m.page) { (m.label) } " · " (m.runs.len()) " runs"
+                     @if let Some(g) = &m.gpu { " · " (g) } }
+            }
+        }
+    };
+    layout("Machines", "machines", "", body)
+}
+
+fn row_table(rows: &[Row]) -> Markup {
+    html! {
+        div.scroll { table {
+            thead { tr {
+                th { "Model" } th { "Backend / device / precision" } th { "Burn" } th { "Loop" }
+                th { "Batch" } th { "Epoch time" } th { "Warm-up" } th { "Training memory" }
+                th { "Accuracy" } th { "Labels" }
+            } }
+            tbody { @for r in rows {
+                tr class=(r.status.replace(' ', "-")) {
+                    td { (r.model) } td { (r.backend) " / " (r.device) " / " (r.precision) }
+                    td { (r.burn) } td { (r.training_loop) } td.num { (r.batch) }
+                    td { (r.epoch_text) } td { (r.warmup_text) } td.num { (r.memory_text) }
+                    td.num { (r.accuracy_text) }
+                    td { @for l in &r.labels { span.label { (l) } " " } }
+                }
+            } }
+        } }
+    }
+}
+
+/// A machine's page: its fingerprint, then each of its runs with its rows and charts.
+pub fn machine(m: &Machine, runs: &[(Run, Vec<Row>)]) -> String {
+    let records: Vec<_> = runs
+        .iter()
+        .flat_map(|(run, _)| run.records.iter())
+        .cloned()
+        .collect();
+    let body = html! {
+        h1 { (m.label) }
+        h2 { "Fingerprint" }
+        ul.fingerprint { @for line in crate::machines::machine_lines(&records) { li { (line) } } }
+        @if !m.isa.is_empty() { p { "Instruction sets: " (m.isa.join(", ")) } }
+        h2 { "Runs" }
+        @for (run, rows) in runs {
+            section id={ "run-" (run.name) } {
+                h3 { (run.name) }
+                (row_table(rows))
+                @for (model, svg) in crate::chart::charts(&run.records, None).unwrap_or_default() {
+                    figure.chart { (PreEscaped(svg)) figcaption { (model) ": epoch time per backend" } }
+                }
+            }
+        }
+    };
+    layout(&m.label, "machine", "../", body)
+}

@@ -1,0 +1,331 @@
+//! What the site shows, as data: the machines (named by their fingerprint), the runs, and one
+//! row per machine × model × backend × device × precision × Burn × loop, each with its figures
+//! as numbers (to sort, filter and compare) and as the reports write them (to read), the labels
+//! a reader must see (projected, single run, not steady, synthetic data, ...) and its source run.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use kiln_results::schema::{DataKind, Method, Record, Status};
+
+use super::Run;
+use crate::cells::{
+    epoch_cell, low_confidence, machine, machine_key, pytorch_reference, reason_text,
+};
+use crate::table::warmup_cell;
+use crate::units::{human_bytes, percent};
+
+/// A machine, from the first record that names it.
+#[derive(Serialize, Debug, Clone)]
+pub struct Machine {
+    pub key: String,
+    /// Its name in a table: `EPYC f25m17 · 2 cores`, `Xeon f6m207 · 16 cores · NVIDIA H200`.
+    pub short: String,
+    /// Its name in URLs and in its page's file name.
+    pub id: String,
+    pub label: String,
+    /// Its page, relative to the site's root.
+    pub page: String,
+    pub vendor: String,
+    /// `AMD family 25`, `Intel family 6`: what the family filter offers.
+    pub family: String,
+    pub isa: Vec<String>,
+    pub gpu: Option<String>,
+    pub cores: usize,
+    pub memory_bytes: Option<u64>,
+    pub os: String,
+    pub runs: Vec<String>,
+}
+
+/// One row: a cell as one run measured it.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    /// Index into the machines.
+    pub machine: usize,
+    pub model: String,
+    pub backend: String,
+    pub device: String,
+    pub precision: String,
+    pub burn: String,
+    #[serde(rename = "loop")]
+    pub training_loop: String,
+    pub batch: usize,
+    pub status: String,
+    /// Seconds per epoch (the median; between runs where the row combines repeats).
+    pub epoch: Option<f64>,
+    /// The 95% interval for the next run's epoch time, where the row has runs to give one.
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub epoch_text: String,
+    /// Epoch time over PyTorch's, same machine, run, device, precision and batch.
+    pub vs_pytorch: Option<f64>,
+    pub warmup: Option<f64>,
+    pub warmup_text: String,
+    pub memory: Option<u64>,
+    pub memory_text: String,
+    pub accuracy: Option<f64>,
+    pub accuracy_text: String,
+    /// Timed runs behind the epoch time (1: a single run).
+    pub runs: usize,
+    pub date: String,
+    /// The run directory's name: the row's source.
+    pub run: String,
+    /// Other runs that measured the same cell on the same machine and Burn (the machine's
+    /// page lists their rows).
+    pub also: Vec<String>,
+    pub labels: Vec<&'static str>,
+}
+
+/// The machines and the rows of `runs`: every run's rows (repeats combined), then one row per
+/// key, the best measured (timed before not, measured before projected, more runs, newer).
+pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
+    let mut machines: Vec<Machine> = Vec::new();
+    let mut per_run = Vec::new();
+    for run in runs {
+        let combined = crate::repeats::combine(&run.records);
+        let refs: Vec<&Record> = combined
+            .iter()
+            .filter(|r| r.loop_overhead.is_none())
+            .collect();
+        // A cell that never started carries no fingerprint: it is its run's machine's.
+        let host = refs.iter().find(|r| !machine(r).is_empty()).copied();
+        let rows: Vec<Row> = refs
+            .iter()
+            .map(|r| {
+                let who = if machine(r).is_empty() {
+                    host.unwrap_or(r)
+                } else {
+                    r
+                };
+                let m = machine_index(&mut machines, who, &run.name);
+                row(r, who, m, &run.name, pytorch_reference(&refs, r))
+            })
+            .collect();
+        per_run.push(rows);
+    }
+    let mut rows = collapse(per_run.iter().flatten());
+    pytorch_elsewhere(&mut rows);
+    (machines, rows, per_run)
+}
+
+fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
+    let key = machine_key(r);
+    let i = match machines.iter().position(|m| m.key == key) {
+        Some(i) => i,
+        None => {
+            let mut id = super::name::slug(&machine(r));
+            if id.is_empty() {
+                id = "unknown-machine".into();
+            }
+            let base = id.clone();
+            for n in 2.. {
+                if !machines.iter().any(|m| m.id == id) {
+                    break;
+                }
+                id = format!("{base}-{n}");
+            }
+            machines.push(new_machine(r, key, id));
+            machines.len() - 1
+        }
+    };
+    if !machines[i].runs.iter().any(|x| x == run) {
+        machines[i].runs.push(run.to_string());
+    }
+    i
+}
+
+fn new_machine(r: &Record, key: String, id: String) -> Machine {
+    let f = &r.fingerprint;
+    let cpu = f.cpu.clone().unwrap_or_default();
+    let vendor = match cpu.vendor.as_deref() {
+        Some("AuthenticAMD") => "AMD".to_string(),
+        Some("GenuineIntel") => "Intel".to_string(),
+        Some(v) => v.to_string(),
+        None => f
+            .cpu_model
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    };
+    let family = cpu
+        .family
+        .map_or_else(|| vendor.clone(), |n| format!("{vendor} family {n}"));
+    let mut short = format!("{} · {} cores", super::name::cpu_short(r), f.logical_cores);
+    if let Some(gpu) = &f.gpu_name {
+        short = format!("{short} · {gpu}");
+    }
+    Machine {
+        short,
+        page: format!("machines/{id}.html"),
+        id,
+        label: machine(r),
+        key,
+        vendor,
+        family,
+        isa: cpu.isa,
+        gpu: f.gpu_name.clone(),
+        cores: f.logical_cores,
+        memory_bytes: f.memory_bytes,
+        os: f.os.clone(),
+        runs: Vec::new(),
+    }
+}
+
+/// The labels a row's figures carry, as the reports write them.
+fn labels(r: &Record, runs: usize) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut add = |yes: bool, label| {
+        if yes {
+            out.push(label)
+        }
+    };
+    add(r.obtained.method == Method::Projected, "projected");
+    add(low_confidence(r), "low confidence");
+    add(r.epoch_seconds.is_some() && runs < 2, "single run");
+    let steady = r.warmup.as_ref().is_none_or(|w| w.steady);
+    add(r.status == Status::NotSteady || !steady, "not steady");
+    add(r.data == DataKind::Synthetic, "synthetic data");
+    add(r.data == DataKind::Custom, "custom data");
+    add(
+        r.fingerprint.opt_level.as_deref() == Some("0"),
+        "opt-level 0",
+    );
+    add(r.noise.as_ref().is_some_and(|n| n.busy()), "busy machine");
+    let emulated = r
+        .device_kind
+        .is_some_and(kiln_results::DeviceKind::is_cpu_emulated);
+    add(emulated, "CPU-emulated");
+    out
+}
+
+/// `r`'s row; `who` is the record that names its machine, Burn and day (`r` itself, or its
+/// run's for a cell that never started).
+fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Record>) -> Row {
+    let epoch = r.epoch_seconds.as_ref().map(|s| s.median);
+    let runs = match (&r.between_runs, &r.epoch_seconds) {
+        (Some(_), Some(s)) => s.n,
+        (_, Some(_)) => 1,
+        _ => 0,
+    };
+    let interval = r
+        .epoch_seconds
+        .as_ref()
+        .filter(|_| runs > 1)
+        .and_then(|s| s.prediction_interval());
+    let warmup = warmup_cell(r);
+    let memory = r.training_bytes();
+    Row {
+        machine,
+        model: r.model.clone(),
+        backend: r.backend.clone(),
+        device: r.device.clone(),
+        precision: r.precision.clone(),
+        burn: burn(who),
+        training_loop: r.training_loop.map_or("kiln".into(), |l| l.to_string()),
+        batch: r.batch_size,
+        status: r.status.as_str().to_string(),
+        epoch,
+        low: interval.map(|(low, _)| low.max(0.0)),
+        high: interval.map(|(_, high)| high),
+        epoch_text: match r.status {
+            Status::Ok => epoch_cell(r),
+            s => format!("{}: {}", s.as_str(), reason_text(r)),
+        },
+        vs_pytorch: pytorch
+            .filter(|p| p.backend != r.backend)
+            .and_then(|p| Some(epoch? / p.epoch_seconds.as_ref()?.median)),
+        warmup: warmup.sort.filter(|s| *s < f64::MAX),
+        warmup_text: warmup.text,
+        memory,
+        memory_text: memory.map_or("–".into(), human_bytes),
+        accuracy: r.test_accuracy,
+        accuracy_text: percent(r.test_accuracy),
+        runs,
+        date: super::name::day(if r.started_at > 0 {
+            r.started_at
+        } else {
+            who.started_at
+        }),
+        run: run.to_string(),
+        also: Vec::new(),
+        labels: labels(r, runs),
+    }
+}
+
+/// The Burn a record's runner was built with: the run's `--burn` where it named one; `–` for
+/// a runner without Burn (the PyTorch reference).
+fn burn(r: &Record) -> String {
+    match &r.burn {
+        Some(b) => b.label(),
+        None if r.fingerprint.burn_version.is_empty() => NO_BURN.into(),
+        None => r.fingerprint.burn_version.clone(),
+    }
+}
+
+/// The Burn of a row whose runner has none (the PyTorch reference).
+pub const NO_BURN: &str = "–";
+
+/// One row per machine × model × backend × device × precision × Burn × loop: the best, with
+/// the other runs that measured it named in `also`.
+fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
+    let rank = |r: &Row| {
+        (
+            r.epoch.is_some(),
+            !r.labels.contains(&"projected"),
+            r.runs,
+            r.date.clone(),
+        )
+    };
+    let mut out: Vec<Row> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for r in rows {
+        let key = format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            r.machine, r.model, r.backend, r.device, r.precision, r.burn, r.training_loop
+        );
+        let Some(&i) = seen.get(&key) else {
+            seen.insert(key, out.len());
+            out.push(r.clone());
+            continue;
+        };
+        let o = &mut out[i];
+        let mut also = std::mem::take(&mut o.also);
+        if rank(r) > rank(o) {
+            also.push(std::mem::replace(o, r.clone()).run);
+        } else {
+            also.push(r.run.clone());
+        }
+        also.retain(|x| *x != o.run);
+        also.sort();
+        also.dedup();
+        o.also = also;
+    }
+    out
+}
+
+/// A row whose run has no PyTorch row to compare with takes the PyTorch row of the same
+/// machine, model, device, precision and batch from another run.
+fn pytorch_elsewhere(rows: &mut [Row]) {
+    let reference = |r: &Row, rows: &[Row]| {
+        rows.iter()
+            .find(|p| {
+                p.backend == "pytorch"
+                    && p.epoch.is_some()
+                    && (p.machine, &p.model, &p.device, &p.precision, p.batch)
+                        == (r.machine, &r.model, &r.device, &r.precision, r.batch)
+            })
+            .and_then(|p| p.epoch)
+    };
+    let found: Vec<Option<f64>> = rows
+        .iter()
+        .map(|r| match (r.vs_pytorch, r.epoch) {
+            (None, Some(e)) if r.backend != "pytorch" => reference(r, rows).map(|p| e / p),
+            (v, _) => v,
+        })
+        .collect();
+    for (r, v) in rows.iter_mut().zip(found) {
+        r.vs_pytorch = v;
+    }
+}
