@@ -316,4 +316,32 @@ mod tests {
         assert!(checked >= 4, "only {checked} documents with a ±");
         assert!(unsaid.is_empty(), "± without its meaning in {unsaid:?}");
     }
+
+    /// The pages workflow builds the site with a command `cargo xtask` takes, the one `.ci/run`
+    /// runs (and the browser test opens what it builds).
+    #[test]
+    fn the_pages_workflow_runs_the_site_command_ci_runs() {
+        use clap::Parser;
+        let root = crate::workspace::workspace_root();
+        let workflow = std::fs::read_to_string(root.join(".github/workflows/pages.yml")).unwrap();
+        let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+        let command = workflow
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("run: cargo xtask site"))
+            .expect("pages.yml runs `cargo xtask site`");
+        let args: Vec<&str> = ["xtask", "site"]
+            .into_iter()
+            .chain(command.split_whitespace())
+            .collect();
+        Cli::try_parse_from(&args).unwrap();
+        assert!(command.trim_start().starts_with("--out "), "{command}");
+        assert!(
+            ci.contains("cargo xtask site --out "),
+            ".ci/run does not build the site"
+        );
+        assert!(
+            workflow.contains("actions/deploy-pages"),
+            "pages.yml does not deploy"
+        );
+    }
 }

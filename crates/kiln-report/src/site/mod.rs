@@ -6,128 +6,27 @@
 pub mod name;
 pub mod pages;
 pub mod rows;
+pub mod runs;
 pub mod validate;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use kiln_results::schema::Record;
 
-use crate::read::RESULTS_FILE;
+pub use runs::{Run, RunDir, read_runs, run_dirs};
 pub use validate::{Checker, Refused};
 
 /// The site's script and style, written beside its pages.
 const SCRIPT: &str = include_str!("assets/site.js");
 const STYLE: &str = include_str!("assets/site.css");
 
-/// One run directory's records, by the directory's name.
-#[derive(Debug, Clone)]
-pub struct Run {
-    pub name: String,
-    pub records: Vec<Record>,
-}
-
-/// What a build wrote, and the directories it passed over (they hold no `results.jsonl`:
-/// explain, verify or build-timing runs).
+/// What a build wrote.
 #[derive(Debug, Default)]
 pub struct Built {
     pub runs: usize,
     pub records: usize,
     pub rows: usize,
     pub machines: usize,
-    pub passed_over: Vec<PathBuf>,
-}
-
-/// A run directory and its name on the site: its own, under its folder's for a side of an
-/// A/B run (`RUN/a-0.22.1`).
-#[derive(Debug, Clone)]
-pub struct RunDir {
-    pub name: String,
-    pub path: PathBuf,
-}
-
-impl RunDir {
-    fn named(path: &Path, folder: Option<&Path>) -> RunDir {
-        let own = |p: &Path| {
-            p.file_name().map_or_else(
-                || p.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            )
-        };
-        let name = match folder {
-            Some(f) => format!("{}/{}", own(f), own(path)),
-            None => own(path),
-        };
-        RunDir {
-            name,
-            path: path.to_path_buf(),
-        }
-    }
-}
-
-/// The run directories among `paths`: a directory that holds a `results.jsonl` is a run;
-/// any other directory is a folder of runs (`docs/results`, or an A/B run's folder of its
-/// sides), read down to two levels, in name order. The folders under it that hold no run
-/// (explain, verify or build-timing runs) are returned apart.
-pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
-    let (mut runs, mut other) = (Vec::new(), Vec::new());
-    for path in paths {
-        if path.join(RESULTS_FILE).is_file() {
-            runs.push(RunDir::named(path, None));
-            continue;
-        }
-        let children = subdirs(path).with_context(|| {
-            format!(
-                "{}: not a run directory nor a folder of runs",
-                path.display()
-            )
-        })?;
-        for child in children {
-            let found = runs.len();
-            if child.join(RESULTS_FILE).is_file() {
-                runs.push(RunDir::named(&child, None));
-                continue;
-            }
-            for side in subdirs(&child)? {
-                if side.join(RESULTS_FILE).is_file() {
-                    runs.push(RunDir::named(&side, Some(&child)));
-                }
-            }
-            if runs.len() == found {
-                other.push(child);
-            }
-        }
-    }
-    Ok((runs, other))
-}
-
-/// The directories in `path`, in name order.
-fn subdirs(path: &Path) -> Result<Vec<PathBuf>> {
-    let mut children: Vec<PathBuf> = std::fs::read_dir(path)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    children.sort();
-    Ok(children)
-}
-
-/// Every run of `dirs`, checked; the first record that fails the check refuses the build.
-pub fn read_runs(dirs: &[RunDir]) -> Result<Vec<Run>> {
-    let checker = Checker::new()?;
-    let mut runs: Vec<Run> = Vec::new();
-    for dir in dirs {
-        let name = dir.name.clone();
-        if runs.iter().any(|r| r.name == name) {
-            anyhow::bail!(
-                "{}: a second run named {name}; give each run once",
-                dir.path.display()
-            );
-        }
-        let records = checker.check_run(&dir.path)?;
-        runs.push(Run { name, records });
-    }
-    Ok(runs)
 }
 
 /// The site of `runs`, written to `out`: index.html, compare.html, machines.html, one page per
@@ -188,6 +87,5 @@ pub fn build(runs: &[Run], out: &Path) -> Result<Built> {
         records: runs.iter().map(|r| r.records.len()).sum(),
         rows: rows.len(),
         machines: machines.len(),
-        passed_over: Vec::new(),
     })
 }

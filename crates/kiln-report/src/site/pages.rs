@@ -5,8 +5,8 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::Run;
 use super::rows::{Machine, Row};
+use super::runs::Run;
 
 /// A page: its title, its body, and the path up to the site's root (`""` or `"../"`).
 fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
@@ -164,6 +164,22 @@ fn row_table(rows: &[Row]) -> Markup {
     }
 }
 
+/// The machine's GPU with its driver, as `nvidia-smi` gave them where a record kept them.
+fn gpu_line(m: &Machine, records: &[kiln_results::Record]) -> Option<String> {
+    let gpu = m.gpu.as_ref()?;
+    let smi = records
+        .iter()
+        .find_map(|r| r.fingerprint.nvidia_smi.as_ref());
+    Some(match smi {
+        Some(s) => format!(
+            "GPU: {gpu} (driver {}, CUDA {})",
+            s.driver_version.as_deref().unwrap_or("?"),
+            s.cuda_version.as_deref().unwrap_or("?")
+        ),
+        None => format!("GPU: {gpu}"),
+    })
+}
+
 /// A machine's page: its fingerprint, then each of its runs with its rows and charts.
 pub fn machine(m: &Machine, runs: &[(Run, Vec<Row>)]) -> String {
     let records: Vec<_> = runs
@@ -174,7 +190,10 @@ pub fn machine(m: &Machine, runs: &[(Run, Vec<Row>)]) -> String {
     let body = html! {
         h1 { (m.label) }
         h2 { "Fingerprint" }
-        ul.fingerprint { @for line in crate::machines::machine_lines(&records) { li { (line) } } }
+        ul.fingerprint {
+            @for line in crate::machines::machine_lines(&records) { li { (line) } }
+            @if let Some(gpu) = gpu_line(m, &records) { li { (gpu) } }
+        }
         @if !m.isa.is_empty() { p { "Instruction sets: " (m.isa.join(", ")) } }
         h2 { "Runs" }
         @for (run, rows) in runs {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use kiln_results::schema::{DataKind, Method, Record, Status};
 
-use super::Run;
+use super::runs::Run;
 use crate::cells::{
     epoch_cell, low_confidence, machine, machine_key, pytorch_reference, reason_text,
 };

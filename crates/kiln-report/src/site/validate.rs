@@ -127,7 +127,14 @@ mod tests {
         let mut checked = 0;
         for entry in std::fs::read_dir(&root).unwrap().flatten() {
             if entry.path().join(RESULTS_FILE).is_file() {
-                checker.check_run(&entry.path()).unwrap();
+                let records = checker.check_run(&entry.path()).unwrap();
+                // Named as `cargo xtask submit` would name it.
+                let prefix = crate::site::name::run_prefix(&records).unwrap();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                assert!(
+                    name.starts_with(&format!("{prefix}-")),
+                    "{name}: not {prefix}-WHAT"
+                );
                 checked += 1;
             }
         }
