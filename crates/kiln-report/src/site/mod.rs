@@ -41,6 +41,7 @@ pub fn build(runs: &[Run], out: &Path) -> Result<Built> {
         "rows": rows,
         "filters": pages::FILTERS,
         "columns": pages::COLUMNS,
+        "rows_drawn": pages::ROWS_DRAWN,
     });
     let json = serde_json::to_string(&data)?;
     let mut files: Vec<(String, String)> = vec![

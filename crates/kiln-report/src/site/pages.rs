@@ -33,6 +33,10 @@ fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
     .into_string()
 }
 
+/// Rows the index draws until the reader asks for all: a filter change then redraws in well
+/// under 0.1 s with 10,000 rows (docs/site.md, the scale benchmark).
+pub const ROWS_DRAWN: usize = 100;
+
 /// The filters the index offers, by the name its URL uses, with their labels.
 pub const FILTERS: [(&str, &str); 10] = [
     ("vendor", "CPU vendor"),

@@ -308,24 +308,22 @@ fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
 /// A row whose run has no PyTorch row to compare with takes the PyTorch row of the same
 /// machine, model, device, precision and batch from another run.
 fn pytorch_elsewhere(rows: &mut [Row]) {
-    let reference = |r: &Row, rows: &[Row]| {
-        rows.iter()
-            .find(|p| {
-                p.backend == "pytorch"
-                    && p.epoch.is_some()
-                    && (p.machine, &p.model, &p.device, &p.precision, p.batch)
-                        == (r.machine, &r.model, &r.device, &r.precision, r.batch)
-            })
-            .and_then(|p| p.epoch)
+    let key = |r: &Row| {
+        format!(
+            "{}|{}|{}|{}|{}",
+            r.machine, r.model, r.device, r.precision, r.batch
+        )
     };
-    let found: Vec<Option<f64>> = rows
-        .iter()
-        .map(|r| match (r.vs_pytorch, r.epoch) {
-            (None, Some(e)) if r.backend != "pytorch" => reference(r, rows).map(|p| e / p),
-            (v, _) => v,
-        })
-        .collect();
-    for (r, v) in rows.iter_mut().zip(found) {
-        r.vs_pytorch = v;
+    let mut reference: HashMap<String, f64> = HashMap::new();
+    for p in rows.iter().filter(|p| p.backend == "pytorch") {
+        if let Some(e) = p.epoch {
+            reference.entry(key(p)).or_insert(e);
+        }
+    }
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.backend != "pytorch" && r.vs_pytorch.is_none())
+    {
+        r.vs_pytorch = r.epoch.zip(reference.get(&key(r))).map(|(e, p)| e / p);
     }
 }

@@ -4,7 +4,7 @@
 (function () {
   var D = window.KILN_SITE;
   var page = document.body.getAttribute("data-page");
-  var LIMIT = 500;
+  var LIMIT = D.rows_drawn;  // rows drawn until the reader asks for all
 
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
@@ -78,11 +78,19 @@
       esc(r.run) + "</a>" + also + "</td><td>" + labels + "</td></tr>";
   }
 
-  function matches(r, s) {
-    return Object.keys(FACETS).every(function (f) {
-      var want = s.get(f);
-      return !want || FACETS[f](r).indexOf(want) >= 0;
-    });
+  // Each row's filter values, read once.
+  var NAMES = Object.keys(FACETS);
+  D.rows.forEach(function (r) {
+    r.facets = NAMES.map(function (f) { return FACETS[f](r); });
+  });
+  function matcher(s) {
+    var wanted = NAMES.map(function (f) { return s.get(f); });
+    return function (r) {
+      for (var i = 0; i < wanted.length; i++) {
+        if (wanted[i] && r.facets[i].indexOf(wanted[i]) < 0) { return false; }
+      }
+      return true;
+    };
   }
 
   function sorted(rows, col, dir) {
@@ -91,7 +99,7 @@
       var x = key(col, a), y = key(col, b);
       var xm = x === null || x === undefined, ym = y === null || y === undefined;
       if (xm || ym) { return xm === ym ? 0 : xm ? 1 : -1; }  // rows without a value last
-      return (typeof x === "number" ? x - y : String(x).localeCompare(String(y))) * sign;
+      return (typeof x === "number" ? x - y : x < y ? -1 : x > y ? 1 : 0) * sign;
     });
   }
 
@@ -99,7 +107,7 @@
     var t0 = performance.now();
     var s = state();
     var col = s.get("sort") || "epoch", dir = s.get("dir") || "asc";
-    var rows = sorted(D.rows.filter(function (r) { return matches(r, s); }), col, dir);
+    var rows = sorted(D.rows.filter(matcher(s)), col, dir);
     var shown = s.get("all") === "1" ? rows : rows.slice(0, LIMIT);
     var times = shown.map(function (r) { return r.epoch; }).filter(function (e) { return e > 0; });
     var scale = { min: Math.min.apply(null, times.concat([1])), max: Math.max.apply(null, times.concat([1])) };
@@ -110,14 +118,15 @@
     document.getElementById("shown").textContent = rows.length + " of " + D.rows.length + " rows";
     var more = document.getElementById("more");
     more.innerHTML = shown.length < rows.length ? '<a href="#" id="all">Show all ' + rows.length + " rows</a>" : "";
-    document.body.setAttribute("data-render-ms", (performance.now() - t0).toFixed(1));
+    document.body.setAttribute("data-script-ms", (performance.now() - t0).toFixed(1));
   }
 
   function index() {
     var s = state();
     var form = document.getElementById("filters");
     Object.keys(FACETS).forEach(function (f) {
-      var values = unique([].concat.apply([], D.rows.map(FACETS[f])));
+      var i = NAMES.indexOf(f);
+      var values = unique([].concat.apply([], D.rows.map(function (r) { return r.facets[i]; })));
       fillSelect(form.elements[f], values, s.get(f));
     });
     form.addEventListener("change", function (e) {
