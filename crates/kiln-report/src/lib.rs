@@ -20,6 +20,7 @@ pub mod read;
 pub mod render;
 pub mod repeats;
 pub mod sections;
+#[cfg(feature = "site")]
 pub mod site;
 pub mod table;
 pub mod units;
