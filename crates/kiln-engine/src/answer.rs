@@ -1,6 +1,8 @@
-//! A runner asked one question with a JSON request file (`--explain FILE`, `--verify FILE`)
-//! and answering with one JSON record on its last line of standard output; its standard error
-//! goes to a log, its progress lines echoed. What `explain` and `verify` share besides: their
+//! The one skeleton of `explain` and `verify`: a runner asked one question with a JSON request
+//! file (`--explain FILE`, `--verify FILE`: a [`Question`]) and answering with one JSON record
+//! on its last line of standard output; its standard error goes to a log, its progress lines
+//! echoed. A row that cannot run is skipped, a runner that gives no record is that row's
+//! failure, and every record is fingerprinted the same way ([`Asking::row`]). Besides: their
 //! output directory and the one device each backend answers on.
 
 use std::path::Path;
@@ -10,7 +12,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use kiln_results::{DeviceReport, ProbeReport};
+use kiln_results::question::{Answer, Question};
+use kiln_results::{DeviceReport, ProbeReport, Status};
 
 use crate::runners::Runner;
 use crate::time;
@@ -129,4 +132,132 @@ pub fn ask_or<Q: Serialize, R: DeserializeOwned>(
         Err(e) => format!("{e:#}"),
     };
     failed(why, started.elapsed().as_secs_f64())
+}
+
+/// Where and how a command asks its questions: its output directory, the time one answer may
+/// take, and the revision its records' fingerprints name.
+pub struct Asking<'a> {
+    pub out: &'a Path,
+    pub limit: Duration,
+    pub revision: (Option<String>, Option<bool>),
+}
+
+impl Asking<'_> {
+    /// The record of `question` on `runner`: skipped for `skip`'s reason, else the runner's
+    /// answer (a failed record naming why where it gives none); fingerprinted, with the Burn
+    /// the runner was built against. `version`: the backend's, for a record the runner did not
+    /// write.
+    pub fn row<Q: Question>(
+        &self,
+        runner: &Runner,
+        question: &Q,
+        skip: Option<String>,
+        version: &str,
+    ) -> Q::Record {
+        let mut record = match skip {
+            Some(why) => {
+                let mut r = question.start(version);
+                r.end(Status::Skipped, why, 0.0);
+                r
+            }
+            None => {
+                eprintln!("kiln: {}", question.describe());
+                let stem = question.stem();
+                ask_or(
+                    runner,
+                    Q::FLAG,
+                    question,
+                    &stem,
+                    self.out,
+                    self.limit,
+                    |why, seconds| {
+                        let mut r = question.start(version);
+                        r.end(Status::Failed, why, seconds);
+                        r
+                    },
+                )
+            }
+        };
+        let burn = runner.burn_version(record.backend_version()).to_string();
+        let (commit, dirty) = &self.revision;
+        record.set_fingerprint(crate::workspace::fingerprint_here(
+            record.threads(),
+            &burn,
+            commit,
+            *dirty,
+        ));
+        record
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_results::explain::ExplainRequest;
+    use kiln_results::question::Question;
+    use kiln_results::verify::VerifyRequest;
+    use kiln_results::{ModelKind, Precision};
+
+    fn runner(script: &str) -> Runner {
+        Runner {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            needs_data_file: false,
+        }
+    }
+
+    /// Explain's and verify's rows go through the one skeleton alike: a skipped row says why
+    /// and runs nothing; a runner without a record is the row's failure; both fingerprinted.
+    #[test]
+    fn both_questions_are_skipped_failed_and_fingerprinted_alike() {
+        let tmp = tempfile::tempdir().unwrap();
+        let asking = Asking {
+            out: tmp.path(),
+            limit: Duration::from_secs(30),
+            revision: (Some("abc".into()), Some(false)),
+        };
+        let explain = ExplainRequest::new(ModelKind::Mlp, "flex", "cpu", Precision::F32, 2);
+        let never = runner("touch ran; exit 1");
+        let r = asking.row(&never, &explain, Some("no device".into()), "0.22.1");
+        assert_eq!(
+            (r.status, r.reason.as_deref()),
+            (Status::Skipped, Some("no device"))
+        );
+        assert!(!tmp.path().join("ran").exists() && !tmp.path().join("logs").exists());
+        assert_eq!(r.fingerprint.map(|f| f.kiln_commit), Some("abc".into()));
+        let verify = VerifyRequest {
+            kiln_verify: kiln_results::verify::VERIFY_VERSION,
+            model: ModelKind::Mlp,
+            backend: "flex".into(),
+            device: "cpu".into(),
+            precision: Precision::F32,
+            steps: 2,
+            batch: 2,
+            seed: 1,
+            dataset: kiln_results::DatasetName::FashionMnistSample,
+            data_dir: None,
+            data_file: None,
+            weights_in: None,
+            init_out: Some(tmp.path().join("init.safetensors")),
+            final_out: tmp.path().join("final.safetensors"),
+            fault: None,
+            learning_rate: kiln_results::LEARNING_RATE,
+        };
+        let r = asking.row(
+            &runner("echo kiln: broken >&2; exit 3"),
+            &verify,
+            None,
+            "0.22.1",
+        );
+        assert_eq!(r.status, Status::Failed);
+        assert!(r.reason.unwrap_or_default().contains("kiln: broken"));
+        assert!(
+            tmp.path()
+                .join("logs")
+                .join(format!("{}.stderr", verify.stem()))
+                .is_file()
+        );
+        assert_eq!(r.fingerprint.map(|f| f.kiln_commit), Some("abc".into()));
+    }
 }

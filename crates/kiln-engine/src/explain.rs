@@ -13,9 +13,8 @@ use kiln_results::{BurnBuild, ModelKind, Status};
 use crate::backends::Backend;
 use crate::bench::rundir::append_line;
 pub use crate::options::ExplainArgs;
-use crate::runners::{Built, Runner, build_and_probe};
+use crate::runners::{Built, build_and_probe};
 use crate::time;
-use crate::workspace::fingerprint_here;
 use kiln_report::chart;
 
 /// The file of explain records in a run directory.
@@ -29,14 +28,14 @@ const LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub fn explain(args: ExplainArgs) -> Result<bool> {
     // The requests' own rules, checked before anything is built.
-    for &model in &args.models {
+    for &model in &args.ask.models {
         request_for(&args, model, "", "default")
             .validate()
             .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
     }
-    let wanted = crate::runners::wanted_backends(args.backends.as_deref())?;
+    let wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     let out = crate::answer::out_dir(
-        args.out.as_deref(),
+        args.ask.out.as_deref(),
         "explain",
         EXPLAIN_FILE,
         " (`cargo xtask report DIR` re-renders them)",
@@ -63,28 +62,19 @@ fn explain_pass(
 ) -> Result<Vec<ExplainRecord>> {
     std::fs::create_dir_all(out.join("logs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
-    let (commit, dirty) = crate::workspace::revision();
+    let asking = crate::answer::Asking {
+        out,
+        limit: LIMIT,
+        revision: crate::workspace::revision(),
+    };
     let mut records = Vec::new();
-    for &model in &args.models {
+    for &model in &args.ask.models {
         for (backend, runner, probe) in built {
             let device = crate::answer::one_device(probe);
-            let request = request_for(
-                args,
-                model,
-                &backend.name,
-                device.as_ref().map_or("default", |d| d.spec.as_str()),
-            );
-            let mut record = match device {
-                Err(why) => {
-                    let mut r = ExplainRecord::start(&request, &probe.backend_version, 0);
-                    r.status = Status::Skipped;
-                    r.reason = Some(why);
-                    r
-                }
-                Ok(_) => run_one(runner, &request, out),
-            };
-            let version = runner.burn_version(&record.backend_version);
-            record.fingerprint = Some(fingerprint_here(record.threads, version, &commit, dirty));
+            let spec = device.as_ref().map_or("default", |d| d.spec.as_str());
+            let request = request_for(args, model, &backend.name, spec);
+            let skip = device.err();
+            let mut record = asking.row(runner, &request, skip, &probe.backend_version);
             record.burn = burn.cloned();
             // The record says so too when its ops do not decompose its step.
             record.notes.extend(record.outside_band());
@@ -218,33 +208,6 @@ fn summary(r: &ExplainRecord) {
     }
 }
 
-/// Run one request in the backend's runner: stderr to the log (its progress lines echoed),
-/// the record from stdout's last line; a failed record when there is none.
-fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> ExplainRecord {
-    let stem = format!(
-        "{}-{}-{}",
-        request.model, request.backend, request.precision
-    );
-    eprintln!(
-        "kiln: explaining {} on {} {} {} (batch {})",
-        request.model, request.backend, request.device, request.precision, request.batch
-    );
-    crate::answer::ask_or(
-        runner,
-        "--explain",
-        request,
-        &stem,
-        out,
-        LIMIT,
-        |why, seconds| {
-            let mut r = ExplainRecord::start(request, "", 0);
-            r.reason = Some(why);
-            r.wall_seconds = seconds;
-            r
-        },
-    )
-}
-
 /// Write `explain.md` (tables, charts linked) and one `explain-<model>.svg` per model into
 /// `dir`; returns the Markdown.
 pub fn write_report(dir: &Path, records: &[ExplainRecord]) -> Result<String> {
@@ -290,6 +253,18 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<ExplainRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runners::Runner;
+
+    /// One request asked as `explain` asks it.
+    fn run_one(runner: &Runner, request: &ExplainRequest, out: &Path) -> ExplainRecord {
+        let revision = (None, None);
+        crate::answer::Asking {
+            out,
+            limit: LIMIT,
+            revision,
+        }
+        .row(runner, request, None, "")
+    }
     use crate::testing::reference_script as test_script;
     use crate::testing::test_python;
     use kiln_report::explain::Phase;

@@ -131,9 +131,9 @@ impl std::str::FromStr for TargetAccuracy {
     }
 }
 
-/// The options of `explain` (`cargo xtask explain`'s flags).
+/// What `explain` and `verify` ask: which models, on which backends, written where.
 #[derive(Args, Debug, Clone)]
-pub struct ExplainArgs {
+pub struct AskArgs {
     /// Models, comma-separated.
     #[arg(
         long = "model",
@@ -142,9 +142,21 @@ pub struct ExplainArgs {
         default_value = "mnist-cnn"
     )]
     pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend).
+    /// Backends, comma-separated (default: every buildable default backend; `verify` also
+    /// takes a CPU-emulated adapter such as lavapipe).
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
+    /// Output directory (default: results/explain-<UTC timestamp>/ or verify-...).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// The options of `explain` (`cargo xtask explain`'s flags).
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// The models, backends and output directory.
+    #[command(flatten)]
+    pub ask: AskArgs,
     /// f32, f16 or bf16 (pure precisions only).
     #[arg(long, default_value = "f32")]
     pub precision: Precision,
@@ -162,26 +174,14 @@ pub struct ExplainArgs {
     /// With --burn: runs of explain per Burn, alternating (A, B, A, B, ...).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub passes: u64,
-    /// Output directory (default: results/explain-<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
 }
 
 /// The options of `verify` (`cargo xtask verify`'s flags).
 #[derive(Args, Debug, Clone)]
 pub struct VerifyArgs {
-    /// Models, comma-separated.
-    #[arg(
-        long = "model",
-        alias = "models",
-        value_delimiter = ',',
-        default_value = "mnist-cnn"
-    )]
-    pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend; a CPU-emulated
-    /// adapter such as lavapipe takes part).
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Option<Vec<String>>,
+    /// The models, backends and output directory.
+    #[command(flatten)]
+    pub ask: AskArgs,
     /// Precisions, comma-separated (default: every precision each device supports).
     #[arg(long, value_delimiter = ',')]
     pub precisions: Option<Vec<Precision>>,
@@ -206,7 +206,4 @@ pub struct VerifyArgs {
     /// Keep every row's final weights (safetensors) in the output directory.
     #[arg(long)]
     pub keep_weights: bool,
-    /// Output directory (default: results/verify-<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
 }

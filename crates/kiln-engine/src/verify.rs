@@ -16,11 +16,9 @@ use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabular
 
 use crate::backends::{self, Backend};
 use crate::bench::rundir::append_line;
-use crate::bench::rundir::cell_stem;
 pub use crate::options::VerifyArgs;
 use crate::runners::Runner;
 use crate::runners::{Built, build_and_probe};
-use crate::workspace::fingerprint_here;
 
 /// The file of verify records in a run directory.
 pub const VERIFY_FILE: &str = "verify.jsonl";
@@ -106,7 +104,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
     let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
     let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
-    let mut wanted = crate::runners::wanted_backends(args.backends.as_deref())?;
+    let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     if !wanted.iter().any(|b| b.name == reference_backend) {
         wanted.insert(0, backends::find(&reference_backend)?);
     }
@@ -114,7 +112,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     if !wanted.iter().any(|b| b.name == reference_backend) {
         bail!("--reference {reference_backend}: that backend cannot be built here");
     }
-    let out = crate::answer::out_dir(args.out.as_deref(), "verify", VERIFY_FILE, "")?;
+    let out = crate::answer::out_dir(args.ask.out.as_deref(), "verify", VERIFY_FILE, "")?;
     // Each model's dataset, and the requests' own rules checked before anything is built.
     let datasets = datasets(&args, steps, batch)?;
     let built = build_and_probe(&wanted, false)?;
@@ -271,30 +269,20 @@ impl ModelRun<'_> {
         q.data_file = data_file.cloned().filter(|_| row.runner.needs_data_file);
         q.final_out = self
             .weights_dir
-            .join(format!("{}.safetensors", cell_stem(&q.id())));
+            .join(format!("{}.safetensors", q.id().stem()));
         if reference {
             q.init_out = Some(init.to_path_buf());
         } else {
             q.weights_in = Some(init.to_path_buf());
         }
-        let mut record = match &row.skip {
-            Some(why) => {
-                let mut r = VerifyRecord::start(&q, &row.version);
-                r.status = Status::Skipped;
-                r.reason = Some(why.clone());
-                r
-            }
-            // A runner that cannot be started is that row's failure, not the end of the
-            // run: the rows already run are written with the rest.
-            None => run_one(row.runner, &q, self.out, &row.version),
+        // A runner that cannot be started is that row's failure, not the end of the run: the
+        // rows already run are written with the rest.
+        let asking = crate::answer::Asking {
+            out: self.out,
+            limit: LIMIT,
+            revision: self.revision.clone(),
         };
-        let burn = row.runner.burn_version(&record.backend_version);
-        record.fingerprint = Some(fingerprint_here(
-            record.threads,
-            burn,
-            &self.revision.0,
-            self.revision.1,
-        ));
+        let record = asking.row(row.runner, &q, row.skip.clone(), &row.version);
         Ok(record)
     }
 }
@@ -306,7 +294,7 @@ fn datasets(
     batch: usize,
 ) -> Result<Vec<(ModelKind, kiln_results::DatasetName)>> {
     let mut datasets = Vec::new();
-    for &model in &args.models {
+    for &model in &args.ask.models {
         let dataset = dataset_of(model, args)?;
         request(
             args,
@@ -410,38 +398,25 @@ fn read_final(record: &VerifyRecord) -> Result<Option<Weights>> {
     }
 }
 
-/// Run one request in the backend's runner; a failed record (with the runner's `version`)
-/// when it gives none or cannot be started.
-fn run_one(runner: &Runner, request: &VerifyRequest, out: &Path, version: &str) -> VerifyRecord {
-    let stem = cell_stem(&request.id());
-    eprintln!(
-        "kiln: verifying {} on {} {} {} ({} steps of batch {})",
-        request.model,
-        request.backend,
-        request.device,
-        request.precision,
-        request.steps,
-        request.batch
-    );
-    crate::answer::ask_or(
-        runner,
-        "--verify",
-        request,
-        &stem,
-        out,
-        LIMIT,
-        |why, seconds| {
-            let mut r = VerifyRecord::start(request, version);
-            r.reason = Some(why);
-            r.wall_seconds = seconds;
-            r
-        },
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One request asked as `verify` asks it.
+    fn run_one(
+        runner: &Runner,
+        request: &VerifyRequest,
+        out: &Path,
+        version: &str,
+    ) -> VerifyRecord {
+        let revision = (None, None);
+        crate::answer::Asking {
+            out,
+            limit: LIMIT,
+            revision,
+        }
+        .row(runner, request, None, version)
+    }
     use crate::testing::reference_script as test_script;
     use crate::testing::test_python;
     use kiln_report::verify::Verdict;
@@ -449,8 +424,11 @@ mod tests {
 
     fn args() -> VerifyArgs {
         VerifyArgs {
-            models: vec![ModelKind::MnistCnn],
-            backends: None,
+            ask: crate::options::AskArgs {
+                models: vec![ModelKind::MnistCnn],
+                backends: None,
+                out: None,
+            },
             precisions: None,
             reference: "flex".into(),
             steps: None,
@@ -459,7 +437,6 @@ mod tests {
             seed: 3,
             data_dir: None,
             keep_weights: false,
-            out: None,
         }
     }
 

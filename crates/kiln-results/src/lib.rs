@@ -16,6 +16,7 @@ pub mod observe;
 pub mod probe;
 pub mod profile;
 pub mod protocol;
+pub mod question;
 pub mod schema;
 pub mod settings;
 pub mod stats;

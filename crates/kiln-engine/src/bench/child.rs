@@ -18,7 +18,6 @@ use super::limits::Phase;
 use super::limits::{Limits, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
-use super::rundir::cell_stem;
 use super::watch::{Watched, Watching, watch};
 use crate::datasets::export_data;
 use crate::runners::Runner;
@@ -128,7 +127,7 @@ pub(super) fn run_cell(
     let suffix = run.suffix();
     let log = out
         .join("logs")
-        .join(format!("{}{suffix}.stderr", cell_stem(&cell.id)));
+        .join(format!("{}{suffix}.stderr", cell.id.stem()));
     let mut request = cell.request(cfg)?;
     request.calibrate_only = run.calibrate_only;
     request.given_peak = run.given_peak.clone();

@@ -35,8 +35,6 @@ use config::{config, dataset_for};
 pub use interrupt::{install_interrupt_handler, interrupted};
 pub use one::{OneCell, bench_one, bench_request, cell_only, one_backend};
 pub use resume::{Given, resume};
-#[cfg(test)]
-use rundir::cell_stem;
 use rundir::{append_record, check_out, prepare_out, write_run_file};
 
 /// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kiln_results::{CellId, Record};
+use kiln_results::Record;
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use crate::time;
@@ -140,27 +140,11 @@ pub(super) fn write_request(
     suffix: &str,
 ) -> Result<PathBuf> {
     let dir = out.join("cells");
-    let path = dir.join(format!("{}{suffix}.json", cell_stem(&request.id())));
+    let path = dir.join(format!("{}{suffix}.json", request.id().stem()));
     std::fs::create_dir_all(&dir)
         .and_then(|_| request.write(&path))
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
-}
-
-/// A file name for the cell `id` (its log, its request).
-pub fn cell_stem(id: &CellId) -> String {
-    let stem = format!(
-        "{}-{}-{}-{}-b{}",
-        id.model,
-        id.backend,
-        id.device.replace([':', '/', '#'], "_").replace(',', "+"),
-        id.precision,
-        id.batch_size
-    );
-    match id.training_loop {
-        Some(l) => format!("{stem}-{l}"),
-        None => stem,
-    }
 }
 
 /// The log of the run of a cell that made `r` in the run directory `run`, if it is there (a run
@@ -170,7 +154,7 @@ pub fn cell_log(run: &Path, r: &Record) -> Option<std::path::PathBuf> {
         Some(p) if p.of > 1 => format!("-r{}", p.index),
         _ => String::new(),
     };
-    let stem = cell_stem(&r.cell());
+    let stem = r.cell().stem();
     let older = stem
         .rsplit_once("-b")
         .map_or(stem.as_str(), |(head, _)| head);

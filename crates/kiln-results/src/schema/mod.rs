@@ -400,6 +400,22 @@ impl CellId {
     }
 
     /// The same cell trained through `training_loop`.
+    /// A file name for the cell (its log, its request, a verify row's weights).
+    pub fn stem(&self) -> String {
+        let stem = format!(
+            "{}-{}-{}-{}-b{}",
+            self.model,
+            self.backend,
+            self.device.replace([':', '/', '#'], "_").replace(',', "+"),
+            self.precision,
+            self.batch_size
+        );
+        match self.training_loop {
+            Some(l) => format!("{stem}-{l}"),
+            None => stem,
+        }
+    }
+
     pub fn with_loop(mut self, training_loop: TrainingLoop) -> CellId {
         self.training_loop = training_loop.id_part();
         self

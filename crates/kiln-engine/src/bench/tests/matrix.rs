@@ -115,7 +115,7 @@ fn a_remote_device_implies_the_remote_backend_and_no_other() {
         128,
     );
     assert_eq!(
-        cell_stem(&id),
+        id.stem(),
         "mnist-cnn-remote-remote_ws___gpu_3000_1-f32-b128"
     );
 }

@@ -1,0 +1,97 @@
+//! What explain's and verify's requests and records have in common: a request a runner
+//! answers with one record (`--explain FILE`, `--verify FILE`), whose header (status, reason,
+//! wall time, threads, the backend's version, the fingerprint) the engine fills the same way
+//! for both. The engine's one skeleton (`kiln_engine::answer`) runs any [`Question`].
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::explain::{ExplainRecord, ExplainRequest};
+use crate::schema::{Fingerprint, Status};
+use crate::verify::{VerifyRecord, VerifyRequest};
+
+/// A request one runner answers with one record.
+pub trait Question: Serialize {
+    type Record: Answer + Serialize + DeserializeOwned;
+    /// The runner's flag that takes the request file.
+    const FLAG: &'static str;
+    /// The request file's and the log's name (without extension).
+    fn stem(&self) -> String;
+    /// What is being asked, in words (`explaining mnist-cnn on flex cpu f32 (batch 128)`).
+    fn describe(&self) -> String;
+    /// The record of this request before anything ran: its header filled, status failed.
+    fn start(&self, backend_version: &str) -> Self::Record;
+}
+
+/// The header every answer carries.
+pub trait Answer {
+    /// Set how the request ended, why, and after how long.
+    fn end(&mut self, status: Status, reason: String, wall_seconds: f64);
+    fn threads(&self) -> usize;
+    fn backend_version(&self) -> &str;
+    fn set_fingerprint(&mut self, fingerprint: Fingerprint);
+}
+
+/// The [`Answer`] of a record whose header fields have the common names.
+macro_rules! answer {
+    ($record:ty) => {
+        impl Answer for $record {
+            fn end(&mut self, status: Status, reason: String, wall_seconds: f64) {
+                self.status = status;
+                self.reason = Some(reason);
+                self.wall_seconds = wall_seconds;
+            }
+            fn threads(&self) -> usize {
+                self.threads
+            }
+            fn backend_version(&self) -> &str {
+                &self.backend_version
+            }
+            fn set_fingerprint(&mut self, fingerprint: Fingerprint) {
+                self.fingerprint = Some(fingerprint);
+            }
+        }
+    };
+}
+answer!(ExplainRecord);
+answer!(VerifyRecord);
+
+impl Question for ExplainRequest {
+    type Record = ExplainRecord;
+    const FLAG: &'static str = "--explain";
+
+    fn stem(&self) -> String {
+        format!("{}-{}-{}", self.model, self.backend, self.precision)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "explaining {} on {} {} {} (batch {})",
+            self.model, self.backend, self.device, self.precision, self.batch
+        )
+    }
+
+    fn start(&self, backend_version: &str) -> ExplainRecord {
+        ExplainRecord::start(self, backend_version, 0)
+    }
+}
+
+impl Question for VerifyRequest {
+    type Record = VerifyRecord;
+    const FLAG: &'static str = "--verify";
+
+    fn stem(&self) -> String {
+        self.id().stem()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "verifying {} on {} {} {} ({} steps of batch {})",
+            self.model, self.backend, self.device, self.precision, self.steps, self.batch
+        )
+    }
+
+    fn start(&self, backend_version: &str) -> VerifyRecord {
+        VerifyRecord::start(self, backend_version)
+    }
+}
