@@ -361,7 +361,7 @@ mod tests {
 #[cfg(test)]
 mod resume_tests {
     use super::*;
-    use kiln_engine::bench::resume::{APPLIED_ON_RESUME, refused_on_resume};
+    use kiln_engine::bench::resume::{applied_on_resume, refused_on_resume};
 
     #[test]
     fn resume_applies_or_refuses_every_bench_all_flag() {
@@ -373,7 +373,8 @@ mod resume_tests {
             .map(|a| a.get_id().to_string())
             .filter(|id| id != "help")
             .collect();
-        for applied in APPLIED_ON_RESUME {
+        let applied = applied_on_resume();
+        for applied in &applied {
             assert!(
                 ids.iter().any(|id| id == applied),
                 "{applied} is no bench-all flag"
@@ -385,11 +386,7 @@ mod resume_tests {
             .collect();
         let refused = refused_on_resume(&given);
         // Exactly the flags that are not applied, each by its command-line name.
-        assert_eq!(
-            refused.len(),
-            ids.len() - APPLIED_ON_RESUME.len(),
-            "{refused:?}"
-        );
+        assert_eq!(refused.len(), ids.len() - applied.len(), "{refused:?}");
         for flag in [
             "--all-devices",
             "--device",

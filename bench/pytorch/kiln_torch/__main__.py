@@ -66,16 +66,16 @@ def read_cell(path):
         raise SystemExit("error: %s: the PyTorch reference trains its own loop on one device; "
                          "training_loop %r and devices %r are for Burn's runners"
                          % (path, cell.get("training_loop"), cell.get("devices")))
-    return argparse.Namespace(
-        model=cell["model"], device=cell["device"], precision=cell["precision"],
-        epochs=cell["epochs"], batch=cell["batch_size"], budget=cell["budget_seconds"],
-        seed=cell["seed"], data_file=cell["data_file"], train_limit=cell["train_limit"],
-        eval_limit=cell["eval_limit"], accum_steps=cell["accum_steps"],
-        learning_rate=cell["learning_rate"],
-        quick=cell["profile"] == "quick", no_calibrate=not cell["calibrate"],
-        calibrate_only=cell.get("calibrate_only", False), given_peak=cell.get("given_peak"),
-        timing=cell["timing"], warmup_cap_seconds=cell["warmup_cap_seconds"],
-        loss_scaling=cell.get("loss_scaling"), inject_slow_steps=cell.get("inject_slow_steps"))
+    # Every key of the request (every setting of CellSettings among them) by its own name, so
+    # a new setting reaches this runner as it reaches the Rust ones; then the few names this
+    # runner's loop reads differently, and the optional keys' defaults.
+    args = argparse.Namespace(**cell)
+    args.batch, args.budget = cell["batch_size"], cell["budget_seconds"]
+    args.quick, args.no_calibrate = cell["profile"] == "quick", not cell["calibrate"]
+    for key, default in (("calibrate_only", False), ("given_peak", None), ("loss_scaling", None),
+                         ("inject_slow_steps", None)):
+        setattr(args, key, cell.get(key, default))
+    return args
 
 
 def run(args, record):

@@ -58,38 +58,29 @@ pub(super) fn remaining_cells(run: &RunFile, dir: &Path) -> Result<Vec<PlannedCe
         .collect())
 }
 
-/// The bench-all flags (clap's argument ids) that `--resume` applies to the run's own
-/// configuration, each compared with what the run has (a difference is refused). Every other
-/// flag given with `--resume` is refused outright, so a flag added to bench-all later is
-/// refused until it is applied here: a resumed run never mixes two configurations.
-pub const APPLIED_ON_RESUME: &[&str] = &[
-    "resume",
-    // A secret, never recorded: the run's records do not depend on it.
-    "token",
-    "quick",
-    "epochs",
-    "batch",
-    "budget",
-    "seed",
-    "data_dir",
-    "eval_limit",
-    "train_limit",
-    "accum_steps",
-    "learning_rate",
-    "fallback",
-    "autotune",
-    "no_autotune_cache",
-    "warmup_cap",
-    "no_calibration",
-    "loss_scaling",
-    "repeats",
-    "target_accuracy",
-    "wait_quiet",
-    "training_loop",
-    "backends",
-    "models",
-    "precisions",
-];
+/// The run options (`CommonArgs`, by clap's argument ids) that `--resume` does not apply:
+/// where the run's files go and which data its planned cells train on (run.json fixes both).
+/// Each is refused when given with `--resume`.
+pub const NOT_APPLIED: &[&str] = &["out", "synthetic", "dataset"];
+
+/// The bench-all flags besides the run options that `--resume` takes: itself, and the matrix
+/// it compares with the run's (`backends`, `models`, `precisions`).
+const MATRIX: &[&str] = &["resume", "backends", "models", "precisions"];
+
+/// The bench-all flags (clap's argument ids) that `--resume` applies, each compared with what
+/// the run has (a difference is refused): every run option but [`NOT_APPLIED`], read from
+/// `CommonArgs` itself, so a new setting's flag is applied by `RunConfig::apply`, the one
+/// mapping (a test fails for a flag that mapping leaves out), and the matrix. Every other flag
+/// given with `--resume` is refused outright: a resumed run never mixes two configurations.
+pub fn applied_on_resume() -> Vec<String> {
+    use clap::Args;
+    CommonArgs::augment_args(clap::Command::new("bench-all"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .filter(|id| !NOT_APPLIED.contains(&id.as_str()))
+        .chain(MATRIX.iter().map(|m| m.to_string()))
+        .collect()
+}
 
 /// The flags given on a command line: each argument's id (clap's, `remote`) beside the name
 /// the user typed it by (`--device`).
@@ -97,9 +88,10 @@ pub type Given = [(String, String)];
 
 /// The flags of `given` that `--resume` cannot apply, by their command-line names.
 pub fn refused_on_resume(given: &Given) -> Vec<String> {
+    let applied = applied_on_resume();
     given
         .iter()
-        .filter(|(id, _)| !APPLIED_ON_RESUME.contains(&id.as_str()))
+        .filter(|(id, _)| !applied.contains(id))
         .map(|(_, name)| name.clone())
         .collect()
 }

@@ -210,6 +210,63 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     }
 }
 
+/// `--resume` applies every run option it does not refuse (its list is read from
+/// `CommonArgs`): each such flag, given alone, changes the run's configuration through
+/// `RunConfig::apply`, so a new flag that the mapping leaves out fails here, by its name.
+#[test]
+fn every_run_option_resume_applies_changes_the_configuration() {
+    use clap::{Args, FromArgMatches};
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path().display().to_string();
+    // A value each flag takes that is not its default; a flag without a value is a switch.
+    let samples: &[(&str, &str)] = &[
+        ("epochs", "7"),
+        ("batch", "64"),
+        ("budget", "90s"),
+        ("seed", "7"),
+        ("data_dir", &data),
+        ("eval_limit", "7"),
+        ("accum_steps", "2"),
+        ("learning_rate", "0.5"),
+        ("train_limit", "7"),
+        ("fallback", "cpu"),
+        ("autotune", "full"),
+        ("warmup_cap", "7s"),
+        ("loss_scaling", "none"),
+        ("repeats", "7"),
+        ("wait_quiet", "7s"),
+        ("target_accuracy", "0.5"),
+        ("training_loop", "learner"),
+    ];
+    let command = CommonArgs::augment_args(clap::Command::new("bench-all"));
+    let applied = resume::applied_on_resume();
+    let base = RunConfig::new(Profile::Full);
+    let mut checked = 0;
+    // The token is a secret the run never records: applied, and changing nothing.
+    for arg in command.get_arguments().filter(|a| {
+        let id = a.get_id().as_str();
+        applied.iter().any(|x| x == id) && id != "token"
+    }) {
+        let id = arg.get_id().as_str();
+        let long = format!("--{}", arg.get_long().unwrap());
+        let mut line = vec!["bench-all".to_string()];
+        if arg.get_action().takes_values() {
+            let value = samples.iter().find(|(k, _)| *k == id).map(|(_, v)| *v);
+            let value = value.unwrap_or_else(|| panic!("{long}: give it a sample value here"));
+            line.push(format!("{long}={value}"));
+        } else {
+            line.push(long.clone());
+        }
+        let matches = command.clone().try_get_matches_from(&line).unwrap();
+        let flags = CommonArgs::from_arg_matches(&matches).unwrap();
+        let mut config = base.clone();
+        config.apply(&flags).unwrap();
+        assert_ne!(config, base, "{long}: RunConfig::apply does not apply it");
+        checked += 1;
+    }
+    assert!(checked >= 18, "{checked} flags");
+}
+
 /// A run with repeats measures the GEMM peak again at its end; the change is the floor of its
 /// intervals, kept in drift.json and attached to every record read from the run.
 #[test]
