@@ -3,9 +3,10 @@
 
 use burn::module::Module;
 use burn::prelude::*;
+use kiln_core::models::Mlp;
 use kiln_core::models::{Classifier, ModelKind, trainable_parameters, training_flops_per_sample};
 use kiln_core::protocol::DeviceData;
-use kiln_core::{Mlp, MnistCnn, ResNet, Trainer};
+use kiln_core::{MnistCnn, ResNet, Trainer};
 
 fn device() -> Device {
     let d = Device::flex();

@@ -273,6 +273,7 @@ pub fn train<M: Classifier>(
             .with_training_strategy(execution.into())
             .with_interrupter(interrupter)
             .renderer(Box::new(Silent));
+        let model = steps::Learned { net: model };
         training.launch(Learner::new(model, crate::protocol::adam(), learning_rate))
     };
 
@@ -287,7 +288,7 @@ pub fn train<M: Classifier>(
             move || {
                 let result = launch();
                 let error = result.error.map(|e| e.to_string());
-                finish(&clock, &result.model, &test_split, &eval_device, batch);
+                finish(&clock, &result.model.net, &test_split, &eval_device, batch);
                 error
             }
         });

@@ -11,7 +11,7 @@ use burn::tensor::activation::relu;
 mod classifier;
 mod mlp;
 
-pub use classifier::{Classifier, LearnerSteps};
+pub use classifier::Classifier;
 pub use kiln_results::ModelKind;
 pub use mlp::Mlp;
 
