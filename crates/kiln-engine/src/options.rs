@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 use kiln_results::{
-    AutotuneLevel, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
+    AutotuneLevel, CellSettings, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
 };
+use serde::Serialize;
 
 /// Options shared by `bench-all` and `bench`.
 #[derive(Args, Debug, Clone)]
@@ -19,23 +20,13 @@ pub struct CommonArgs {
     /// Run directory (default: results/<UTC timestamp>/).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Epochs per cell (default: 20, or 3 with --quick).
-    #[arg(long)]
-    pub epochs: Option<usize>,
+    /// The settings every cell of the run shares (epochs, budget, seed, learning rate, ...).
+    #[command(flatten)]
+    pub settings: SettingFlags,
     /// Batch size, or several comma-separated (`32,128,512`: each a cell of the matrix, with
     /// images/s drawn against batch size; default: 128).
     #[arg(long, value_delimiter = ',')]
     pub batch: Option<Vec<usize>>,
-    /// Training time budget per cell: 90s, 5m, 1h, 1h30m or none (default: 20m, or 200s with
-    /// --quick).
-    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_budget)]
-    pub budget: Option<crate::time::Budget>,
-    /// Seed of initialisation, shuffling and synthetic data (default 42).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory holding dataset files (directly or in DIR/<dataset>/).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
     /// Train every cell on generated data (labelled synthetic in every record).
     #[arg(long)]
     pub synthetic: bool,
@@ -44,42 +35,10 @@ pub struct CommonArgs {
     /// sub-folder per class).
     #[arg(long)]
     pub dataset: Option<DatasetName>,
-    /// Evaluate at most this many test samples after each epoch.
-    #[arg(long)]
-    pub eval_limit: Option<usize>,
-    /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
-    #[arg(long)]
-    pub accum_steps: Option<usize>,
-    /// Adam's learning rate (default 0.001, the article's); recorded in every row.
-    #[arg(long = "lr", value_name = "RATE")]
-    pub learning_rate: Option<f64>,
-    /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
-    /// standard epoch and labelled).
-    #[arg(long)]
-    pub train_limit: Option<usize>,
-    /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
-    /// operation or type, on the CPU instead (recorded as "fell back from ...").
-    #[arg(long, value_name = "TARGET")]
-    pub fallback: Option<FallbackTarget>,
-    /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
-    #[arg(long)]
-    pub autotune: Option<AutotuneLevel>,
-    /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
-    #[arg(long)]
-    pub no_autotune_cache: bool,
-    /// The longest a cell may warm up (compile, autotune) before its step times are steady;
-    /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
-    /// else 20m).
-    #[arg(long, value_name = "DURATION", value_parser = crate::time::parse_bound)]
-    pub warmup_cap: Option<Duration>,
     /// Skip the GEMM calibration at the run's start (no "% of device peak" column; one process
     /// less per backend and type, as the GPU kit runs).
     #[arg(long)]
     pub no_calibration: bool,
-    /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
-    /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
-    #[arg(long, value_name = "MODE")]
-    pub loss_scaling: Option<kiln_results::LossScalingMode>,
     /// Run each cell N times as independent processes, interleaved across the matrix
     /// (A B C A B C ...); rows show the median over runs and the spread between them
     /// (default: 3, or 1 with --quick).
@@ -90,12 +49,6 @@ pub struct CommonArgs {
     #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true,
           value_parser = crate::time::parse_bound)]
     pub wait_quiet: Option<Duration>,
-    /// Record each cell's training time until its test accuracy first reaches A (0.8 for
-    /// 80%), or "not reached" (evaluated after every epoch, outside the clock); `none` turns
-    /// it off. Default: off with --quick; else each dataset's target (MNIST 0.98,
-    /// Fashion-MNIST 0.88, CIFAR-10 0.70; docs/methodology.md).
-    #[arg(long, value_name = "A|none")]
-    pub target_accuracy: Option<TargetAccuracy>,
     /// Training loop: kiln (Kiln's own, the default) or learner (burn-train's Learner, its
     /// dataloader, loss and accuracy metrics and events). `learner` also runs each cell
     /// through Kiln's loop, so the report shows the Learner's overhead; `kiln,learner` is the
@@ -108,11 +61,118 @@ pub struct CommonArgs {
     pub token: Option<String>,
 }
 
-/// `--target-accuracy`: a share of the test set, or `none`.
+/// The flags that set a cell's settings. Each field is named as the `CellSettings` key it sets
+/// (its command-line name may differ: `--lr` sets `learning_rate`) and serialises as that
+/// setting's value; [`SettingFlags::apply`] writes the given ones over a cell's settings by
+/// key, so there is no mapping to keep: a new setting is its field in `CellSettings` and its
+/// flag here, and a test fails for a setting without a flag or a flag without a setting.
+#[derive(Args, Serialize, Debug, Clone, Default)]
+pub struct SettingFlags {
+    /// Epochs per cell (default: 20, or 3 with --quick).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<usize>,
+    /// Training time budget per cell: 90s, 5m, 1h, 1h30m or none (default: 20m, or 200s with
+    /// --quick).
+    #[arg(long = "budget", value_name = "DURATION", value_parser = crate::time::parse_budget)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_seconds: Option<crate::time::Budget>,
+    /// The longest a cell may warm up (compile, autotune) before its step times are steady;
+    /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
+    /// else 20m).
+    #[arg(long = "warmup-cap", value_name = "DURATION", value_parser = crate::time::parse_bound_seconds)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_cap_seconds: Option<f64>,
+    /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
+    /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
+    #[arg(long, value_name = "MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_scaling: Option<kiln_results::LossScalingMode>,
+    /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accum_steps: Option<usize>,
+    /// Adam's learning rate (default 0.001, the article's); recorded in every row.
+    #[arg(long = "lr", value_name = "RATE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Directory holding dataset files (directly or in DIR/<dataset>/).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    /// Evaluate at most this many test samples after each epoch.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_limit: Option<usize>,
+    /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
+    /// standard epoch and labelled).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_limit: Option<usize>,
+    /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autotune: Option<AutotuneLevel>,
+    /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    #[arg(
+        long = "no-autotune-cache",
+        num_args = 0,
+        default_missing_value = "false"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autotune_cache: Option<bool>,
+    /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
+    /// operation or type, on the CPU instead (recorded as "fell back from ...").
+    #[arg(long, value_name = "TARGET")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackTarget>,
+    /// Record each cell's training time until its test accuracy first reaches A (0.8 for
+    /// 80%), or "not reached" (evaluated after every epoch, outside the clock); `none` turns
+    /// it off. Default: off with --quick; else each dataset's target (MNIST 0.98,
+    /// Fashion-MNIST 0.88, CIFAR-10 0.70; docs/methodology.md).
+    #[arg(long, value_name = "A|none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_accuracy: Option<TargetAccuracy>,
+}
+
+impl SettingFlags {
+    /// `settings` with every flag given written over it, by key.
+    pub fn apply(&self, settings: &mut CellSettings) -> anyhow::Result<()> {
+        if let Some(dir) = self.data_dir.as_ref().filter(|d| !d.is_dir()) {
+            anyhow::bail!("--data-dir {}: no such directory", dir.display());
+        }
+        let mut merged = serde_json::to_value(&*settings)?;
+        let given = serde_json::to_value(self)?;
+        for (key, value) in given.as_object().into_iter().flatten() {
+            let slot = merged
+                .get_mut(key)
+                .ok_or_else(|| anyhow::anyhow!("the flag for {key} sets no cell setting"))?;
+            *slot = value.clone();
+        }
+        *settings = serde_json::from_value(merged)?;
+        Ok(())
+    }
+}
+
+/// `--target-accuracy`: a share of the test set, or `none` (the setting's value: the share, or
+/// null).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TargetAccuracy {
     Off,
     Share(f64),
+}
+
+impl Serialize for TargetAccuracy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TargetAccuracy::Off => s.serialize_none(),
+            TargetAccuracy::Share(a) => s.serialize_some(a),
+        }
+    }
 }
 
 impl std::str::FromStr for TargetAccuracy {

@@ -40,9 +40,15 @@ pub fn parse_duration(text: &str) -> Result<Option<Duration>, String> {
     Ok(Some(d))
 }
 
-/// `--budget`: a time limit per cell, or none (`none`).
+/// `--budget`: a time limit per cell, or none (`none`); as a setting, its seconds or null.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget(pub Option<Duration>);
+
+impl serde::Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.map(|d| d.as_secs_f64()).serialize(s)
+    }
+}
 
 /// `--budget`'s value parser.
 pub fn parse_budget(text: &str) -> Result<Budget, String> {
@@ -52,6 +58,11 @@ pub fn parse_budget(text: &str) -> Result<Budget, String> {
 /// `--wait-quiet`'s value parser: a bound is needed.
 pub fn parse_bound(text: &str) -> Result<Duration, String> {
     parse_duration(text)?.ok_or_else(|| "give a bound (e.g. 2m), not none".to_string())
+}
+
+/// `--warmup-cap`'s value parser: a bound, in seconds (the setting's unit).
+pub fn parse_bound_seconds(text: &str) -> Result<f64, String> {
+    parse_bound(text).map(|d| d.as_secs_f64())
 }
 
 /// `1m05s`-style durations for progress lines.

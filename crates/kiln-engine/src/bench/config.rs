@@ -8,7 +8,7 @@ use kiln_results::{
     TrainingLoop,
 };
 
-use crate::options::{CommonArgs, TargetAccuracy};
+use crate::options::CommonArgs;
 
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
@@ -165,60 +165,16 @@ impl RunConfig {
     /// `new` made its defaults). `bench-all`, `bench` and `--resume` share this one mapping
     /// from flags to settings.
     pub fn apply(&mut self, common: &CommonArgs) -> Result<()> {
-        let cell = &mut self.cell;
         if common.quick {
-            cell.profile = Profile::Quick;
+            self.cell.profile = Profile::Quick;
         }
-        if let Some(v) = common.epochs {
-            cell.epochs = v;
-        }
-        if let Some(budget) = common.budget {
-            cell.budget_seconds = budget.0.map(|b| b.as_secs_f64());
-        }
-        if let Some(cap) = common.warmup_cap {
-            cell.warmup_cap_seconds = cap.as_secs_f64();
-        }
-        if common.loss_scaling.is_some() {
-            cell.loss_scaling = common.loss_scaling;
-        }
-        if let Some(v) = common.seed {
-            cell.seed = v;
-        }
-        if let Some(dir) = &common.data_dir {
-            if !dir.is_dir() {
-                bail!("--data-dir {}: no such directory", dir.display());
-            }
-            cell.data_dir = Some(dir.clone());
-        }
-        if common.eval_limit.is_some() {
-            cell.eval_limit = common.eval_limit;
-        }
-        if common.train_limit.is_some() {
-            cell.train_limit = common.train_limit;
-        }
-        if let Some(v) = common.accum_steps {
-            cell.accum_steps = v;
-        }
-        if let Some(v) = common.learning_rate {
-            cell.learning_rate = v;
-        }
-        if common.fallback.is_some() {
-            cell.fallback = common.fallback;
-        }
-        if common.autotune.is_some() {
-            cell.autotune = common.autotune;
-        }
-        if common.no_autotune_cache {
-            cell.autotune_cache = false;
-        }
-        if let Some(t) = common.target_accuracy {
-            (cell.target_accuracy, self.default_targets) = match t {
-                TargetAccuracy::Share(a) => (Some(a), false),
-                TargetAccuracy::Off => (None, false),
-            };
+        common.settings.apply(&mut self.cell)?;
+        // A target given (or `none`) replaces each dataset's default target.
+        if common.settings.target_accuracy.is_some() {
+            self.default_targets = false;
         }
         if let Some(v) = &common.batch {
-            self.batch_sizes = batch_sizes(Some(v), cell.profile)?;
+            self.batch_sizes = batch_sizes(Some(v), self.cell.profile)?;
         }
         if let Some(n) = common.repeats {
             self.repeats = n;
@@ -324,12 +280,12 @@ pub(super) fn dataset_for(
         if !name.fits(model) {
             bail!("dataset {name} does not fit model {model} (different image shape)");
         }
-        kiln_data::available(name, common.data_dir.as_deref())?;
+        kiln_data::available(name, common.settings.data_dir.as_deref())?;
         return Ok((name, None));
     }
     Ok(kiln_data::default_dataset(
         model.geometry(),
         common.quick,
-        common.data_dir.as_deref(),
+        common.settings.data_dir.as_deref(),
     )?)
 }

@@ -300,8 +300,8 @@ pub(crate) fn matrix(
         backends_named,
         all_devices,
         fallback: cfg.cell.fallback.is_some(),
-        budget_given: common.budget.is_some(),
-        autotune_given: common.autotune.is_some(),
+        budget_given: common.settings.budget_seconds.is_some(),
+        autotune_given: common.settings.autotune.is_some(),
         profile,
         loops: cfg.loops.clone(),
     })

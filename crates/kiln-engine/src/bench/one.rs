@@ -177,8 +177,8 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
         backends_named: true,
         all_devices: false,
         fallback: cfg.cell.fallback.is_some(),
-        budget_given: common.budget.is_some(),
-        autotune_given: common.autotune.is_some(),
+        budget_given: common.settings.budget_seconds.is_some(),
+        autotune_given: common.settings.autotune.is_some(),
         profile: cfg.cell.profile,
         loops: cfg.loops.clone(),
     };

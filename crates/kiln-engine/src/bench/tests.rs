@@ -261,26 +261,13 @@ fn common() -> CommonArgs {
         token: None,
         quick: false,
         out: None,
-        epochs: None,
+        settings: Default::default(),
         batch: None,
-        budget: None,
-        seed: None,
-        data_dir: None,
         synthetic: false,
         dataset: None,
-        eval_limit: None,
-        train_limit: None,
-        accum_steps: None,
-        learning_rate: None,
-        fallback: None,
-        autotune: None,
-        no_autotune_cache: false,
-        warmup_cap: None,
-        loss_scaling: None,
         no_calibration: false,
         repeats: None,
         wait_quiet: None,
-        target_accuracy: None,
     }
 }
 
@@ -304,7 +291,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
 
     let mut other = common();
     other.quick = true;
-    other.epochs = Some(5);
+    other.settings.epochs = Some(5);
     let err = resume(&out, &other, &[], None, None, None)
         .unwrap_err()
         .to_string();
@@ -318,9 +305,9 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     );
     // Every flag that shapes a cell is compared, the runtime ones included.
     let mut runtime = common();
-    runtime.fallback = Some(FallbackTarget::Cpu);
-    runtime.autotune = Some(AutotuneLevel::Full);
-    runtime.no_autotune_cache = true;
+    runtime.settings.fallback = Some(FallbackTarget::Cpu);
+    runtime.settings.autotune = Some(AutotuneLevel::Full);
+    runtime.settings.autotune_cache = Some(false);
     let err = resume(&out, &runtime, &[], None, None, None)
         .unwrap_err()
         .to_string();

@@ -149,7 +149,7 @@ fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refuse
     flags.quick = true;
     let (_, default) = config::config(&flags, false).unwrap();
     assert_eq!(default.cell.learning_rate, kiln_results::LEARNING_RATE);
-    flags.learning_rate = Some(0.01);
+    flags.settings.learning_rate = Some(0.01);
     let (_, cfg) = config::config(&flags, false).unwrap();
     let request = cell("flex").request(&cfg).unwrap();
     assert_eq!(request.settings.learning_rate, 0.01);
@@ -173,22 +173,23 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     let data = tempfile::tempdir().unwrap();
     let mut flags = common();
     flags.quick = true;
-    flags.epochs = Some(7);
-    flags.budget = Some(crate::time::Budget(Some(std::time::Duration::from_secs(
+    let s = &mut flags.settings;
+    s.epochs = Some(7);
+    s.budget_seconds = Some(crate::time::Budget(Some(std::time::Duration::from_secs(
         90,
     ))));
-    flags.seed = Some(7);
-    flags.data_dir = Some(data.path().to_path_buf());
-    flags.eval_limit = Some(7);
-    flags.train_limit = Some(7);
-    flags.accum_steps = Some(2);
-    flags.learning_rate = Some(0.007);
-    flags.fallback = Some(FallbackTarget::Cpu);
-    flags.autotune = Some(AutotuneLevel::Full);
-    flags.no_autotune_cache = true;
-    flags.warmup_cap = Some(std::time::Duration::from_secs(77));
-    flags.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
-    flags.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
+    s.seed = Some(7);
+    s.data_dir = Some(data.path().to_path_buf());
+    s.eval_limit = Some(7);
+    s.train_limit = Some(7);
+    s.accum_steps = Some(2);
+    s.learning_rate = Some(0.007);
+    s.fallback = Some(FallbackTarget::Cpu);
+    s.autotune = Some(AutotuneLevel::Full);
+    s.autotune_cache = Some(false);
+    s.warmup_cap_seconds = Some(77.0);
+    s.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
+    s.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
     let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
     let (_, set) = config::config(&flags, true).unwrap();
     let set = serde_json::to_value(&set.cell).unwrap();
@@ -222,7 +223,7 @@ fn every_run_option_resume_applies_changes_the_configuration() {
     let samples: &[(&str, &str)] = &[
         ("epochs", "7"),
         ("batch", "64"),
-        ("budget", "90s"),
+        ("budget_seconds", "90s"),
         ("seed", "7"),
         ("data_dir", &data),
         ("eval_limit", "7"),
@@ -231,7 +232,7 @@ fn every_run_option_resume_applies_changes_the_configuration() {
         ("train_limit", "7"),
         ("fallback", "cpu"),
         ("autotune", "full"),
-        ("warmup_cap", "7s"),
+        ("warmup_cap_seconds", "7s"),
         ("loss_scaling", "none"),
         ("repeats", "7"),
         ("wait_quiet", "7s"),
@@ -250,7 +251,8 @@ fn every_run_option_resume_applies_changes_the_configuration() {
         let id = arg.get_id().as_str();
         let long = format!("--{}", arg.get_long().unwrap());
         let mut line = vec!["bench-all".to_string()];
-        if arg.get_action().takes_values() {
+        let switch = arg.get_num_args().is_some_and(|n| n.max_values() == 0);
+        if arg.get_action().takes_values() && !switch {
             let value = samples.iter().find(|(k, _)| *k == id).map(|(_, v)| *v);
             let value = value.unwrap_or_else(|| panic!("{long}: give it a sample value here"));
             line.push(format!("{long}={value}"));
