@@ -26,6 +26,7 @@ const MACHINE: &[&str] = &["/fingerprint", "/args", "/device_name"];
 /// Values a fixed seed and request fix on every machine.
 const EXACT: &[&str] = &[
     "/schema",
+    "/settings",
     "/model",
     "/backend",
     "/device",

@@ -247,6 +247,7 @@ impl Observed {
         r.epochs_requested = request.settings.epochs;
         r.seed = request.settings.seed;
         r.learning_rate = request.settings.learning_rate;
+        r.settings = Some(request.settings.clone());
         r.dataset = self.dataset;
         r.data = self.data;
         fingerprint.backend_version = self.backend_version;

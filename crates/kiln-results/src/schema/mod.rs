@@ -224,6 +224,10 @@ pub struct Record {
     /// runner, its autodiff graph and its memory were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<Remote>,
+    /// Every setting the cell ran with, as its request gave them (`None` in records made
+    /// before Kiln kept them): a new setting is recorded without a field of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<crate::CellSettings>,
 }
 
 fn one() -> usize {
@@ -342,6 +346,7 @@ impl Record {
             training_loop: cell.training_loop,
             data_parallel: None,
             remote: None,
+            settings: None,
         }
     }
 
