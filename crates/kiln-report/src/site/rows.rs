@@ -78,7 +78,8 @@ pub struct Row {
 }
 
 /// The machines and the rows of `runs`: every run's rows (repeats combined), then one row per
-/// key, the best measured (timed before not, measured before projected, more runs, newer).
+/// key, the best measured (timed before not, measured before projected, a release build
+/// before CI's opt-level 0, more runs, newer).
 pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
     let mut machines: Vec<Machine> = Vec::new();
     let mut per_run = Vec::new();
@@ -274,6 +275,7 @@ fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
         (
             r.epoch.is_some(),
             !r.labels.contains(&"projected"),
+            !r.labels.contains(&"opt-level 0"),
             r.runs,
             r.date.clone(),
         )
