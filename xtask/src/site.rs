@@ -1,169 +1,50 @@
-//! `cargo xtask site` (the results site of every committed run, `kiln_report::site`) and
-//! `cargo xtask submit` (a run checked and copied under docs/results by its canonical name).
+//! `cargo xtask site` and `cargo xtask submit`: kiln-report's `kiln-site` binary (the results
+//! site, `kiln_report::site`), built on first use so that xtask itself stays light, run with
+//! the workspace's committed runs.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use kiln_report::site::{self, name};
+use anyhow::{Context, Result};
 
-use crate::workspace::{target_dir, workspace_root};
+use crate::workspace::{cargo, target_dir, workspace_root};
 
 /// Where committed runs live, from the workspace root.
 pub const RESULTS_DIR: &str = "docs/results";
 
-pub fn site(out: Option<PathBuf>, extra: &[PathBuf]) -> Result<bool> {
+/// Run `kiln-site` with `args` and the committed runs; whether it succeeded (it says why not).
+fn kiln_site(command: &str, args: &[&Path]) -> Result<bool> {
+    let results = workspace_root().join(RESULTS_DIR);
+    let status = cargo()
+        .current_dir(workspace_root())
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "kiln-report",
+            "--features",
+            "site",
+            "--bin",
+            "kiln-site",
+        ])
+        .args(["--", command, "--results"])
+        .arg(&results)
+        .args(args)
+        .status()
+        .context("cannot run cargo to build and run kiln-site")?;
+    Ok(status.success())
+}
+
+pub fn site(out: Option<PathBuf>, runs: &[PathBuf]) -> Result<bool> {
     let out = out.unwrap_or_else(|| target_dir().join("site"));
-    let mut sources = vec![workspace_root().join(RESULTS_DIR)];
-    sources.extend(extra.iter().cloned());
-    let (dirs, passed_over) = site::run_dirs(&sources)?;
-    let runs = site::read_runs(&dirs)?;
-    let built = site::build(&runs, &out)?;
-    for dir in &passed_over {
-        eprintln!(
-            "kiln: passed over {} (no results.jsonl: an explain, verify or build run)",
-            dir.display()
-        );
-    }
-    eprintln!(
-        "kiln: site of {} records from {} runs on {} machines ({} rows): {}",
-        built.records,
-        built.runs,
-        built.machines,
-        built.rows,
-        out.join("index.html").display()
-    );
-    Ok(true)
-}
-
-/// `what` as the name's last part: given, else the directory's own name unless it is a bare
-/// time stamp (`20261204-225533`), else `run`.
-fn what_of(run: &Path, what: Option<&str>) -> Result<String> {
-    let own = run
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stamp = own.len() == 15 && own.chars().filter(char::is_ascii_digit).count() == 14;
-    let chosen = match what {
-        Some(w) => w.to_string(),
-        None if stamp || own.is_empty() => "run".into(),
-        None => own,
-    };
-    let slug = name::slug(&chosen);
-    if slug.is_empty() {
-        bail!("--what {chosen:?}: give a name of letters and digits (`quick-repeats3`)");
-    }
-    Ok(slug)
-}
-
-/// Check `run` and copy it to `results/DATE-CPU-TAG-WHAT`; the new directory's path.
-pub fn submit_into(run: &Path, what: Option<&str>, results: &Path) -> Result<PathBuf> {
-    let records = site::Checker::new()?.check_run(run)?;
-    let prefix =
-        name::run_prefix(&records).map_err(|why| anyhow::anyhow!("{}: {why}", run.display()))?;
-    let dest = results.join(format!("{prefix}-{}", what_of(run, what)?));
-    if dest.exists() {
-        bail!(
-            "{} is already there: pass --what NAME to name this run apart",
-            dest.display()
-        );
-    }
-    copy_run(run, &dest)?;
-    Ok(dest)
+    let mut args: Vec<&Path> = vec![Path::new("--out"), &out];
+    args.extend(runs.iter().map(PathBuf::as_path));
+    kiln_site("site", &args)
 }
 
 pub fn submit(run: &Path, what: Option<&str>) -> Result<bool> {
-    let dest = submit_into(run, what, &workspace_root().join(RESULTS_DIR))?;
-    eprintln!(
-        "kiln: copied {} to {}\nkiln: `cargo xtask site` now shows it; commit it \
-         (`git add {}`) and open a pull request",
-        run.display(),
-        dest.display(),
-        dest.display()
-    );
-    Ok(true)
-}
-
-/// A run's files, sub-directories included, without the exported data files (`*.kdata`: the
-/// dataset's bytes again) or links.
-fn copy_run(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    for entry in
-        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
-    {
-        let entry = entry?;
-        let (path, kind) = (entry.path(), entry.file_type()?);
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_run(&path, &target)?;
-        } else if kind.is_file() && path.extension().is_none_or(|e| e != "kdata") {
-            std::fs::copy(&path, &target).with_context(|| {
-                format!("cannot copy {} to {}", path.display(), target.display())
-            })?;
-        }
+    let mut args: Vec<&Path> = vec![run];
+    if let Some(w) = what {
+        args.extend([Path::new("--what"), Path::new(w)]);
     }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A committed run copied to a scratch `results/<stamp>` directory, as a run leaves it.
-    fn fresh_run(tmp: &Path) -> PathBuf {
-        let run = tmp.join("results/20261204-101500");
-        let committed = workspace_root()
-            .join(RESULTS_DIR)
-            .join("2026-12-04-xeon-f6m167-first-run");
-        copy_run(&committed, &run).unwrap();
-        run
-    }
-
-    #[test]
-    fn submit_names_a_run_by_its_records_and_the_next_site_shows_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let run = fresh_run(tmp.path());
-        let results = tmp.path().join("docs-results");
-        let dest = submit_into(&run, None, &results).unwrap();
-        assert_eq!(dest.file_name().unwrap(), "2026-12-04-xeon-f6m167-run");
-        // The same run again is refused until it is named apart.
-        let again = submit_into(&run, None, &results).unwrap_err().to_string();
-        assert!(again.contains("--what"), "{again}");
-        submit_into(&run, Some("first run, again"), &results).unwrap();
-        assert!(
-            results
-                .join("2026-12-04-xeon-f6m167-first-run-again")
-                .is_dir()
-        );
-        // The next site reads it and names it as the source of its rows.
-        let (dirs, _) = site::run_dirs(&[results]).unwrap();
-        let runs = site::read_runs(&dirs).unwrap();
-        let out = tmp.path().join("site");
-        site::build(&runs, &out).unwrap();
-        let data: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("data.json")).unwrap()).unwrap();
-        let named = |v: &serde_json::Value| v.to_string().contains("2026-12-04-xeon-f6m167-run\"");
-        assert!(named(&data["machines"][0]["runs"]), "{data}");
-        // Its row names it: as the row's source, or among the other runs that measured it.
-        let row = &data["rows"][0];
-        assert!(named(&row["run"]) || named(&row["also"]), "{row}");
-    }
-
-    #[test]
-    fn submit_refuses_a_corrupt_run_naming_file_line_and_field() {
-        let tmp = tempfile::tempdir().unwrap();
-        let run = fresh_run(tmp.path());
-        let file = run.join("results.jsonl");
-        let text = std::fs::read_to_string(&file).unwrap();
-        std::fs::write(
-            &file,
-            text.replacen("\"test_accuracy\":0.", "\"test_accuracy\":\"0.", 1)
-                .replacen(",\"test_samples\"", "\",\"test_samples\"", 1),
-        )
-        .unwrap();
-        let err = submit_into(&run, None, &tmp.path().join("out"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("results.jsonl:1: /test_accuracy"), "{err}");
-        assert!(!tmp.path().join("out").exists());
-    }
+    kiln_site("submit", &args)
 }

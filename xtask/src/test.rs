@@ -41,6 +41,8 @@ pub fn groups(packages: &[Vec<&str>]) -> Vec<Group> {
         args: ["test"]
             .into_iter()
             .chain(TOOLS.iter().flat_map(|p| ["-p", p]))
+            // The results site, its browser test and `kiln-site` (xtask does not link it).
+            .chain(["--features", "kiln-report/site"])
             .map(String::from)
             .collect(),
     }];

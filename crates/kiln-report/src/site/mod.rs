@@ -7,6 +7,7 @@ pub mod name;
 pub mod pages;
 pub mod rows;
 pub mod runs;
+pub mod submit;
 pub mod validate;
 
 use std::path::Path;

@@ -1,0 +1,87 @@
+//! `kiln-site`: the results site and `submit`, as `cargo xtask site` and `cargo xtask submit`
+//! run them. A binary of its own (feature `site`), built when first asked for, so that xtask,
+//! which every first run builds, does not compile the JSON Schema validator.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kiln_report::site;
+
+#[derive(Parser)]
+#[command(about = "Kiln's results site and the submission of a run (docs/site.md)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the site of every run under RESULTS and the run directories given.
+    Site {
+        /// The committed runs (docs/results).
+        #[arg(long)]
+        results: PathBuf,
+        /// The site's folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Run directories (or folders of runs) to show besides them.
+        runs: Vec<PathBuf>,
+    },
+    /// Check a run directory and copy it under RESULTS by its canonical name.
+    Submit {
+        run: PathBuf,
+        /// The committed runs (docs/results).
+        #[arg(long)]
+        results: PathBuf,
+        /// What the run was, the name's last part.
+        #[arg(long)]
+        what: Option<String>,
+    },
+}
+
+fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<()> {
+    let sources: Vec<PathBuf> = std::iter::once(results).chain(runs).collect();
+    let (dirs, passed_over) = site::run_dirs(&sources)?;
+    let runs = site::read_runs(&dirs)?;
+    let built = site::build(&runs, &out)?;
+    for dir in &passed_over {
+        eprintln!(
+            "kiln: passed over {} (no results.jsonl: an explain, verify or build run)",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "kiln: site of {} records from {} runs on {} machines ({} rows): {}",
+        built.records,
+        built.runs,
+        built.machines,
+        built.rows,
+        out.join("index.html").display()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Site { results, out, runs } => build(results, out, runs),
+        Command::Submit { run, results, what } => {
+            site::submit::submit(&run, what.as_deref(), &results).map(|dest| {
+                eprintln!(
+                    "kiln: copied {} to {}\nkiln: `cargo xtask site` now shows it; commit it \
+                     (`git add {}`) and open a pull request",
+                    run.display(),
+                    dest.display(),
+                    dest.display()
+                );
+            })
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
