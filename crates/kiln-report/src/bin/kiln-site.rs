@@ -47,7 +47,7 @@ fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<(
     let built = site::build(&runs, &out)?;
     for dir in &passed_over {
         eprintln!(
-            "kiln: passed over {} (no results.jsonl: an explain, verify or build run)",
+            "kiln: passed over {} (no results.jsonl in it or below: explain, verify or build runs hold none)",
             dir.display()
         );
     }

@@ -16,42 +16,35 @@ pub struct Run {
     pub records: Vec<Record>,
 }
 
-/// A run directory and its name on the site: its own, under its folder's for a side of an
-/// A/B run (`RUN/a-0.22.1`).
+/// A run directory and its name on the site: its path under the folder of runs it was found
+/// in (`RUN`, an A/B run's side `RUN/a-0.22.1`, a fleet task `RUN/results/TASK`).
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub name: String,
     pub path: PathBuf,
 }
 
-impl RunDir {
-    fn named(path: &Path, folder: Option<&Path>) -> RunDir {
-        let own = |p: &Path| {
-            p.file_name().map_or_else(
-                || p.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            )
-        };
-        let name = match folder {
-            Some(f) => format!("{}/{}", own(f), own(path)),
-            None => own(path),
-        };
-        RunDir {
-            name,
-            path: path.to_path_buf(),
-        }
-    }
-}
+/// How far below a folder of runs a run may lie: an A/B run's sides one level down, a fleet
+/// run's tasks (`RUN/results/TASK/`) two.
+const DEPTH: usize = 3;
 
 /// The run directories among `paths`: a directory that holds a `results.jsonl` is a run;
-/// any other directory is a folder of runs (`docs/results`, or an A/B run's folder of its
-/// sides), read down to two levels, in name order. The folders under it that hold no run
-/// (explain, verify or build-timing runs) are returned apart.
+/// any other directory is a folder of runs (`docs/results`), each of its directories a run or
+/// holding runs below it (an A/B run's sides, a fleet run's tasks), in name order. The
+/// directories under it that hold no run at all (explain, verify or build-timing runs) are
+/// returned apart, to be named.
 pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
     let (mut runs, mut other) = (Vec::new(), Vec::new());
     for path in paths {
         if path.join(RESULTS_FILE).is_file() {
-            runs.push(RunDir::named(path, None));
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            runs.push(RunDir {
+                name,
+                path: path.clone(),
+            });
             continue;
         }
         let children = subdirs(path).with_context(|| {
@@ -62,21 +55,30 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
         })?;
         for child in children {
             let found = runs.len();
-            if child.join(RESULTS_FILE).is_file() {
-                runs.push(RunDir::named(&child, None));
-                continue;
-            }
-            for side in subdirs(&child)? {
-                if side.join(RESULTS_FILE).is_file() {
-                    runs.push(RunDir::named(&side, Some(&child)));
-                }
-            }
+            collect(path, &child, DEPTH, &mut runs)?;
             if runs.len() == found {
                 other.push(child);
             }
         }
     }
     Ok((runs, other))
+}
+
+/// `dir` if it is a run, else the runs below it down to `depth` levels, named by their path
+/// under `root`.
+fn collect(root: &Path, dir: &Path, depth: usize, runs: &mut Vec<RunDir>) -> Result<()> {
+    if dir.join(RESULTS_FILE).is_file() {
+        let name = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+        runs.push(RunDir {
+            name,
+            path: dir.to_path_buf(),
+        });
+    } else if depth > 1 {
+        for sub in subdirs(dir)? {
+            collect(root, &sub, depth - 1, runs)?;
+        }
+    }
+    Ok(())
 }
 
 /// The directories in `path`, in name order.

@@ -124,6 +124,15 @@ mod tests {
     fn every_committed_run_passes_the_schema() {
         let checker = Checker::new().unwrap();
         let root = committed("");
+        // Every run, A/B sides and fleet tasks included, passes the schema.
+        let (dirs, _) = crate::site::run_dirs(std::slice::from_ref(&root)).unwrap();
+        assert!(
+            dirs.iter().any(|d| d.name.contains("/results/")),
+            "no fleet task found"
+        );
+        for dir in &dirs {
+            checker.check_run(&dir.path).unwrap();
+        }
         let mut checked = 0;
         for entry in std::fs::read_dir(&root).unwrap().flatten() {
             if entry.path().join(RESULTS_FILE).is_file() {
