@@ -46,23 +46,33 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
         })?;
         let first = loaded.records.len();
         read_into(BufReader::new(file), &file_path, &mut loaded);
-        // The run's drift (`drift.json` beside the results), the floor of its intervals.
-        let drift_path = file_path.with_file_name(kiln_results::drift::DRIFT_FILE);
-        if let Ok(text) = std::fs::read_to_string(&drift_path) {
-            match serde_json::from_str::<kiln_results::drift::RunDrift>(&text) {
-                Ok(drift) => {
-                    for r in &mut loaded.records[first..] {
-                        r.run_drift = Some(drift.share);
-                    }
-                }
-                Err(e) => loaded.warnings.push(format!(
-                    "{}: not a drift file this Kiln can read ({e}); intervals there have no floor",
-                    drift_path.display()
-                )),
-            }
-        }
+        attach_drift(
+            &file_path,
+            &mut loaded.records[first..],
+            &mut loaded.warnings,
+        );
     }
     Ok(loaded)
+}
+
+/// Attach the run's drift (`drift.json` beside the results file `results`), the floor of its
+/// intervals, to its `records`; a drift file this Kiln cannot read is a warning.
+pub fn attach_drift(results: &Path, records: &mut [Record], warnings: &mut Vec<String>) {
+    let drift_path = results.with_file_name(kiln_results::drift::DRIFT_FILE);
+    let Ok(text) = std::fs::read_to_string(&drift_path) else {
+        return;
+    };
+    match serde_json::from_str::<kiln_results::drift::RunDrift>(&text) {
+        Ok(drift) => {
+            for r in records {
+                r.run_drift = Some(drift.share);
+            }
+        }
+        Err(e) => warnings.push(format!(
+            "{}: not a drift file this Kiln can read ({e}); intervals there have no floor",
+            drift_path.display()
+        )),
+    }
 }
 
 /// Parse JSON lines from `reader`, appending records and warnings to `loaded`. A last line
@@ -106,8 +116,11 @@ pub fn read_into(mut reader: impl BufRead, origin: &Path, loaded: &mut Loaded) {
 
 /// Parse one line, checking the schema version before the layout.
 pub fn parse_line(text: &str) -> Result<Record, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    parse_value(serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?)
+}
+
+/// A record from one line's JSON, checking the schema version before the layout.
+pub fn parse_value(value: serde_json::Value) -> Result<Record, String> {
     let schema = value.get("schema").and_then(|v| v.as_u64());
     match schema {
         Some(v) if v == u64::from(SCHEMA_VERSION) => {}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use kiln_results::schema::Record;
 
-use crate::read::{RESULTS_FILE, load};
+use crate::read::{RESULTS_FILE, attach_drift, parse_value};
 
 /// A run refused: which file, which line (0: the file itself), which field, and why.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +49,7 @@ impl Checker {
         };
         let text =
             std::fs::read_to_string(&path).map_err(|e| refused(0, "(file)", e.to_string()))?;
+        let mut records = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -64,17 +65,17 @@ impl Checker {
                 };
                 return Err(refused(i + 1, field, message));
             }
-            crate::read::parse_line(line).map_err(|why| refused(i + 1, "(record)", why))?;
+            records.push(parse_value(value).map_err(|why| refused(i + 1, "(record)", why))?);
         }
-        let loaded = load(std::slice::from_ref(&dir.to_path_buf()))
-            .map_err(|e| refused(0, "(file)", e.to_string()))?;
-        if let Some(warning) = loaded.warnings.first() {
-            return Err(refused(0, "(record)", warning.clone()));
+        let mut warnings = Vec::new();
+        attach_drift(&path, &mut records, &mut warnings);
+        if let Some(warning) = warnings.first() {
+            return Err(refused(0, "(file)", warning.clone()));
         }
-        if loaded.records.is_empty() {
+        if records.is_empty() {
             return Err(refused(0, "(file)", "no record".into()));
         }
-        Ok(loaded.records)
+        Ok(records)
     }
 }
 
