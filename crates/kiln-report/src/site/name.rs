@@ -23,10 +23,32 @@ fn cpu_word(r: &Record) -> String {
             return line.into();
         }
     }
-    match vendor {
-        Some("AuthenticAMD") => "amd".into(),
-        Some("GenuineIntel") => "intel".into(),
-        _ => slug(name.split_whitespace().next().unwrap_or("cpu")),
+    if vendor.is_some_and(|id| VENDORS.iter().any(|(known, _)| *known == id)) {
+        vendor_name(r).to_ascii_lowercase()
+    } else {
+        slug(name.split_whitespace().next().unwrap_or("cpu"))
+    }
+}
+
+/// CPU vendors by the identification string their CPUs report, and their names.
+const VENDORS: [(&str, &str); 2] = [("AuthenticAMD", "AMD"), ("GenuineIntel", "Intel")];
+
+/// The CPU's vendor as people name it (`AMD`, `Intel`), else the identification string, else
+/// the first word of the CPU's name.
+pub fn vendor_name(r: &Record) -> String {
+    let f = &r.fingerprint;
+    match f.cpu.as_ref().and_then(|c| c.vendor.as_deref()) {
+        Some(id) => VENDORS
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map_or(id, |(_, name)| name)
+            .to_string(),
+        None => f
+            .cpu_model
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
     }
 }
 

@@ -139,17 +139,7 @@ fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
 fn new_machine(r: &Record, key: String, id: String) -> Machine {
     let f = &r.fingerprint;
     let cpu = f.cpu.clone().unwrap_or_default();
-    let vendor = match cpu.vendor.as_deref() {
-        Some("AuthenticAMD") => "AMD".to_string(),
-        Some("GenuineIntel") => "Intel".to_string(),
-        Some(v) => v.to_string(),
-        None => f
-            .cpu_model
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string(),
-    };
+    let vendor = super::name::vendor_name(r);
     let family = cpu
         .family
         .map_or_else(|| vendor.clone(), |n| format!("{vendor} family {n}"));
