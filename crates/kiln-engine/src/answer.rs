@@ -9,8 +9,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use kiln_results::question::{Answer, Question};
 use kiln_results::{DeviceReport, ProbeReport, Status};
@@ -60,17 +58,16 @@ pub fn one_device(probe: &ProbeReport) -> std::result::Result<&DeviceReport, Str
         })
 }
 
-/// Write `request` to `out/<stem>.request.json`, run `runner flag FILE` for at most `limit`
+/// Write `request` to `out/<stem>.request.json`, run `runner FLAG FILE` for at most `limit`
 /// with its standard error in `out/logs/<stem>.stderr`, and parse the record. `Ok(Err(why))`:
 /// the runner gave no record (it died, or ran past the limit).
-pub fn ask<Q: Serialize, R: DeserializeOwned>(
+fn ask<Q: Question>(
     runner: &Runner,
-    flag: &str,
     request: &Q,
-    stem: &str,
     out: &Path,
     limit: Duration,
-) -> Result<std::result::Result<R, String>> {
+) -> Result<std::result::Result<Q::Record, String>> {
+    let stem = request.stem();
     let request_path = out.join(format!("{stem}.request.json"));
     std::fs::write(&request_path, serde_json::to_string_pretty(request)?)
         .with_context(|| format!("cannot write {}", request_path.display()))?;
@@ -80,7 +77,7 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
     let mut log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut cmd = runner.command();
-    cmd.arg(flag).arg(&request_path);
+    cmd.arg(Q::FLAG).arg(&request_path);
     let started = Instant::now();
     // Its log keeps every line; Kiln's own lines are shown as they come.
     let on_stderr = move |line: &str| {
@@ -95,7 +92,7 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
     if let Some(r) = stdout
         .lines()
         .rev()
-        .find_map(|l| serde_json::from_str::<R>(l).ok())
+        .find_map(|l| serde_json::from_str::<Q::Record>(l).ok())
     {
         return Ok(Ok(r));
     }
@@ -111,27 +108,6 @@ pub fn ask<Q: Serialize, R: DeserializeOwned>(
             crate::bench::child::tail_of(&log_path, 3)
         ),
     }))
-}
-
-/// [`ask`] with a record in every case: where the runner gave none, or could not be started,
-/// `failed(why, seconds)` is the row's record (a row's failure, not the end of the command).
-#[allow(clippy::too_many_arguments)]
-pub fn ask_or<Q: Serialize, R: DeserializeOwned>(
-    runner: &Runner,
-    flag: &str,
-    request: &Q,
-    stem: &str,
-    out: &Path,
-    limit: Duration,
-    failed: impl FnOnce(String, f64) -> R,
-) -> R {
-    let started = Instant::now();
-    let why = match ask(runner, flag, request, stem, out, limit) {
-        Ok(Ok(record)) => return record,
-        Ok(Err(why)) => why,
-        Err(e) => format!("{e:#}"),
-    };
-    failed(why, started.elapsed().as_secs_f64())
 }
 
 /// Where and how a command asks its questions: its output directory, the time one answer may
@@ -160,23 +136,7 @@ impl Asking<'_> {
                 r.end(Status::Skipped, why, 0.0);
                 r
             }
-            None => {
-                eprintln!("kiln: {}", question.describe());
-                let stem = question.stem();
-                ask_or(
-                    runner,
-                    Q::FLAG,
-                    question,
-                    &stem,
-                    self.out,
-                    self.limit,
-                    |why, seconds| {
-                        let mut r = question.start(version);
-                        r.end(Status::Failed, why, seconds);
-                        r
-                    },
-                )
-            }
+            None => self.answer(runner, question, version),
         };
         let burn = runner.burn_version(record.backend_version()).to_string();
         let (commit, dirty) = &self.revision;
@@ -187,6 +147,21 @@ impl Asking<'_> {
             *dirty,
         ));
         record
+    }
+
+    /// The runner's answer to `question`, or, where it gives none or cannot be started, a
+    /// failed record saying why (a row's failure, not the end of the command).
+    fn answer<Q: Question>(&self, runner: &Runner, question: &Q, version: &str) -> Q::Record {
+        eprintln!("kiln: {}", question.describe());
+        let started = Instant::now();
+        let why = match ask(runner, question, self.out, self.limit) {
+            Ok(Ok(record)) => return record,
+            Ok(Err(why)) => why,
+            Err(e) => format!("{e:#}"),
+        };
+        let mut r = question.start(version);
+        r.end(Status::Failed, why, started.elapsed().as_secs_f64());
+        r
     }
 }
 

@@ -119,7 +119,6 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
-    let (commit, dirty) = crate::workspace::revision();
     let rows = rows(&built, args.precisions.as_deref());
     let Some(reference_row) = rows
         .iter()
@@ -138,9 +137,12 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let mut all_agree = true;
     let model_run = ModelRun {
         args: &args,
-        out: &out,
+        asking: crate::answer::Asking {
+            out: &out,
+            limit: LIMIT,
+            revision: crate::workspace::revision(),
+        },
         weights_dir: &weights_dir,
-        revision: (commit, dirty),
         steps,
         batch,
         reference_backend: &reference_backend,
@@ -168,9 +170,9 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
 /// What verifying every model of a run shares.
 struct ModelRun<'a> {
     args: &'a VerifyArgs,
-    out: &'a Path,
+    /// How its rows are asked, and where the records go (`asking.out`).
+    asking: crate::answer::Asking<'a>,
     weights_dir: &'a Path,
-    revision: (Option<String>, Option<bool>),
     steps: usize,
     batch: usize,
     reference_backend: &'a str,
@@ -196,7 +198,7 @@ impl ModelRun<'_> {
         };
         let mut reference = run_row(reference_row, true)?;
         if reference.status != Status::Ok {
-            append_line(&self.out.join(VERIFY_FILE), &reference)?;
+            append_line(&self.asking.out.join(VERIFY_FILE), &reference)?;
             bail!(
                 "the reference run ({}) failed: {}",
                 reference.label(),
@@ -206,7 +208,7 @@ impl ModelRun<'_> {
         let reference_weights = read_final(&reference)?.context("the reference's final weights")?;
         reference.verdict = Some(Verdict::Pass);
         reference.verdict_reason = Some("the reference".into());
-        append_line(&self.out.join(VERIFY_FILE), &reference)?;
+        append_line(&self.asking.out.join(VERIFY_FILE), &reference)?;
         let mut records = Vec::new();
         for row in rows {
             if !std::ptr::eq(row, reference_row) {
@@ -238,7 +240,7 @@ impl ModelRun<'_> {
             let mut record = record.clone();
             record.verdict = Some(d.verdict);
             record.verdict_reason = Some(d.why.clone());
-            append_line(&self.out.join(VERIFY_FILE), &record)?;
+            append_line(&self.asking.out.join(VERIFY_FILE), &record)?;
             deviations.push(d);
         }
         Ok((verify::table(&reference, &deviations), all_agree))
@@ -277,12 +279,9 @@ impl ModelRun<'_> {
         }
         // A runner that cannot be started is that row's failure, not the end of the run: the
         // rows already run are written with the rest.
-        let asking = crate::answer::Asking {
-            out: self.out,
-            limit: LIMIT,
-            revision: self.revision.clone(),
-        };
-        let record = asking.row(row.runner, &q, row.skip.clone(), &row.version);
+        let record = self
+            .asking
+            .row(row.runner, &q, row.skip.clone(), &row.version);
         Ok(record)
     }
 }
