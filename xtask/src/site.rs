@@ -2,6 +2,7 @@
 //! site, `kiln_report::site`), built on first use so that xtask itself stays light, run with
 //! the workspace's committed runs.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -12,7 +13,7 @@ use crate::workspace::{cargo, target_dir, workspace_root};
 pub const RESULTS_DIR: &str = "docs/results";
 
 /// Run `kiln-site` with `args` and the committed runs; whether it succeeded (it says why not).
-fn kiln_site(command: &str, args: &[&Path]) -> Result<bool> {
+fn kiln_site(command: &str, args: &[&OsStr]) -> Result<bool> {
     let results = workspace_root().join(RESULTS_DIR);
     let status = cargo()
         .current_dir(workspace_root())
@@ -36,15 +37,15 @@ fn kiln_site(command: &str, args: &[&Path]) -> Result<bool> {
 
 pub fn site(out: Option<PathBuf>, runs: &[PathBuf]) -> Result<bool> {
     let out = out.unwrap_or_else(|| target_dir().join("site"));
-    let mut args: Vec<&Path> = vec![Path::new("--out"), &out];
-    args.extend(runs.iter().map(PathBuf::as_path));
+    let mut args: Vec<&OsStr> = vec!["--out".as_ref(), out.as_os_str()];
+    args.extend(runs.iter().map(|r| r.as_os_str()));
     kiln_site("site", &args)
 }
 
 pub fn submit(run: &Path, what: Option<&str>) -> Result<bool> {
-    let mut args: Vec<&Path> = vec![run];
+    let mut args: Vec<&OsStr> = vec![run.as_os_str()];
     if let Some(w) = what {
-        args.extend([Path::new("--what"), Path::new(w)]);
+        args.extend(["--what".as_ref(), OsStr::new(w)]);
     }
     kiln_site("submit", &args)
 }
