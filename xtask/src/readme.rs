@@ -190,56 +190,69 @@ mod tests {
         }
     }
 
-    /// Every committed run directory is named `DATE-CPU-TAG-WHAT`: DATE the first day (UTC) its
-    /// records started on, CPU `epyc` or `xeon`, TAG the CPU family and model their fingerprints
-    /// carry (`f25m1`); every record carries one (the older records without it were made again
-    /// or removed).
+    /// Every committed run directory is named `DATE-CPU-TAG-WHAT` by the rule `cargo xtask
+    /// submit` names a run with (`kiln_report::site::name::run_origin`): DATE the first day
+    /// (UTC) its records started on (explain's and verify's records carry none: their CPU
+    /// alone is checked), CPU the processor's line and TAG its family and model, from the
+    /// fingerprints of every record of the directory (results, explain or verify).
     #[test]
     fn committed_runs_are_named_by_their_records_date_and_cpu() {
+        use kiln_report::site::name::run_origin;
+        #[derive(serde::Deserialize)]
+        struct Line {
+            #[serde(default)]
+            started_at: u64,
+            #[serde(default)]
+            fingerprint: Option<kiln_results::Fingerprint>,
+        }
         let results = crate::workspace::workspace_root().join("docs/results");
         let mut wrong = Vec::new();
         let mut checked = 0;
         for entry in std::fs::read_dir(&results).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let parts: Vec<&str> = name.splitn(6, '-').collect();
-            let [year, month, day, "epyc" | "xeon", tag, _what] = parts[..] else {
-                wrong.push(format!(
-                    "{name}: not DATE-epyc-TAG-WHAT or DATE-xeon-TAG-WHAT"
-                ));
-                continue;
-            };
-            let date = format!("{year}{month}{day}");
-            let (mut days, mut cpus) = (BTreeSet::new(), BTreeSet::new());
+            let mut lines: Vec<Line> = Vec::new();
             for file in ["results.jsonl", "explain.jsonl", "verify.jsonl"] {
                 let Ok(text) = std::fs::read_to_string(entry.path().join(file)) else {
                     continue;
                 };
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                        continue;
-                    };
-                    if let Some(t) = v["started_at"].as_u64().filter(|&t| t > 0) {
-                        days.insert(crate::time::stamp(t)[..8].to_string());
-                    }
-                    let cpu = &v["fingerprint"]["cpu"];
-                    if let (Some(f), Some(m)) = (cpu["family"].as_u64(), cpu["model"].as_u64()) {
-                        cpus.insert(format!("f{f}m{m}"));
+                    match serde_json::from_str(line) {
+                        Ok(l) => lines.push(l),
+                        Err(e) => wrong.push(format!("{name}/{file}: {e}")),
                     }
                 }
             }
-            if let Some(first) = days.first()
-                && *first != date
-            {
-                wrong.push(format!("{name}: its records start on {first}"));
+            // A directory without records (a build's sizes, say) has nothing to check.
+            if lines.is_empty() {
+                continue;
             }
-            match cpus.len() {
-                // A directory without records (a build's sizes, say) has nothing to check.
-                0 if days.is_empty() => continue,
-                0 => wrong.push(format!(
-                    "{name}: its records carry no CPU family: make the run again or remove it"
-                )),
-                1 if cpus.contains(tag) => {}
-                _ => wrong.push(format!("{name}: its records come from {cpus:?}")),
+            let blank = kiln_results::Fingerprint::default();
+            let origin = run_origin(
+                lines
+                    .iter()
+                    .map(|l| (l.started_at, l.fingerprint.as_ref().unwrap_or(&blank))),
+            );
+            let (day, cpu) = match origin {
+                Ok(o) => o,
+                Err(why) => {
+                    wrong.push(format!("{name}: {why}"));
+                    continue;
+                }
+            };
+            let expected = match &day {
+                Some(day) => format!("{day}-{cpu}-"),
+                None => format!("-{cpu}-"),
+            };
+            let (named, shown) = match day {
+                Some(_) => (name.starts_with(&expected), expected),
+                None => (
+                    name.get(10..)
+                        .is_some_and(|rest| rest.starts_with(&expected)),
+                    format!("DATE{expected}"),
+                ),
+            };
+            if !named {
+                wrong.push(format!("{name}: its records make it {shown}WHAT"));
             }
             checked += 1;
         }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use kiln_results::schema::Record;
+use kiln_results::schema::{Fingerprint, Record};
 
 /// `YYYY-MM-DD` (UTC) of a Unix time.
 pub fn day(unix: u64) -> String {
@@ -15,16 +15,16 @@ pub fn day(unix: u64) -> String {
 
 /// The processor's line as run names write it: `epyc`, `xeon`, else its vendor (`amd`,
 /// `intel`) or the first word of its name (`apple`).
-fn cpu_word(r: &Record) -> String {
-    let name = r.fingerprint.cpu_model.to_ascii_lowercase();
-    let vendor = r.fingerprint.cpu.as_ref().and_then(|c| c.vendor.as_deref());
+fn cpu_word(f: &Fingerprint) -> String {
+    let name = f.cpu_model.to_ascii_lowercase();
+    let vendor = f.cpu.as_ref().and_then(|c| c.vendor.as_deref());
     for line in ["epyc", "xeon"] {
         if name.contains(line) {
             return line.into();
         }
     }
     if vendor.is_some_and(|id| VENDORS.iter().any(|(known, _)| *known == id)) {
-        vendor_name(r).to_ascii_lowercase()
+        vendor_name(f).to_ascii_lowercase()
     } else {
         slug(name.split_whitespace().next().unwrap_or("cpu"))
     }
@@ -35,8 +35,7 @@ const VENDORS: [(&str, &str); 2] = [("AuthenticAMD", "AMD"), ("GenuineIntel", "I
 
 /// The CPU's vendor as people name it (`AMD`, `Intel`), else the identification string, else
 /// the first word of the CPU's name.
-pub fn vendor_name(r: &Record) -> String {
-    let f = &r.fingerprint;
+pub fn vendor_name(f: &Fingerprint) -> String {
     match f.cpu.as_ref().and_then(|c| c.vendor.as_deref()) {
         Some(id) => VENDORS
             .iter()
@@ -53,56 +52,69 @@ pub fn vendor_name(r: &Record) -> String {
 }
 
 /// `EPYC f25m17`, `Xeon f6m207`: the processor's line and its family and model, for tables.
-pub fn cpu_short(r: &Record) -> String {
-    let word = match cpu_word(r).as_str() {
+pub fn cpu_short(f: &Fingerprint) -> String {
+    let word = match cpu_word(f).as_str() {
         "epyc" => "EPYC".to_string(),
         "xeon" => "Xeon".to_string(),
         "amd" => "AMD".to_string(),
         other => other.to_string(),
     };
-    match cpu_tag(r) {
+    match cpu_tag(f) {
         Some(tag) => format!("{word} {tag}"),
         None => word,
     }
 }
 
 /// `f25m17` from the fingerprint's CPU identity; `None` where the CPU has no family.
-fn cpu_tag(r: &Record) -> Option<String> {
-    let cpu = r.fingerprint.cpu.as_ref()?;
+fn cpu_tag(f: &Fingerprint) -> Option<String> {
+    let cpu = f.cpu.as_ref()?;
     Some(format!("f{}m{}", cpu.family?, cpu.model?))
 }
 
-/// `2026-12-04-xeon-f6m207`, from a run's records: the day its first record started and the
-/// one CPU they all name. Refused, saying why, when the records name no start, no CPU family,
-/// or more than one CPU.
-pub fn run_prefix(records: &[Record]) -> Result<String, String> {
-    let first = records
-        .iter()
-        .map(|r| r.started_at)
-        .filter(|&t| t > 0)
-        .min()
-        .ok_or("its records carry no start time")?;
-    let mut cpus: Vec<String> = Vec::new();
-    for r in records.iter().filter(|r| r.started_at > 0) {
-        let tag = cpu_tag(r).ok_or_else(|| {
+/// Where a run's records come from: the UTC day the first of them started (`None` where they
+/// carry no start, as explain's and verify's records) and the one CPU they all name
+/// (`xeon-f6m207`), from each record's start and fingerprint. A record counts when it started
+/// or its fingerprint names a CPU (a cell that never ran carries neither). Refused, saying why,
+/// when no record counts, one carries no CPU family and model, or they name several CPUs.
+pub fn run_origin<'a>(
+    records: impl IntoIterator<Item = (u64, &'a Fingerprint)>,
+) -> Result<(Option<String>, String), String> {
+    let (mut first, mut cpus) = (None::<u64>, Vec::<String>::new());
+    for (started, f) in records {
+        if started == 0 && f.cpu_model.is_empty() {
+            continue;
+        }
+        if started > 0 {
+            first = Some(first.map_or(started, |t| t.min(started)));
+        }
+        let tag = cpu_tag(f).ok_or_else(|| {
             format!(
-                "a record ({} {}) carries no CPU family and model: make the run again with \
-                 this Kiln",
-                r.model,
-                crate::cells::row_label(r)
+                "a record ({}) carries no CPU family and model: make the run again with this \
+                 Kiln",
+                f.cpu_model
             )
         })?;
-        let cpu = format!("{}-{tag}", cpu_word(r));
+        let cpu = format!("{}-{tag}", cpu_word(f));
         if !cpus.contains(&cpu) {
             cpus.push(cpu);
         }
     }
     match &cpus[..] {
-        [cpu] => Ok(format!("{}-{cpu}", day(first))),
+        [cpu] => Ok((first.map(day), cpu.clone())),
+        [] => Err("no record names the machine it ran on".into()),
         _ => Err(format!(
             "its records come from several CPUs ({}): submit each machine's run apart",
             cpus.join(", ")
         )),
+    }
+}
+
+/// `2026-12-04-xeon-f6m207`, from a run's records ([`run_origin`]); refused when they carry
+/// no start time.
+pub fn run_prefix(records: &[Record]) -> Result<String, String> {
+    match run_origin(records.iter().map(|r| (r.started_at, &r.fingerprint)))? {
+        (Some(day), cpu) => Ok(format!("{day}-{cpu}")),
+        (None, _) => Err("its records carry no start time".into()),
     }
 }
 

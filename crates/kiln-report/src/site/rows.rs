@@ -139,11 +139,11 @@ fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
 fn new_machine(r: &Record, key: String, id: String) -> Machine {
     let f = &r.fingerprint;
     let cpu = f.cpu.clone().unwrap_or_default();
-    let vendor = super::name::vendor_name(r);
+    let vendor = super::name::vendor_name(f);
     let family = cpu
         .family
         .map_or_else(|| vendor.clone(), |n| format!("{vendor} family {n}"));
-    let mut short = format!("{} · {} cores", super::name::cpu_short(r), f.logical_cores);
+    let mut short = format!("{} · {} cores", super::name::cpu_short(f), f.logical_cores);
     if let Some(gpu) = &f.gpu_name {
         short = format!("{short} · {gpu}");
     }

@@ -134,21 +134,7 @@ mod tests {
         for dir in &dirs {
             checker.check_run(&dir.path).unwrap();
         }
-        let mut checked = 0;
-        for entry in std::fs::read_dir(&root).unwrap().flatten() {
-            if entry.path().join(RESULTS_FILE).is_file() {
-                let records = checker.check_run(&entry.path()).unwrap();
-                // Named as `cargo xtask submit` would name it.
-                let prefix = crate::site::name::run_prefix(&records).unwrap();
-                let name = entry.file_name().to_string_lossy().into_owned();
-                assert!(
-                    name.starts_with(&format!("{prefix}-")),
-                    "{name}: not {prefix}-WHAT"
-                );
-                checked += 1;
-            }
-        }
-        assert!(checked >= 20, "{checked} runs");
+        assert!(dirs.len() >= 20, "{} runs", dirs.len());
     }
 
     #[test]
