@@ -14,7 +14,7 @@ use crate::cells::{
     epoch_cell, low_confidence, machine, machine_key, pytorch_reference, reason_text,
 };
 use crate::table::warmup_cell;
-use crate::units::{human_bytes, percent};
+use crate::units::{human_bytes, human_seconds, percent};
 
 /// A machine, from the first record that names it.
 #[derive(Serialize, Debug, Clone)]
@@ -57,6 +57,8 @@ pub struct Row {
     /// The 95% interval for the next run's epoch time, where the row has runs to give one.
     pub low: Option<f64>,
     pub high: Option<f64>,
+    /// That interval as the reports write it (`159 s–175 s`), `–` without one.
+    pub interval_text: String,
     pub epoch_text: String,
     /// Epoch time over PyTorch's, same machine, run, device, precision and batch.
     pub vs_pytorch: Option<f64>,
@@ -220,6 +222,9 @@ fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Rec
         epoch,
         low: interval.map(|(low, _)| low.max(0.0)),
         high: interval.map(|(_, high)| high),
+        interval_text: interval.map_or("–".into(), |(low, high)| {
+            format!("{}–{}", human_seconds(low.max(0.0)), human_seconds(high))
+        }),
         epoch_text: match r.status {
             Status::Ok => epoch_cell(r),
             s => format!("{}: {}", s.as_str(), reason_text(r)),

@@ -13,12 +13,6 @@
   }
   function state() { return new URLSearchParams(location.hash.slice(1)); }
   function save(s) { location.replace("#" + s.toString()); }  // no history entry per click
-  function seconds(s) {
-    if (s === null || s === undefined) { return "–"; }
-    if (s >= 100) { return Math.round(s) + " s"; }
-    if (s >= 10) { return s.toFixed(1) + " s"; }
-    return s.toPrecision(3) + " s";
-  }
   function unique(values) {
     return Array.from(new Set(values)).sort(function (a, b) { return String(a).localeCompare(String(b)); });
   }
@@ -63,7 +57,6 @@
       bar(Math.log(r.epoch / scale.min + 1) / Math.log(scale.max / scale.min + 1), "time");
     var vs = r.vs_pytorch === null ? "–" :
       bar(Math.min(r.vs_pytorch, 4) / 4, r.vs_pytorch <= 1 ? "fast" : "slow") + r.vs_pytorch.toFixed(2) + "×";
-    var interval = r.low === null ? "–" : seconds(r.low) + "–" + seconds(r.high);
     var labels = r.labels.map(function (l) { return '<span class="label">' + esc(l) + "</span>"; }).join(" ");
     var also = r.also.length ? ' <span class="also" title="' + esc(r.also.join(", ")) + '">+' + r.also.length + "</span>" : "";
     return '<tr class="' + esc(r.status.replace(/ /g, "-")) + '">' +
@@ -71,7 +64,7 @@
       "<td>" + esc(r.model) + "</td><td>" + esc(r.backend) + "</td><td>" + esc(r.device) + "</td>" +
       "<td>" + esc(r.precision) + "</td><td>" + esc(r.burn) + "</td>" +
       '<td class="epoch">' + epoch + esc(r.epoch_text) + "</td>" +
-      '<td class="num">' + interval + '</td><td class="num vs">' + vs + "</td>" +
+      '<td class="num">' + esc(r.interval_text) + '</td><td class="num vs">' + vs + "</td>" +
       "<td>" + esc(r.warmup_text) + '</td><td class="num">' + esc(r.memory_text) + "</td>" +
       '<td class="num">' + esc(r.accuracy_text) + '</td><td class="num">' + r.runs + "</td>" +
       "<td>" + esc(r.date) + '</td><td><a href="' + esc(m.page) + "#run-" + esc(r.run) + '">' +
