@@ -12,7 +12,7 @@ whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 `python bench/pytorch/kiln_torch --probe`.
 
 The package: common.py (JSON lines, requests), contract.py (the request and record checked
-against contract.schema.json, generated from the Rust types), models.py (the layers; their FLOPs are Rust's), machine.py (devices, memory, GEMM
+against contract.schema.json, generated from the Rust types), models.py (the networks built from the models' descriptions in the contract file; their FLOPs are Rust's), machine.py (devices, memory, GEMM
 peak), cell.py (sample order, data, the timed loop), explain.py, verify.py; this file reads
 the arguments and the cell request."""
 
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from common import emit, fail, finite_or_null, note, read_request  # noqa: E402
 import contract  # noqa: E402
-from models import MODELS  # noqa: E402
+from models import Net, input_shape, models  # noqa: E402
 from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
 from cell import Cell, load_data, train  # noqa: E402
 from explain import explain  # noqa: E402
@@ -58,7 +58,7 @@ def read_cell(path):
     against the contract's schema here)."""
     cell = read_request(path, "cell request", "kiln_cell", CELL_VERSION)
     contract.check(cell, "cell_request", path)
-    if cell.get("model") not in MODELS:
+    if cell.get("model") not in models():
         raise SystemExit("error: %s: this runner has no model %r" % (path, cell.get("model")))
     if not cell.get("data_file"):
         raise SystemExit("error: %s: no data_file; cargo xtask exports the cell's data for this runner" % path)
@@ -108,12 +108,12 @@ def run(args, record):
         record.update(status="ok", reason="GEMM calibration only", wall_seconds=time.perf_counter() - wall0)
         return record
     header, x, y, tx, ty = load_data(args.data_file, args.train_limit, args.eval_limit)
-    factory, shape = MODELS[args.model]
+    shape = input_shape(args.model)
     if (header["channels"], header["height"], header["width"]) != shape:
         raise SystemExit("the data file holds %dx%dx%d images; %s takes %dx%dx%d" % (
             header["channels"], header["height"], header["width"], args.model, *shape))
     torch.manual_seed(args.seed)
-    model = factory()
+    model = Net(args.model)
     pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
     x, y, tx, ty = x.to(device), y.to(device), tx.to(device), ty.to(device)

@@ -1,6 +1,6 @@
 """The runner boundary's JSON Schema (contract.schema.json, generated from kiln-results' types:
 `cell_request`, `observed`, `explain_request`, `explain_record`, `verify_request`,
-`verify_record`) and a validator of the part of JSON Schema that schemars writes
+`verify_record`; and `models`, every model's description, which models.py builds) and a validator of the part of JSON Schema that schemars writes
 (type, enum, const, properties, required, additionalProperties, items, $ref, anyOf, oneOf,
 allOf, minimum, maximum). Plain Python on purpose: the reference runner must run in any
 environment that has torch (KILN_TORCH_PYTHON, the GPU kit's offline machine), with nothing else
@@ -12,7 +12,8 @@ import os
 _SCHEMA = None
 
 
-def _schema():
+def document():
+    """The whole generated file: a schema per message, and the models' descriptions."""
     global _SCHEMA
     if _SCHEMA is None:
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "contract.schema.json")) as f:
@@ -91,7 +92,7 @@ def _walk(value, schema, root, path, out):
 def errors(value, message):
     """What is wrong with `value` as the contract's `message` (`cell_request`, `observed`, ...):
     one line per error, naming where (`$.measurements.epochs[0].mean_loss`); empty when valid."""
-    schema = _schema()[message]
+    schema = document()[message]
     out = []
     _walk(value, schema, schema, "$", out)
     return out

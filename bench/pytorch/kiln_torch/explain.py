@@ -4,12 +4,11 @@ import argparse
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from common import fail, note, read_request
 import contract
-from models import MODELS
+from models import Net, input_shape, layer
 from machine import open_device, sync
 from cell import Cell
 
@@ -19,32 +18,13 @@ STEP_BATCHES = 4
 
 
 def explain_layer(op, dtype, device):
-    """The layer of one op-list entry, built with PyTorch's modules as the models use them."""
+    """The layer of one op-list entry, built as the models build it (models.layer)."""
     kind = op["op"]
-    if kind == "conv2d":
-        m = nn.Conv2d(op["in_channels"], op["out_channels"], op["kernel"], stride=op["stride"],
-                      padding=op["padding"], bias=op["bias"])
-    elif kind == "max_pool2d":
-        m = nn.MaxPool2d(op["kernel"], stride=op["stride"], padding=op["padding"])
-    elif kind == "batch_norm":
-        m = nn.BatchNorm2d(op["channels"])
-    elif kind == "linear":
-        m = nn.Linear(op["in_features"], op["out_features"])
-    elif kind == "channel_dropout":
-        m = nn.Dropout2d(op["per_mille"] / 1000.0)
-    elif kind == "relu":
-        return lambda x, other, t: F.relu(x), []
-    elif kind == "global_max_pool":
-        return lambda x, other, t: F.adaptive_max_pool2d(x, 1).flatten(1), []
-    elif kind == "global_avg_pool":
-        return lambda x, other, t: F.adaptive_avg_pool2d(x, 1).flatten(1), []
-    elif kind == "residual_add":
+    if kind == "residual_add":
         return lambda x, other, t: x + other, []
-    elif kind == "cross_entropy":
+    if kind == "cross_entropy":
         return lambda x, other, t: F.cross_entropy(x, t), []
-    else:
-        raise ValueError("no layer for op %r" % kind)
-    m = m.to(device=device, dtype=dtype).train()
+    m = layer(op).to(device=device, dtype=dtype).train()
     return (lambda x, other, t: m(x)), list(m.parameters())
 
 
@@ -139,7 +119,7 @@ def explain(path):
         dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"], torch.float32)
         torch.manual_seed(req["seed"])
         timer = Timer(req, device)
-        factory, shape = MODELS[req["model"]]
+        shape = input_shape(req["model"])
         classes = 10
         for index, site in enumerate(req["sites"]):
             if site["op"]["op"] == "adam":
@@ -147,7 +127,7 @@ def explain(path):
             note("timing site %d (%s)" % (index, site["op"]["op"]))
             record["ops"] += explain_site(site, index, timer, dtype, device, classes)
         note("timing Adam's update and the whole step")
-        model = factory().to(device=device, dtype=dtype)
+        model = Net(req["model"]).to(device=device, dtype=dtype)
         opt = torch.optim.Adam(model.parameters(), lr=req["learning_rate"], eps=1e-8)
         params = list(model.parameters())
 
@@ -164,7 +144,7 @@ def explain(path):
         args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
                                   learning_rate=req["learning_rate"], timing=None, warmup_cap_seconds=None,
                                   loss_scaling=None, inject_slow_steps=None)
-        cell = Cell(args, device, factory().to(device=device, dtype=dtype), x, y, x, y)
+        cell = Cell(args, device, Net(req["model"]).to(device=device, dtype=dtype), x, y, x, y)
         batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]
         order = iter(range(10 ** 9))
         record["step"] = timing(timer.measure(lambda: batches[next(order) % STEP_BATCHES],

@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from common import fail, read_request
 import contract
-from models import MODELS
+from models import Net
 from machine import open_device
 from cell import Cell, load_data
 
@@ -51,16 +51,9 @@ def write_weights(path, tensors):
         f.write(len(text).to_bytes(8, "little") + text + b"".join(chunks))
 
 
-def burn_layout(model):
-    """(name, parameter, transposed) in Burn's visiting order: a linear layer's weight is
-    stored [in, out] there, PyTorch's transposed."""
-    linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
-    return [(name, p, id(p) in linear) for name, p in model.named_parameters()]
-
-
 def burn_weights(model):
-    """The model's parameters as (name, tensor) in Burn's order and layout."""
-    return [(name, p.t() if transposed else p) for name, p, transposed in burn_layout(model)]
+    """The model's parameters as (name, tensor) in Burn's order, names and layout."""
+    return [(name, p.t() if transposed else p) for name, p, transposed in model.names]
 
 
 def verify(path):
@@ -86,14 +79,13 @@ def verify(path):
         if x.shape[0] < steps * batch:
             raise ValueError("%d steps of batch %d need %d training samples; %s has %d: lower --steps or --batch"
                              % (steps, batch, steps * batch, header["name"], x.shape[0]))
-        factory, _ = MODELS[req["model"]]
         torch.manual_seed(req["seed"])
-        model = factory()
+        model = Net(req["model"])
         for m in model.modules():
             if isinstance(m, (nn.Dropout, nn.Dropout2d)):
                 m.p = 0.0
                 record["notes"].append("dropout off (probability 0)")
-        layout = burn_layout(model)
+        layout = model.names
         if not req.get("weights_in"):  # this run is the reference: its initial weights go out
             write_weights(req["init_out"], burn_weights(model))
         source = req.get("weights_in") or req["init_out"]

@@ -7,7 +7,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
-use crate::models::{BuildModel, Classifier, ModelKind, WithModel};
+use crate::models::{Classifier, ModelKind, Net};
 
 struct Collect<'a> {
     grads: &'a GradientsParams,
@@ -76,23 +76,11 @@ pub fn agree(kind: ModelKind, reference: &Device, other: &Device) -> Result<f32,
     reference.seed(11);
     let a = reference.clone().autodiff();
     let b = other.clone().autodiff();
-    kind.build_without_dropout(&a, Agree { kind, a: &a, b: &b })
-}
-
-/// The comparison of a model built on `a` with its copy on `b`.
-struct Agree<'a> {
-    kind: ModelKind,
-    a: &'a Device,
-    b: &'a Device,
-}
-
-impl WithModel for Agree<'_> {
-    type Output = Result<f32, String>;
-
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
-        let twin = model.clone().fork(self.b);
-        compare(self.kind, &model, &twin, self.a, self.b)
-    }
+    let model = Net::new(kind, &a)
+        .map_err(|e| format!("{}: {e}", kind.name()))?
+        .without_dropout();
+    let twin = model.clone().fork(&b);
+    compare(kind, &model, &twin, &a, &b)
 }
 
 fn compare<M: Classifier>(

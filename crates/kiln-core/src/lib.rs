@@ -20,7 +20,7 @@ mod warmup;
 
 pub use device::Binding;
 pub use kiln_results::{CellRequest, Precision, Record};
-pub use models::{BuildModel, Classifier, MnistCnn, ModelKind, ResNet};
+pub use models::{Classifier, ModelKind, Net};
 pub use protocol::{DeviceData, Protocol};
 pub use runner::bench;
 pub use trainer::Trainer;

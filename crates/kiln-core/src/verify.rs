@@ -14,14 +14,16 @@ use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weig
 
 use crate::amp::LossScaler;
 use crate::device::{Binding, amp_dtype, one_shot, open_device};
-use crate::models::{BuildModel, Classifier, WithModel};
+use crate::models::{ModelKind, Net, parameter_name};
 use crate::protocol::{DeviceData, read_scalar};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
-/// The trainable parameters of `model`, named by their module path, in visiting order.
-pub fn weights_of<M: Module>(model: &M) -> Weights {
+/// The trainable parameters of `model`, named as its description names them
+/// ([`parameter_name`]), in visiting order.
+pub fn weights_of(model: &Net) -> Weights {
     struct Collect {
+        kind: ModelKind,
         path: Vec<String>,
         out: Vec<NamedTensor>,
     }
@@ -38,13 +40,14 @@ pub fn weights_of<M: Module>(model: &M) -> Weights {
                 return;
             }
             self.out.push(NamedTensor {
-                name: self.path.join("."),
+                name: parameter_name(self.kind, &self.path),
                 shape: value.shape().to_vec(),
                 values: value.into_data().iter::<f32>().collect(),
             });
         }
     }
     let mut c = Collect {
+        kind: model.kind(),
         path: Vec::new(),
         out: Vec::new(),
     };
@@ -55,8 +58,9 @@ pub fn weights_of<M: Module>(model: &M) -> Weights {
 /// `model` with its trainable parameters replaced, in visiting order, by `weights` (each
 /// cast to the type the parameter had). A count or shape that differs is an error naming the
 /// tensor.
-pub fn load_weights<M: Module>(model: M, weights: &Weights) -> Result<M, CoreError> {
+pub fn load_weights(model: Net, weights: &Weights) -> Result<Net, CoreError> {
     struct Load<'a> {
+        kind: ModelKind,
         weights: &'a Weights,
         next: usize,
         path: Vec<String>,
@@ -73,7 +77,7 @@ pub fn load_weights<M: Module>(model: M, weights: &Weights) -> Result<M, CoreErr
             if self.error.is_some() || !param.val().is_require_grad() {
                 return param;
             }
-            let here = self.path.join(".");
+            let here = parameter_name(self.kind, &self.path);
             let Some(t) = self.weights.tensors.get(self.next) else {
                 self.error = Some(format!(
                     "the weights file has {} tensors; the model has more (from {here})",
@@ -99,6 +103,7 @@ pub fn load_weights<M: Module>(model: M, weights: &Weights) -> Result<M, CoreErr
         }
     }
     let mut load = Load {
+        kind: model.kind(),
         weights,
         next: 0,
         path: Vec::new(),
@@ -194,74 +199,57 @@ fn verify_on_device(
     ));
 
     record.notes.push("dropout off".into());
-    kind.build_without_dropout(
-        &device,
-        Steps {
-            device: &device,
-            data: &data,
-            request,
-            record,
-        },
-    )
+    let model = Net::new(kind, &device)?.without_dropout();
+    train_steps(model, &device, &data, request, record)
 }
 
-/// K training steps of the model `build_without_dropout` hands over.
-struct Steps<'a> {
-    device: &'a Device,
-    data: &'a DeviceData,
-    request: &'a VerifyRequest,
-    record: &'a mut VerifyRecord,
-}
-
-impl WithModel for Steps<'_> {
-    type Output = Result<Option<String>, CoreError>;
-
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
-        let Steps {
-            device,
-            data,
-            request,
-            record,
-        } = self;
-        let model = match &request.weights_in {
-            Some(path) => {
-                let weights = Weights::read(path).map_err(CoreError::Config)?;
-                load_weights(model, &weights)?
-            }
-            None => {
-                let path = request
-                    .init_out
-                    .as_ref()
-                    .ok_or_else(|| CoreError::Config("no init_out to write weights to".into()))?;
-                weights_of(&model).write(path).map_err(CoreError::Config)?;
-                model
-            }
-        };
-        let mut trainer = Trainer::new(model, device, request.learning_rate);
-        if let Some(dtype) = amp_dtype(request.precision) {
-            trainer = trainer.with_amp(dtype, Some(LossScaler::default()));
+/// K training steps of `model` from the request's initial weights (or from its own, written
+/// out for the other runners).
+fn train_steps(
+    model: Net,
+    device: &Device,
+    data: &DeviceData,
+    request: &VerifyRequest,
+    record: &mut VerifyRecord,
+) -> Result<Option<String>, CoreError> {
+    let model = match &request.weights_in {
+        Some(path) => {
+            let weights = Weights::read(path).map_err(CoreError::Config)?;
+            load_weights(model, &weights)?
         }
-        let flip = request.fault == Some(Fault::WrongWeightGradient);
-        if flip {
-            record
-                .notes
-                .push("fault injected: the first gradient's sign is flipped".into());
+        None => {
+            let path = request
+                .init_out
+                .as_ref()
+                .ok_or_else(|| CoreError::Config("no init_out to write weights to".into()))?;
+            weights_of(&model).write(path).map_err(CoreError::Config)?;
+            model
         }
-        for step in 0..request.steps {
-            let start = (step * request.batch) as i64;
-            let indices = Tensor::<1, Int>::arange(start..start + request.batch as i64, device);
-            let loss = trainer.step_with(data, indices, |model, grads| {
-                if flip {
-                    flip_first_gradient(model, grads);
-                }
-            });
-            let loss = read_scalar(loss)?;
-            record.losses.push(loss.is_finite().then_some(loss));
-        }
-        weights_of(trainer.model())
-            .write(&request.final_out)
-            .map_err(CoreError::Config)?;
-        record.final_weights = Some(request.final_out.clone());
-        Ok(None)
+    };
+    let mut trainer = Trainer::new(model, device, request.learning_rate);
+    if let Some(dtype) = amp_dtype(request.precision) {
+        trainer = trainer.with_amp(dtype, Some(LossScaler::default()));
     }
+    let flip = request.fault == Some(Fault::WrongWeightGradient);
+    if flip {
+        record
+            .notes
+            .push("fault injected: the first gradient's sign is flipped".into());
+    }
+    for step in 0..request.steps {
+        let start = (step * request.batch) as i64;
+        let indices = Tensor::<1, Int>::arange(start..start + request.batch as i64, device);
+        let loss = trainer.step_with(data, indices, |model, grads| {
+            if flip {
+                flip_first_gradient(model, grads);
+            }
+        });
+        let loss = read_scalar(loss)?;
+        record.losses.push(loss.is_finite().then_some(loss));
+    }
+    weights_of(trainer.model())
+        .write(&request.final_out)
+        .map_err(CoreError::Config)?;
+    record.final_weights = Some(request.final_out.clone());
+    Ok(None)
 }

@@ -5,8 +5,9 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 use kiln_core::amp::LossScaler;
+use kiln_core::models::ModelKind;
 use kiln_core::protocol::DeviceData;
-use kiln_core::{MnistCnn, Trainer};
+use kiln_core::{Net, Trainer};
 use kiln_data::Geometry;
 
 fn setup() -> (Device, DeviceData, Tensor<1, Int>) {
@@ -43,7 +44,7 @@ fn weights<M: Module>(model: &M) -> Vec<f32> {
 }
 
 /// Losses of `steps` steps on one fixed batch.
-fn losses(mut trainer: Trainer<MnistCnn>, data: &DeviceData, idx: &Tensor<1, Int>) -> Vec<f32> {
+fn losses(mut trainer: Trainer<Net>, data: &DeviceData, idx: &Tensor<1, Int>) -> Vec<f32> {
     (0..8)
         .map(|_| scalar(trainer.step(data, idx.clone())))
         .collect()
@@ -52,7 +53,7 @@ fn losses(mut trainer: Trainer<MnistCnn>, data: &DeviceData, idx: &Tensor<1, Int
 #[test]
 fn amp_lowers_the_loss_about_as_f32_does() {
     let (device, data, idx) = setup();
-    let model = MnistCnn::with_dropout(&device, 0.0);
+    let model = cnn(&device);
     let f32_losses = losses(Trainer::new(model.clone(), &device, 1e-3), &data, &idx);
     for dtype in [FloatDType::F16, FloatDType::BF16] {
         let trainer =
@@ -79,7 +80,7 @@ fn amp_lowers_the_loss_about_as_f32_does() {
 #[test]
 fn an_overflow_skips_the_step_and_backs_off_the_scale() {
     let (device, data, idx) = setup();
-    let model = MnistCnn::with_dropout(&device, 0.0);
+    let model = cnn(&device);
     let before = weights(&model);
     // A scale of 1e30 overflows f16 (max 65,504) in the backward pass.
     let mut trainer = Trainer::new(model, &device, 1e-3)
@@ -96,9 +97,16 @@ fn an_overflow_skips_the_step_and_backs_off_the_scale() {
     );
 
     // A sane scale applies the step.
-    let mut trainer = Trainer::new(MnistCnn::with_dropout(&device, 0.0), &device, 1e-3)
+    let mut trainer = Trainer::new(cnn(&device), &device, 1e-3)
         .with_amp(FloatDType::F16, Some(LossScaler::new(1024.0, 2000)));
     trainer.step(&data, idx);
     let summary = trainer.scaler().unwrap().summary();
     assert_eq!((summary.skipped_steps, summary.applied_steps), (0, 1));
+}
+
+/// The MNIST CNN without dropout: a step depends only on the weights and the batch.
+fn cnn(device: &Device) -> Net {
+    Net::new(ModelKind::MnistCnn, device)
+        .unwrap()
+        .without_dropout()
 }

@@ -1,12 +1,13 @@
 //! Model definitions: shapes, parameter counts (equal to PyTorch's for the same layers), FLOPs,
-//! and a few steps on one fixed batch lowering the loss.
+//! and a few steps on one fixed batch lowering the loss, for every registered model.
 
 use burn::module::Module;
 use burn::prelude::*;
-use kiln_core::models::Mlp;
-use kiln_core::models::{Classifier, ModelKind, trainable_parameters, training_flops_per_sample};
+use kiln_core::Trainer;
+use kiln_core::models::training_flops_per_sample;
+use kiln_core::models::{Classifier, ModelKind, Net, trainable_parameters};
 use kiln_core::protocol::DeviceData;
-use kiln_core::{MnistCnn, ResNet, Trainer};
+use kiln_results::Vocabulary;
 
 fn device() -> Device {
     let d = Device::flex();
@@ -14,41 +15,44 @@ fn device() -> Device {
     d.autodiff()
 }
 
-#[test]
-fn mnist_cnn_shape_and_parameter_count() {
-    let device = device();
-    let model = MnistCnn::new(&device);
-    // PyTorch: sum(p.numel() for p in model.parameters()) for the same definition.
-    assert_eq!(trainable_parameters(&model), 831_626);
-    assert_eq!(model.num_params(), 831_626);
-    let logits = model.forward(Tensor::<4>::zeros([4, 1, 28, 28], &device));
-    assert_eq!(logits.dims(), [4, 10]);
+fn net(kind: ModelKind, device: &Device) -> Net {
+    Net::new(kind, device).unwrap()
 }
 
 #[test]
-fn resnet18_shapes_and_parameter_counts() {
+fn parameter_counts_are_pytorchs() {
     let device = device();
-    // torchvision.models.resnet18(num_classes=10): 11,181,642 parameters.
-    let rgb = ResNet::resnet18(3, 10, &device);
+    // PyTorch: sum(p.numel() for p in model.parameters()) for the same definitions;
+    // torchvision.models.resnet18(num_classes=10): 11,181,642.
+    let cnn = net(ModelKind::MnistCnn, &device);
+    assert_eq!(trainable_parameters(&cnn), 831_626);
+    assert_eq!(cnn.num_params(), 831_626);
+    let rgb = net(ModelKind::ResNet18, &device);
     assert_eq!(trainable_parameters(&rgb), 11_181_642);
     // Burn also counts BatchNorm's running mean and variance (2 x 4,800 values).
     assert_eq!(rgb.num_params(), 11_181_642 + 9_600);
-    assert_eq!(
-        rgb.forward(Tensor::<4>::zeros([2, 3, 32, 32], &device))
-            .dims(),
-        [2, 10]
-    );
     // The article's variant: first conv 1->64, 7x7, no bias (6,272 fewer weights).
-    let gray = ResNet::resnet18(1, 10, &device);
+    let gray = net(ModelKind::ResNet18Gray, &device);
     assert_eq!(
         trainable_parameters(&gray),
         11_181_642 - 3 * 64 * 49 + 64 * 49
     );
-    assert_eq!(
-        gray.forward(Tensor::<4>::zeros([2, 1, 28, 28], &device))
-            .dims(),
-        [2, 10]
-    );
+    // 784*256 + 256 + 256*10 + 10.
+    assert_eq!(trainable_parameters(&net(ModelKind::Mlp, &device)), 203_530);
+}
+
+#[test]
+fn every_model_maps_its_images_to_class_logits() {
+    let device = device();
+    for &kind in ModelKind::ALL {
+        let g = kind.geometry();
+        let images = Tensor::<4>::zeros([2, g.channels, g.height, g.width], &device);
+        assert_eq!(
+            net(kind, &device).forward(images).dims(),
+            [2, g.classes],
+            "{kind}"
+        );
+    }
 }
 
 #[test]
@@ -59,12 +63,12 @@ fn flop_counts_match_the_published_figures() {
     assert!((resnet - 220.0).abs() < 10.0, "resnet18 {resnet} MFLOP");
 }
 
-fn loss_falls<M: Classifier>(model: M, kind: ModelKind, device: &Device) {
+fn loss_falls(kind: ModelKind, device: &Device) {
     let g = kind.geometry();
     let mut data = kiln_data::synthetic(g, 16, 4, 3);
     data.test = data.train.clone();
     let on_device = DeviceData::upload(&data, device, None);
-    let mut trainer = Trainer::new(model, device, 1e-3);
+    let mut trainer = Trainer::new(net(kind, device), device, 1e-3);
     let batch: Vec<i64> = (0..16).collect();
     let indices = || Tensor::<1, Int>::from_data(TensorData::new(batch.clone(), [16]), device);
     let read = |t: Tensor<1>| t.into_data().iter::<f32>().next().unwrap();
@@ -82,16 +86,63 @@ fn loss_falls<M: Classifier>(model: M, kind: ModelKind, device: &Device) {
 #[test]
 fn a_few_steps_on_a_fixed_batch_lower_the_loss() {
     let device = device();
-    loss_falls(MnistCnn::new(&device), ModelKind::MnistCnn, &device);
-    loss_falls(
-        ResNet::resnet18(3, 10, &device),
-        ModelKind::ResNet18,
-        &device,
+    for &kind in ModelKind::ALL {
+        loss_falls(kind, &device);
+    }
+}
+
+#[test]
+fn dropout_is_off_only_when_asked() {
+    let device = device();
+    let text = |n: Net| format!("{n}");
+    let with = text(net(ModelKind::MnistCnn, &device));
+    let without = text(net(ModelKind::MnistCnn, &device).without_dropout());
+    assert!(with.contains("prob: 0.1"), "{with}");
+    assert!(without.contains("prob: 0"), "{without}");
+    assert!(!without.contains("prob: 0.1"), "{without}");
+}
+
+/// Every model's parameters as the PyTorch reference builds them (its `models.Net`, from the
+/// same description): names, shapes in Burn's layout, in Burn's order.
+fn pytorch_layout(python: &std::ffi::OsStr) -> serde_json::Value {
+    let package = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/pytorch/kiln_torch"
     );
-    loss_falls(
-        ResNet::resnet18(1, 10, &device),
-        ModelKind::ResNet18Gray,
-        &device,
+    let script = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport models\n\
+                  print(json.dumps({n: [[k, list(p.t().shape if t else p.shape)] \
+                  for k, p, t in models.Net(n).names] for n in models.models()}))";
+    let out = std::process::Command::new(python)
+        .args(["-c", script, package])
+        .output()
+        .expect("the Python in KILN_TORCH_PYTHON runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    loss_falls(Mlp::new(784, 10, &device), ModelKind::Mlp, &device);
+    serde_json::from_slice(&out.stdout).expect("one JSON line")
+}
+
+#[test]
+fn the_pytorch_reference_builds_every_model_with_burns_parameters() {
+    let Some(python) = std::env::var_os("KILN_TORCH_PYTHON") else {
+        kiln_results::testing::skip(
+            "the PyTorch reference's models",
+            "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
+        );
+        return;
+    };
+    let torch = pytorch_layout(&python);
+    let device = device();
+    for &kind in ModelKind::ALL {
+        let burn: Vec<(String, Vec<usize>)> = kiln_core::verify::weights_of(&net(kind, &device))
+            .tensors
+            .into_iter()
+            .map(|t| (t.name, t.shape))
+            .collect();
+        let theirs: Vec<(String, Vec<usize>)> =
+            serde_json::from_value(torch[kind.name()].clone()).expect("name and shape pairs");
+        assert_eq!(burn, theirs, "{kind}: Burn's parameters, then PyTorch's");
+    }
 }

@@ -1,8 +1,9 @@
 //! The protocol on tiny inputs: what it measures, projects and reports (never how fast).
 
 use burn::prelude::*;
-use kiln_core::MnistCnn;
+use kiln_core::Net;
 use kiln_core::kiln_loop;
+use kiln_core::models::ModelKind;
 use kiln_core::protocol::{DeviceData, Protocol};
 use kiln_data::Geometry;
 use kiln_results::{Event, Measurements, Method, SlowSteps, Summary, TimingRules, summarize};
@@ -24,7 +25,7 @@ fn train_quietly(
     protocol: &Protocol,
 ) -> (Measurements, Summary) {
     let mut sink = |_: &Event| {};
-    let m = kiln_loop::train(MnistCnn::new(device), device, data, protocol, &mut sink).unwrap();
+    let m = kiln_loop::train(cnn(device), device, data, protocol, &mut sink).unwrap();
     let s = summarize(
         &m,
         60_000,
@@ -127,7 +128,7 @@ fn whole_epochs_after_warm_up_are_measured() {
     let protocol = protocol(3, 32);
     let mut events = Vec::new();
     let mut sink = |e: &Event| events.push(e.clone());
-    let m = kiln_loop::train(MnistCnn::new(&device), &device, &data, &protocol, &mut sink).unwrap();
+    let m = kiln_loop::train(cnn(&device), &device, &data, &protocol, &mut sink).unwrap();
     let out = summarize(&m, 60_000, protocol.settings.epochs, None);
     assert!(m.diverged.is_none());
     assert_eq!(out.obtained.method, Method::Measured);
@@ -186,8 +187,7 @@ fn a_cell_cut_by_its_budget_is_projected() {
 fn loop_overhead_compares_the_same_steps() {
     let (device, data) = setup(128);
     let protocol = protocol(Protocol::default().settings.epochs, 32);
-    let o =
-        kiln_loop::loop_overhead(MnistCnn::new(&device), &device, &data, &protocol, 2, 2).unwrap();
+    let o = kiln_loop::loop_overhead(cnn(&device), &device, &data, &protocol, 2, 2).unwrap();
     assert_eq!((o.rounds, o.steps_per_round), (2, 2));
     assert!(o.kiln_step_seconds.median > 0.0 && o.bare_step_seconds.median > 0.0);
 }
@@ -225,12 +225,12 @@ fn micro_batches_give_the_full_batch_gradient() {
     }
     let (device, data) = setup(16);
     // No dropout: the only difference between the two paths is the accumulation.
-    let model = MnistCnn::with_dropout(&device, 0.0);
+    let model = cnn(&device).without_dropout();
     let indices = Tensor::<1, Int>::from_data(
         TensorData::new((0..16i64).collect::<Vec<_>>(), [16]),
         &device,
     );
-    let grads = |trainer: Trainer<MnistCnn>| {
+    let grads = |trainer: Trainer<Net>| {
         let (g, loss) = trainer.gradients(&model, &data, indices.clone());
         let mut c = Collect(&g, Vec::new());
         model.visit(&mut c);
@@ -253,4 +253,8 @@ fn micro_batches_give_the_full_batch_gradient() {
             "difference {worst} at scale {scale}"
         );
     }
+}
+
+fn cnn(device: &Device) -> Net {
+    Net::new(ModelKind::MnistCnn, device).unwrap()
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use burn::prelude::*;
 use common::{Cpu, FLEX};
-use kiln_core::models::{MnistCnn, ModelKind, ResNet};
+use kiln_core::models::{ModelKind, Net};
 use kiln_core::verify::{load_weights, verify, weights_of};
 use kiln_report::verify::{
     Fault, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights, compare,
@@ -98,17 +98,33 @@ fn two_backends_agree_and_a_wrong_gradient_op_fails() {
     assert_eq!(record.losses[0], reference.losses[0]);
 }
 
+fn resnet(device: &Device) -> Net {
+    Net::new(ModelKind::ResNet18, device).unwrap()
+}
+
 #[test]
 fn weights_round_trip_and_a_mismatch_names_the_tensor() {
     let device = Device::flex().autodiff();
-    let a = MnistCnn::with_dropout(&device, 0.0);
-    let b = MnistCnn::with_dropout(&device, 0.0);
+    let cnn = || Net::new(ModelKind::MnistCnn, &device).unwrap();
+    let (a, b) = (cnn(), cnn());
     let wa = weights_of(&a);
     assert_ne!(wa, weights_of(&b));
     let loaded = load_weights(b, &wa).expect("same shapes");
     assert_eq!(weights_of(&loaded), wa);
+    // Named as the description names the layers, a residual block's too.
+    let names: Vec<String> = weights_of(&resnet(&device))
+        .tensors
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names[..3], ["conv1.weight", "bn1.gamma", "bn1.beta"]);
+    assert!(
+        names.iter().any(|n| n == "layer2.0.downsample.conv.weight"),
+        "{names:?}"
+    );
+    assert_eq!(names.last().map(String::as_str), Some("fc.bias"));
 
-    let resnet = ResNet::resnet18(1, 10, &device);
+    let resnet = Net::new(ModelKind::ResNet18Gray, &device).unwrap();
     let e = load_weights(resnet, &wa)
         .expect_err("other shapes")
         .to_string();

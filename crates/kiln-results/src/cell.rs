@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ModelKind;
 use crate::protocol::TimingRules;
 use crate::schema::CellId;
 use crate::settings::CellSettings;
-use crate::vocab::{DatasetName, ModelKind, Precision, Profile, TrainingLoop};
+use crate::vocab::{DatasetName, Precision, Profile, TrainingLoop};
 
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
@@ -148,7 +149,7 @@ impl CellRequest {
             ));
         }
         if let Some(d) = self.dataset
-            && !d.fits(self.model)
+            && !d.fits(self.model.geometry())
         {
             let (g, m) = (
                 d.geometry().unwrap_or(self.model.geometry()),

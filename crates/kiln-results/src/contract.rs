@@ -22,6 +22,7 @@ pub fn contract_schema() -> serde_json::Value {
         "explain_record": schemars::schema_for!(ExplainRecord),
         "verify_request": schemars::schema_for!(VerifyRequest),
         "verify_record": schemars::schema_for!(VerifyRecord),
+        "models": crate::models::descriptions(),
     })
 }
 

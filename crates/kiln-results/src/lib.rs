@@ -12,6 +12,7 @@ pub mod events;
 pub mod explain;
 pub mod fingerprint;
 pub mod memory;
+pub mod models;
 pub mod observe;
 pub mod probe;
 pub mod profile;
@@ -27,6 +28,7 @@ pub mod vocab;
 pub use cell::{CELL_VERSION, CellRequest, SlowSteps};
 pub use events::{Event, Progress, Start};
 pub use memory::{MemoryGrowth, memory_growth};
+pub use models::ModelKind;
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
 pub use probe::{DeviceReport, ProbeReport};
 pub use protocol::{LEARNING_RATE, TimingRules};
@@ -35,7 +37,7 @@ pub use settings::CellSettings;
 pub use stats::Stats;
 pub use vocab::{
     AutotuneLevel, DatasetName, DeviceKind, FallbackTarget, FloatKind, Geometry, LossScalingMode,
-    ModelKind, Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
+    Precision, Profile, TrainingLoop, UnknownName, Vocabulary,
 };
 
 /// The variable holding the token of remote servers (`cargo xtask serve --token`), for the

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::vocab::{ModelKind, Profile, Vocabulary};
+use crate::ModelKind;
+use crate::vocab::{Profile, Vocabulary};
 
 impl Profile {
     /// `Quick` when `quick` is set (the `--quick` flag), else `Full`.

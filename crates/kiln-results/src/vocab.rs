@@ -128,19 +128,7 @@ macro_rules! vocabulary {
     };
 }
 
-vocabulary!(
-    /// The benchmark's models.
-    ModelKind, "model", {
-        /// The article's small MNIST CNN.
-        MnistCnn = "mnist-cnn",
-        /// torchvision's ResNet18 topology, 3x32x32 input, 10 classes (CIFAR-10).
-        ResNet18 = "resnet18",
-        /// The article's 1-channel ResNet18 variant (MNIST-sized input).
-        ResNet18Gray = "resnet18-gray",
-        /// A 2-layer perceptron, 784-256-10: an epoch in seconds, for a first run or CI.
-        Mlp = "mlp",
-    }
-);
+pub(crate) use vocabulary;
 
 /// Image geometry and class count of a model's input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,21 +168,6 @@ impl Geometry {
         } else {
             60_000
         }
-    }
-}
-
-impl ModelKind {
-    /// The input the model takes.
-    pub fn geometry(self) -> Geometry {
-        match self {
-            ModelKind::ResNet18 => Geometry::CIFAR,
-            ModelKind::MnistCnn | ModelKind::ResNet18Gray | ModelKind::Mlp => Geometry::MNIST,
-        }
-    }
-
-    /// Samples in the standard epoch the model's times are reported for.
-    pub fn standard_epoch(self) -> usize {
-        self.geometry().standard_epoch()
     }
 }
 
@@ -309,9 +282,9 @@ impl DatasetName {
         }
     }
 
-    /// True when `model` can train on it.
-    pub fn fits(self, model: ModelKind) -> bool {
-        self.geometry().is_none_or(|g| g == model.geometry())
+    /// True when a model taking `input` can train on it.
+    pub fn fits(self, input: Geometry) -> bool {
+        self.geometry().is_none_or(|g| g == input)
     }
 }
 
@@ -415,6 +388,7 @@ vocabulary!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ModelKind;
 
     fn round_trips<V: Vocabulary + fmt::Debug + serde::Serialize + serde::de::DeserializeOwned>() {
         for &v in V::ALL {
@@ -445,9 +419,9 @@ mod tests {
         assert_eq!(ModelKind::ResNet18.geometry(), Geometry::CIFAR);
         assert_eq!(ModelKind::ResNet18.standard_epoch(), 50_000);
         assert_eq!(ModelKind::ResNet18Gray.standard_epoch(), 60_000);
-        assert!(DatasetName::Cifar10.fits(ModelKind::ResNet18));
-        assert!(!DatasetName::Cifar10.fits(ModelKind::MnistCnn));
-        assert!(DatasetName::Synthetic.fits(ModelKind::ResNet18));
+        assert!(DatasetName::Cifar10.fits(ModelKind::ResNet18.geometry()));
+        assert!(!DatasetName::Cifar10.fits(ModelKind::MnistCnn.geometry()));
+        assert!(DatasetName::Synthetic.fits(ModelKind::ResNet18.geometry()));
     }
 
     #[test]

@@ -24,14 +24,14 @@ use kiln_results::explain::{
 };
 
 use crate::device::{Binding, one_shot, open_device, panic_text};
-use crate::models::{BuildModel, Classifier, WithModel};
+use crate::models::{Act, Net};
 use crate::protocol::{self, DeviceData};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 
 mod layers;
 
-use layers::{Act, Layer};
+use layers::Layer;
 
 /// Repeats a measurement by the request's rules: warm-up runs, then timed runs until
 /// `repeats` ran or (after at least 3) `op_seconds` were spent.
@@ -209,10 +209,8 @@ struct ModelTimings<'a> {
     learning_rate: f64,
 }
 
-impl WithModel for ModelTimings<'_> {
-    type Output = Result<(Timing, Timing), CoreError>;
-
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
+impl ModelTimings<'_> {
+    fn run(self, model: Net) -> Result<(Timing, Timing), CoreError> {
         let inner = self.device.clone().without_autodiff();
         let learning_rate = self.learning_rate;
         let mut optim = protocol::adam();
@@ -306,17 +304,15 @@ fn explain_on_device(
         record.ops.extend(timed);
     }
     eprintln!("kiln: timing Adam's update and the whole step");
-    let (update, step) = request.model.build(
-        &device,
-        ModelTimings {
-            timer: &timer,
-            device: &device,
-            batch: request.batch,
-            seed: request.seed,
-            kind: request.model,
-            learning_rate: request.learning_rate,
-        },
-    )?;
+    let (update, step) = ModelTimings {
+        timer: &timer,
+        device: &device,
+        batch: request.batch,
+        seed: request.seed,
+        kind: request.model,
+        learning_rate: request.learning_rate,
+    }
+    .run(Net::new(request.model, &device)?)?;
     if let Some(index) = request
         .sites
         .iter()

@@ -14,7 +14,7 @@ use kiln_results::{
 use crate::device::{Binding, dtype, open_device, supported_precisions};
 #[cfg(feature = "learner")]
 use crate::learner;
-use crate::models::{BuildModel, Classifier, WithModel};
+use crate::models::Net;
 use crate::protocol::{self, DeviceData, Protocol};
 use kiln_machine::process as memory;
 
@@ -344,15 +344,13 @@ fn train_learner(
         protocol,
     ));
     let strategy = learner::Strategy::for_devices(devices.len(), on.binding.collectives());
-    let (measurements, setup) = kind.build(
-        &devices[0],
-        LearnerTrain {
-            devices,
-            strategy,
-            data: dataset,
-            protocol,
-            sink: &mut |e: &Event| sink(e),
-        },
+    let (measurements, setup) = learner::train(
+        Net::new(kind, &devices[0])?,
+        devices,
+        strategy,
+        dataset,
+        protocol,
+        &mut |e: &Event| sink(e),
     )?;
     let mut observed = cell.observed(Status::Ok, None, Some(measurements));
     if let Some(s) = setup {
@@ -395,29 +393,14 @@ fn train_kiln(
     ));
     if !request.settings.bare {
         let mut events = |e: &Event| sink(e);
-        let measurements = kind.build(
-            device,
-            Train {
-                device,
-                data: &data,
-                protocol,
-                sink: &mut events,
-            },
-        )?;
+        let model = Net::new(kind, device)?;
+        let measurements = kiln_loop::train(model, device, &data, protocol, &mut events)?;
         return Ok(cell.record(Status::Ok, None, Some(measurements)));
     }
     let quick = request.settings.profile == Profile::Quick;
     let (rounds, steps) = if quick { (3, 10) } else { (5, 20) };
-    let overhead = kind.build(
-        device,
-        Overhead {
-            device,
-            data: &data,
-            protocol,
-            rounds,
-            steps,
-        },
-    )?;
+    let model = Net::new(kind, device)?;
+    let overhead = kiln_loop::loop_overhead(model, device, &data, protocol, rounds, steps)?;
     let mut observed = cell.observed(
         Status::Ok,
         Some("loop-overhead measurement (--bare): no epoch time".into()),
@@ -427,67 +410,4 @@ fn train_kiln(
     let mut r = observed.into_record(request, kiln_machine::collect(cell.threads, BURN_VERSION));
     r.train_samples = data.train_len;
     Ok(r)
-}
-
-/// A whole cell under the protocol, for any model.
-struct Train<'a> {
-    pub(super) device: &'a Device,
-    pub(super) data: &'a DeviceData,
-    pub(super) protocol: &'a Protocol,
-    pub(super) sink: &'a mut dyn protocol::Sink,
-}
-
-impl WithModel for Train<'_> {
-    type Output = Result<Measurements, CoreError>;
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
-        kiln_loop::train(model, self.device, self.data, self.protocol, self.sink)
-    }
-}
-
-/// A whole cell through burn-train (`--loop learner`), for any model.
-#[cfg(feature = "learner")]
-struct LearnerTrain<'a> {
-    pub(super) devices: &'a [Device],
-    pub(super) strategy: learner::Strategy,
-    pub(super) data: &'a kiln_data::Dataset,
-    pub(super) protocol: &'a Protocol,
-    pub(super) sink: &'a mut dyn protocol::Sink,
-}
-
-#[cfg(feature = "learner")]
-impl WithModel for LearnerTrain<'_> {
-    type Output = Result<(Measurements, Option<f64>), CoreError>;
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
-        learner::train(
-            model,
-            self.devices,
-            self.strategy,
-            self.data,
-            self.protocol,
-            self.sink,
-        )
-    }
-}
-
-/// The loop-overhead measurement (`--bare`), for any model.
-struct Overhead<'a> {
-    pub(super) device: &'a Device,
-    pub(super) data: &'a DeviceData,
-    pub(super) protocol: &'a Protocol,
-    pub(super) rounds: usize,
-    pub(super) steps: usize,
-}
-
-impl WithModel for Overhead<'_> {
-    type Output = Result<kiln_results::LoopOverhead, CoreError>;
-    fn run<M: Classifier>(self, model: M) -> Self::Output {
-        kiln_loop::loop_overhead(
-            model,
-            self.device,
-            self.data,
-            self.protocol,
-            self.rounds,
-            self.steps,
-        )
-    }
 }

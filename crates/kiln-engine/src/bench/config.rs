@@ -277,7 +277,7 @@ pub(super) fn dataset_for(
         return Ok((DatasetName::Synthetic, None));
     }
     if let Some(name) = common.dataset {
-        if !name.fits(model) {
+        if !name.fits(model.geometry()) {
             bail!("dataset {name} does not fit model {model} (different image shape)");
         }
         kiln_data::available(name, common.settings.data_dir.as_deref())?;

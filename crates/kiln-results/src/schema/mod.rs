@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ModelKind;
 use crate::stats::Stats;
-use crate::vocab::{ModelKind, Precision, TrainingLoop};
+use crate::vocab::{Precision, TrainingLoop};
 
 /// Version of the record layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

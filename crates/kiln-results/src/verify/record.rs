@@ -94,7 +94,7 @@ impl VerifyRequest {
                 self.steps, self.batch
             ));
         }
-        if !self.dataset.fits(self.model) {
+        if !self.dataset.fits(self.model.geometry()) {
             return Err(format!(
                 "dataset {} does not fit model {}",
                 self.dataset, self.model
