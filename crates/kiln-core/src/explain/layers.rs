@@ -14,9 +14,10 @@ use crate::models::{self, Act};
 /// One operation built with Burn's modules.
 #[derive(Clone)]
 pub(super) enum Layer {
-    Net(models::Layer),
+    // Boxed, as the loss: with the remote device in Burn's device type, both are hundreds of
+    // bytes.
+    Net(Box<models::Layer>),
     Add,
-    // Boxed: with the remote device in Burn's device type, it is the largest variant by far.
     CrossEntropy(Box<CrossEntropyLoss>),
 }
 
@@ -27,14 +28,14 @@ impl Layer {
             LayerOp::CrossEntropy => {
                 Layer::CrossEntropy(Box::new(CrossEntropyLossConfig::new().init(device)))
             }
-            op => Layer::Net(models::Layer::of(op, Init::Default, device)?),
+            op => Layer::Net(Box::new(models::Layer::of(op, Init::Default, device)?)),
         })
     }
 
     /// The same layer with its parameters frozen (no gradient wanted).
     pub(super) fn frozen(&self) -> Layer {
         match self {
-            Layer::Net(m) => Layer::Net(m.clone().no_grad()),
+            Layer::Net(m) => Layer::Net(Box::new(m.as_ref().clone().no_grad())),
             other => other.clone(),
         }
     }
