@@ -268,7 +268,7 @@ mod tests {
     use crate::testing::reference_script as test_script;
     use crate::testing::test_python;
     use kiln_report::explain::Phase;
-    use kiln_results::{ModelKind, Precision};
+    use kiln_results::{ModelKind, Precision, Vocabulary};
 
     /// A fake runner that writes an explain record of flex whose first op takes `first`
     /// seconds and appends `side` to `order`.
@@ -365,10 +365,10 @@ mod tests {
     }
 
     #[test]
-    fn the_reference_runner_times_every_op_of_both_models_in_the_shared_schema() {
+    fn the_reference_runner_times_every_op_of_every_model_in_the_shared_schema() {
         let Some(py) = test_python() else { return };
         let tmp = tempfile::tempdir().expect("a temporary directory");
-        for model in [ModelKind::MnistCnn, ModelKind::ResNet18] {
+        for &model in ModelKind::ALL {
             let mut request = ExplainRequest::new(model, "pytorch", "cpu", Precision::F32, 2);
             request.warmup = 0;
             request.repeats = 1;
