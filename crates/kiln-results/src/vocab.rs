@@ -1,6 +1,7 @@
-//! Kiln's vocabulary: every name a user types or a record holds (models, precisions, datasets,
-//! autotune levels, device kinds, profiles, fallback targets), defined once. xtask, every Rust
-//! runner and (through the JSON they exchange) the PyTorch runner use these and nothing else.
+//! Kiln's vocabulary: every name a user types or a record holds (precisions, datasets,
+//! autotune levels, device kinds, profiles, fallback targets; the models' names are made by the
+//! same macro beside their descriptions, in `models/`), defined once. xtask, every Rust runner
+//! and (through the JSON they exchange) the PyTorch runner use these and nothing else.
 
 use std::fmt;
 use std::str::FromStr;
