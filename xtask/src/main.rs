@@ -2,11 +2,8 @@
 //! the engine (`kiln-engine`: plan, build the runners, run the cells, write the records and
 //! the run's report) or to the thin module of its own here. It never trains.
 
-#[cfg(test)]
-mod contract;
 mod doctor;
 mod fetch;
-mod figures;
 mod flags;
 mod kit;
 mod layout;

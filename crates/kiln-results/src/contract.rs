@@ -1,8 +1,9 @@
 //! The JSON Schema of what crosses the runner boundary as JSON from or to a runner that is not
 //! Rust: the cell, explain and verify requests xtask writes, and what such a runner writes
-//! back (the PyTorch reference): [`Observed`], the explain and the verify record. Generated from the types themselves and committed beside the Python
-//! runner ([`SCHEMA_FILE`]), which validates every request it reads and every record it writes
-//! against it; xtask's test fails when the committed file is not what the types generate.
+//! back (the PyTorch reference): [`Observed`], the explain and the verify record. Generated
+//! from the types themselves and committed beside the Python runner ([`SCHEMA_FILE`]), which
+//! validates every request it reads and every record it writes against it; this crate's test
+//! (`tests/contract.rs`) fails when the committed file is not what the types generate.
 
 use crate::explain::{ExplainRecord, ExplainRequest};
 use crate::verify::{VerifyRecord, VerifyRequest};
@@ -15,7 +16,7 @@ pub const SCHEMA_FILE: &str = "bench/pytorch/kiln_torch/contract.schema.json";
 pub fn contract_schema() -> serde_json::Value {
     serde_json::json!({
         "$comment": "Generated from kiln-results' types (the requests, Observed, the explain and verify records); do not edit. \
-                     `KILN_BLESS=1 cargo test -p xtask contract_schema` rewrites it.",
+                     `KILN_BLESS=1 cargo test -p kiln-results --features schema contract_schema` rewrites it.",
         "cell_request": schemars::schema_for!(CellRequest),
         "observed": schemars::schema_for!(Observed),
         "explain_request": schemars::schema_for!(ExplainRequest),

@@ -8,7 +8,10 @@ use kiln_results::contract::{SCHEMA_FILE, contract_schema};
 use kiln_results::{CellRequest, ModelKind, Observed, Profile};
 use serde_json::{Value, json};
 
-use crate::workspace::workspace_root;
+/// The repository's root (the schema and the Python runner live there).
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
 
 fn committed() -> PathBuf {
     workspace_root().join(SCHEMA_FILE)
@@ -24,7 +27,7 @@ fn contract_schema_is_committed_as_the_types_generate_it() {
     assert!(
         on_disk == generated,
         "{SCHEMA_FILE} is not what kiln-results' types generate: a request or record field \
-         changed. Rewrite it with `KILN_BLESS=1 cargo test -p xtask contract_schema` and commit it"
+         changed. Rewrite it with `KILN_BLESS=1 cargo test -p kiln-results --features schema contract_schema` and commit it"
     );
 }
 
