@@ -17,7 +17,7 @@ mod tests {
     fn block_after(text: &str, heading: &str) -> Vec<String> {
         let rest = text
             .split_once(&format!("\n{heading}\n"))
-            .unwrap_or_else(|| panic!("README.md has no {heading:?} section"))
+            .unwrap_or_else(|| panic!("no {heading:?} section"))
             .1;
         let inside = rest
             .split_once("```\n")
@@ -118,6 +118,49 @@ mod tests {
                 text.contains(&format!("`crates/{name}`")),
                 "docs/architecture.md misses crates/{name}"
             );
+        }
+    }
+
+    /// The picture of the crates in docs/architecture.md is their dependencies: every crate
+    /// on one floor, and every dependency on a workspace crate (`[dependencies]`) drawn down.
+    #[test]
+    fn the_architecture_picture_draws_every_crate_above_what_it_links() {
+        let root = crate::workspace::workspace_root();
+        let text = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+        let meta = cargo_metadata::MetadataCommand::new()
+            .current_dir(&root)
+            .no_deps()
+            .exec()
+            .unwrap();
+        let names: BTreeSet<&str> = meta.packages.iter().map(|p| p.name.as_str()).collect();
+        let mut floors = std::collections::BTreeMap::new();
+        let mut floor = None;
+        for line in block_after(&text, "## The crates") {
+            let mut words = line.split_whitespace().peekable();
+            if let Some(n) = words.peek().and_then(|w| w.parse::<u32>().ok()) {
+                floor = Some(n);
+                words.next();
+            }
+            for name in words.map_while(|w| names.get(w).copied()) {
+                let at = floor.expect("the picture's first line names its floor");
+                assert!(floors.insert(name, at).is_none(), "{name} drawn twice");
+            }
+        }
+        let drawn: BTreeSet<&str> = floors.keys().copied().collect();
+        assert_eq!(drawn, names, "the picture against the workspace's crates");
+        for package in &meta.packages {
+            for dep in &package.dependencies {
+                let normal = dep.kind == cargo_metadata::DependencyKind::Normal;
+                if let (true, Some(below)) = (normal, floors.get(dep.name.as_str())) {
+                    let at = floors[package.name.as_str()];
+                    assert!(
+                        *below < at,
+                        "{} (floor {at}) links {} (floor {below}): draw it lower or cut the link",
+                        package.name,
+                        dep.name
+                    );
+                }
+            }
         }
     }
 
