@@ -48,7 +48,7 @@ pub enum Cmd {
         /// Backends, comma-separated (default: every buildable default backend).
         #[arg(long, value_delimiter = ',')]
         backends: Option<Vec<String>>,
-        /// Models, comma-separated (default: mnist-cnn; all three without --quick).
+        /// Models, comma-separated (default: mnist-cnn; the article's three without --quick).
         #[arg(long, value_delimiter = ',')]
         models: Option<Vec<ModelKind>>,
         /// Precisions, comma-separated (default: f32).
