@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::ModelKind;
-use crate::vocab::{Profile, Vocabulary};
+use crate::vocab::Profile;
 
 impl Profile {
     /// `Quick` when `quick` is set (the `--quick` flag), else `Full`.
