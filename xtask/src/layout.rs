@@ -1,6 +1,7 @@
 //! The code's layout holds, checked by tests: no source file over 500 lines before its tests
-//! (comments and blank lines count), and no import circle between the files of a crate (the
-//! crate root, which declares the modules and re-exports their names, apart).
+//! (comments and blank lines count), no function over 100, no import circle between the files
+//! of a crate (the crate root, which declares the modules and re-exports their names, apart),
+//! and every folder of code says what lives there in its module's first comment.
 
 #[cfg(test)]
 mod tests {
@@ -185,6 +186,42 @@ mod tests {
             over.is_empty(),
             "over {MAX_CODE_LINES} lines of code: {}; split them where one concept ends",
             over.join(", ")
+        );
+    }
+
+    /// The file that opens a folder of code: `lib.rs` or `main.rs` at a crate's root, `mod.rs`
+    /// or the `NAME.rs` beside `NAME/` below it; `None` for a folder that is no module.
+    fn module_file(dir: &Path) -> Option<PathBuf> {
+        ["lib.rs", "main.rs", "mod.rs"]
+            .iter()
+            .map(|f| dir.join(f))
+            .chain([dir.with_extension("rs")])
+            .find(|f| f.is_file())
+    }
+
+    #[test]
+    fn every_folder_of_code_opens_with_what_lives_there() {
+        let mut folders = Vec::new();
+        let mut stack = source_roots();
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            stack.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+            folders.push(dir);
+        }
+        let mut silent = Vec::new();
+        for file in folders.iter().filter_map(|d| module_file(d)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            if !text.starts_with("//!") {
+                silent.push(file.display().to_string());
+            }
+        }
+        assert!(folders.len() > 30, "found only {} folders", folders.len());
+        assert!(
+            silent.is_empty(),
+            "a folder's module file must open with a `//!` comment saying what lives there: {}",
+            silent.join(", ")
         );
     }
 
