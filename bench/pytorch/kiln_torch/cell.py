@@ -209,12 +209,10 @@ class Cell:
                   "elapsed_seconds": self.last_progress - self.started, "eta_seconds": self.eta(epoch, step)})
 
     def eta(self, epoch, step):
-        if self.chunks:
-            per_step = self.chunks[-1][2] / self.chunks[-1][0]
-        elif self.steps_done:
-            per_step = (time.perf_counter() - self.started) / self.steps_done
-        else:
+        # From the last steady chunk's pace; none before it (warm-up steps are not the pace).
+        if not self.chunks:
             return None
+        per_step = self.chunks[-1][2] / self.chunks[-1][0]
         left = self.args.epochs * self.steps_per_epoch - (epoch * self.steps_per_epoch + step)
         eta = per_step * max(left, 0)
         if self.budget is not None and self.warmup.steady_at is not None:

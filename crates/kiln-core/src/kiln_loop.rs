@@ -125,15 +125,10 @@ impl<'a, M: Classifier> Run<'a, M> {
         Ok(())
     }
 
+    /// The seconds left, from the last steady chunk's pace; none before the first (a warm-up
+    /// step's time is the kernels' compiling, and projected an H200 cell to hours).
     fn eta(&self, epoch: usize, step: usize) -> Option<f64> {
-        let per_step = self
-            .chunks
-            .last()
-            .map(|c| c.seconds / c.steps as f64)
-            .or_else(|| {
-                (self.steps_done > 0)
-                    .then(|| self.started.elapsed().as_secs_f64() / self.steps_done as f64)
-            })?;
+        let per_step = self.chunks.last().map(|c| c.seconds / c.steps as f64)?;
         let total = self.protocol.settings.epochs * self.steps_per_epoch;
         let done = epoch * self.steps_per_epoch + step;
         let mut eta = per_step * total.saturating_sub(done) as f64;

@@ -108,11 +108,23 @@ fn a_cell_that_never_settles_is_not_steady_and_has_no_time() {
         seconds: 1.0,
     });
     protocol.settings.warmup_cap_seconds = 3.0;
-    let (m, out) = train_quietly(&device, &data, &protocol);
+    let mut etas = Vec::new();
+    let mut sink = |e: &Event| {
+        if let Event::Progress(p) = e {
+            etas.push(p.eta_seconds);
+        }
+    };
+    let m = kiln_loop::train(cnn(&device), &device, &data, &protocol, &mut sink).unwrap();
+    let out = summarize(&m, 60_000, 3, protocol.settings.budget_seconds);
     let w = m.warmup.clone().expect("a warm-up");
     assert!(
         !w.steady && w.seconds >= 3.0 && w.cap_seconds == 3.0,
         "{w:?}"
+    );
+    // Its progress lines came while it warmed up: no ETA from warm-up steps' times.
+    assert!(
+        !etas.is_empty() && etas.iter().all(Option::is_none),
+        "{etas:?}"
     );
     assert!(m.chunks.is_empty(), "nothing is timed before steady state");
     assert_eq!(m.epochs.len(), 1, "the cell stopped at its cap");

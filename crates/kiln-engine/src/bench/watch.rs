@@ -142,20 +142,30 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
         }
         Event::Progress(p) => {
             seen.clock.enter(Phase::Training);
-            let eta = p.eta_seconds.unwrap_or(0.0);
             let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
+            let later = w.position.later_seconds;
+            // No ETA until the steps are steady: a warm-up step's time is not the pace.
+            let (eta, run_eta) = match p.eta_seconds {
+                Some(eta) => (
+                    format!("ETA {}", time::short(eta)),
+                    format!("run ETA ≤{}", time::short(eta + later)),
+                ),
+                None => (
+                    "warming up, no ETA yet".into(),
+                    format!("run ETA: this cell, then ≤{}", time::short(later)),
+                ),
+            };
             display.status(
                 done,
                 label,
                 &format!(
-                    "epoch {} step {}/{} · {} elapsed · ETA {}",
+                    "epoch {} step {}/{} · {} elapsed · {eta}",
                     p.epoch,
                     p.step,
                     p.steps_per_epoch,
                     time::short(p.elapsed_seconds),
-                    time::short(eta),
                 ),
-                &format!("run ETA ≤{}", time::short(eta + w.position.later_seconds)),
+                &run_eta,
             )
         }
     }
