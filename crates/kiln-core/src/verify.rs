@@ -14,7 +14,7 @@ use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weig
 
 use crate::amp::LossScaler;
 use crate::device::{Binding, amp_dtype, one_shot, open_device};
-use crate::models::{ModelKind, Net, parameter_name};
+use crate::models::{Net, parameter_name};
 use crate::protocol::{DeviceData, read_scalar};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
@@ -23,7 +23,7 @@ use crate::{BURN_VERSION, CoreError};
 /// ([`parameter_name`]), in visiting order.
 pub fn weights_of(model: &Net) -> Weights {
     struct Collect {
-        kind: ModelKind,
+        described: Vec<kiln_results::models::Layer>,
         path: Vec<String>,
         out: Vec<NamedTensor>,
     }
@@ -40,14 +40,14 @@ pub fn weights_of(model: &Net) -> Weights {
                 return;
             }
             self.out.push(NamedTensor {
-                name: parameter_name(self.kind, &self.path),
+                name: parameter_name(&self.described, &self.path),
                 shape: value.shape().to_vec(),
                 values: value.into_data().iter::<f32>().collect(),
             });
         }
     }
     let mut c = Collect {
-        kind: model.kind(),
+        described: model.kind().layers(),
         path: Vec::new(),
         out: Vec::new(),
     };
@@ -60,7 +60,7 @@ pub fn weights_of(model: &Net) -> Weights {
 /// tensor.
 pub fn load_weights(model: Net, weights: &Weights) -> Result<Net, CoreError> {
     struct Load<'a> {
-        kind: ModelKind,
+        described: Vec<kiln_results::models::Layer>,
         weights: &'a Weights,
         next: usize,
         path: Vec<String>,
@@ -77,7 +77,7 @@ pub fn load_weights(model: Net, weights: &Weights) -> Result<Net, CoreError> {
             if self.error.is_some() || !param.val().is_require_grad() {
                 return param;
             }
-            let here = parameter_name(self.kind, &self.path);
+            let here = parameter_name(&self.described, &self.path);
             let Some(t) = self.weights.tensors.get(self.next) else {
                 self.error = Some(format!(
                     "the weights file has {} tensors; the model has more (from {here})",
@@ -103,7 +103,7 @@ pub fn load_weights(model: Net, weights: &Weights) -> Result<Net, CoreError> {
         }
     }
     let mut load = Load {
-        kind: model.kind(),
+        described: model.kind().layers(),
         weights,
         next: 0,
         path: Vec::new(),

@@ -4,10 +4,10 @@
 use burn::module::Module;
 use burn::prelude::*;
 use kiln_core::Trainer;
-use kiln_core::models::training_flops_per_sample;
 use kiln_core::models::{Classifier, ModelKind, Net, trainable_parameters};
 use kiln_core::protocol::DeviceData;
 use kiln_results::Vocabulary;
+use kiln_results::explain::training_flops_per_sample;
 
 fn device() -> Device {
     let d = Device::flex();

@@ -199,57 +199,51 @@ impl ModuleVisitor for FakeGradients {
 /// Distinct batches the whole-step timing cycles through.
 const STEP_BATCHES: usize = 4;
 
-/// Adam's update and the whole training step, on the real model.
-struct ModelTimings<'a> {
-    timer: &'a Timer<'a>,
-    device: &'a Device,
-    batch: usize,
-    seed: u64,
-    kind: kiln_results::ModelKind,
-    learning_rate: f64,
-}
-
-impl ModelTimings<'_> {
-    fn run(self, model: Net) -> Result<(Timing, Timing), CoreError> {
-        let inner = self.device.clone().without_autodiff();
-        let learning_rate = self.learning_rate;
-        let mut optim = protocol::adam();
-        let mut slot = Some(model.clone());
-        let update = self.timer.measure(
-            || {
-                let mut fake = FakeGradients {
-                    grads: GradientsParams::new(),
-                    device: inner.clone(),
-                };
-                // The update keeps every parameter's id, so the original names them all.
-                model.visit(&mut fake);
-                Ok(fake.grads)
-            },
-            |grads| {
-                let m = slot
-                    .take()
-                    .ok_or_else(|| CoreError::Device("the model was lost in a step".into()))?;
-                slot = Some(optim.step(learning_rate, m, grads));
-                Ok(())
-            },
-        )?;
-        // A new batch every step, as in training: a set of STEP_BATCHES batches, cycled.
-        let geometry = self.kind.geometry();
-        let data = kiln_data::synthetic(geometry, self.batch * STEP_BATCHES, 0, self.seed);
-        let data = DeviceData::upload(&data, self.device, Some(0));
-        let mut trainer = Trainer::new(model, self.device, learning_rate);
-        let batch = self.batch as i64;
-        let mut next = 0i64;
-        let step = self.timer.measure(
-            || {
-                let start = next * batch;
-                next = (next + 1) % STEP_BATCHES as i64;
-                Ok(Tensor::<1, Int>::arange(start..start + batch, self.device))
-            },
-            |indices| Ok(trainer.step(&data, indices)),
-        )?;
-        Ok((timing(&update)?, timing(&step)?))
-    }
+/// Adam's update and the whole training step of `request`'s model, on the real network.
+fn update_and_step(
+    timer: &Timer,
+    device: &Device,
+    request: &ExplainRequest,
+) -> Result<(Timing, Timing), CoreError> {
+    let model = Net::new(request.model, device)?;
+    let inner = device.clone().without_autodiff();
+    let learning_rate = request.learning_rate;
+    let mut optim = protocol::adam();
+    let mut slot = Some(model.clone());
+    let update = timer.measure(
+        || {
+            let mut fake = FakeGradients {
+                grads: GradientsParams::new(),
+                device: inner.clone(),
+            };
+            // The update keeps every parameter's id, so the original names them all.
+            model.visit(&mut fake);
+            Ok(fake.grads)
+        },
+        |grads| {
+            let m = slot
+                .take()
+                .ok_or_else(|| CoreError::Device("the model was lost in a step".into()))?;
+            slot = Some(optim.step(learning_rate, m, grads));
+            Ok(())
+        },
+    )?;
+    // A new batch every step, as in training: a set of STEP_BATCHES batches, cycled.
+    let geometry = request.model.geometry();
+    let data = kiln_data::synthetic(geometry, request.batch * STEP_BATCHES, 0, request.seed);
+    let data = DeviceData::upload(&data, device, Some(0));
+    let mut trainer = Trainer::new(model, device, learning_rate);
+    let batch = request.batch as i64;
+    let mut next = 0i64;
+    let step = timer.measure(
+        || {
+            let start = next * batch;
+            next = (next + 1) % STEP_BATCHES as i64;
+            Ok(Tensor::<1, Int>::arange(start..start + batch, device))
+        },
+        |indices| Ok(trainer.step(&data, indices)),
+    )?;
+    Ok((timing(&update)?, timing(&step)?))
 }
 
 /// Run an explain request on `binding`'s device: every op of one training step timed alone,
@@ -304,15 +298,7 @@ fn explain_on_device(
         record.ops.extend(timed);
     }
     eprintln!("kiln: timing Adam's update and the whole step");
-    let (update, step) = ModelTimings {
-        timer: &timer,
-        device: &device,
-        batch: request.batch,
-        seed: request.seed,
-        kind: request.model,
-        learning_rate: request.learning_rate,
-    }
-    .run(Net::new(request.model, &device)?)?;
+    let (update, step) = update_and_step(&timer, &device, request)?;
     if let Some(index) = request
         .sites
         .iter()

@@ -49,11 +49,12 @@ impl Net {
     }
 }
 
-/// The name `kind`'s description gives the parameter at Burn's module path in its [`Net`]
-/// (`layers.4.Residual.main.0.Conv.weight` is `layer1.0.conv1.weight`), as the PyTorch
-/// reference names it too; the path itself where it does not follow the description.
-pub fn parameter_name(kind: ModelKind, path: &[String]) -> String {
-    described_name(&kind.layers(), path).unwrap_or_else(|| path.join("."))
+/// The name a model's description (`described`, its [`ModelKind::layers`]) gives the
+/// parameter at Burn's module path in its [`Net`] (`layers.4.Residual.main.0.Conv.weight` is
+/// `layer1.0.conv1.weight`), as the PyTorch reference names it too; the path itself where it
+/// does not follow the description.
+pub fn parameter_name(described: &[kiln_results::models::Layer], path: &[String]) -> String {
+    described_name(described, path).unwrap_or_else(|| path.join("."))
 }
 
 /// `path`: the list's field (`layers`, `main`, `shortcut`), the index in it, the layer's
@@ -94,11 +95,4 @@ pub fn trainable_parameters<M: Module>(model: &M) -> usize {
     let mut count = Count(0);
     model.visit(&mut count);
     count.0
-}
-
-/// Floating-point operations of one training sample (forward + backward = 3 x forward, with a
-/// multiply-add counted as 2), from the shapes of the model's convolutions and linear layers
-/// (the op list `cargo xtask explain` times).
-pub fn training_flops_per_sample(kind: ModelKind) -> u64 {
-    kiln_results::explain::training_flops_per_sample(kind)
 }

@@ -107,7 +107,9 @@ pub(super) fn run_cell(
     if request.calibrate_only {
         return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
     }
-    cell.flops_per_sample = Some(crate::models::training_flops_per_sample(request.model));
+    cell.flops_per_sample = Some(kiln_results::explain::training_flops_per_sample(
+        request.model,
+    ));
     device.seed(request.settings.seed);
     let device = device.autodiff();
     let (devices, specs) = match open_others(binding, request, device.clone(), first_spec)? {
