@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from common import fail, note, read_request
 import contract
-from models import Net, input_shape, layer
+from models import Net, input_shape, layer, models
 from machine import open_device, sync
 from cell import Cell
 
@@ -120,7 +120,7 @@ def explain(path):
         torch.manual_seed(req["seed"])
         timer = Timer(req, device)
         shape = input_shape(req["model"])
-        classes = 10
+        classes = models()[req["model"]]["classes"]
         for index, site in enumerate(req["sites"]):
             if site["op"]["op"] == "adam":
                 continue
