@@ -89,7 +89,8 @@ def build(described, named):
     m = layer(described["op"], described["init"])
     rename = BURN_NAMES.get(type(m), {})
     for leaf, p in m.named_parameters():
-        named.append(("%s.%s" % (described["name"], rename.get(leaf, leaf)), p, isinstance(m, nn.Linear) and leaf == "weight"))
+        name = "%s.%s" % (described["name"], rename.get(leaf, leaf))
+        named.append((name, p, isinstance(m, nn.Linear) and leaf == "weight"))
     return m
 
 

@@ -37,14 +37,8 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
     let (mut runs, mut other) = (Vec::new(), Vec::new());
     for path in paths {
         if path.join(RESULTS_FILE).is_file() {
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            runs.push(RunDir {
-                name,
-                path: path.clone(),
-            });
+            // A run given itself: named by its last component.
+            collect(path.parent().unwrap_or(path), path, 1, &mut runs)?;
             continue;
         }
         let children = subdirs(path).with_context(|| {

@@ -149,9 +149,7 @@ impl Walk {
         });
         self.sites
     }
-}
 
-impl Walk {
     /// Walk `layers`: a residual block's main path, then its shortcut from the block's input
     /// (none: the identity), then their sum, named `BLOCK.add`.
     fn layers(&mut self, layers: &[Layer]) {
