@@ -185,6 +185,15 @@ pub enum Cmd {
         /// Print the kit's plan (every cell in the order it runs, with its time cap) and stop.
         #[arg(long)]
         plan_only: bool,
+        /// Plan from this measured profile instead of the committed H200 one
+        /// (bench/gpu-kit/profiles/; the format: docs/gpu.md).
+        #[arg(long, value_name = "FILE")]
+        profile: Option<PathBuf>,
+        /// Replay the kit on this CPU: its plan from this profile, scaled by its `scale`, run
+        /// through the engine with each cell's steps taking the profile's times; writes the
+        /// run into --out (default: a new folder under target/).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["backends", "plan_only", "profile"])]
+        replay: Option<PathBuf>,
     },
     /// Let CubeCL's GPU runtimes (the cuda and rocm rows) build without downloading LLVM: put a
     /// system LLVM (Debian 12: llvm-22-dev, libpolly-22-dev, libzstd-dev; liblld-22-dev for

@@ -159,7 +159,12 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
             out,
             backends,
             plan_only,
-        } => kit::gpu_kit(out, backends, plan_only),
+            profile,
+            replay,
+        } => match replay {
+            Some(profile) => kit::replay(&profile, out),
+            None => kit::gpu_kit(out, backends, plan_only, profile),
+        },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
         Cmd::Test { extra } => test::run(&extra),

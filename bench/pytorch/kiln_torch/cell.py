@@ -101,12 +101,15 @@ class Cell:
         self.skipped = 0
         self.applied = 0
 
-    def budget_exhausted(self, open_steps):
-        # The budget counts from steady state.
+    def timed_seconds(self, mark, open_excluded):
+        # Steady-state training timed so far: evaluation and late compiles never count.
+        return sum(c[2] for c in self.chunks) + time.perf_counter() - mark - open_excluded
+
+    def budget_exhausted(self, open_steps, mark, open_excluded):
+        # The budget counts timed steady-state training only.
         timed = sum(c[0] for c in self.chunks) + open_steps
-        steady = self.warmup.steady_at
-        return (self.budget is not None and steady is not None
-                and time.perf_counter() - steady >= self.budget
+        return (self.budget is not None and self.warmup.steady_at is not None
+                and self.timed_seconds(mark, open_excluded) >= self.budget
                 and timed >= self.args.timing["min_timed_steps"])
 
     def step(self, idx):
@@ -155,10 +158,12 @@ class Cell:
         t0 = time.perf_counter()
         mark = t0
         chunk_steps = chunk_samples = steps = samples = 0
+        chunk_excluded = excluded = 0.0
         partial = False
         self.warmup.first_step_starts(t0)
         for s in range(self.steps_per_epoch):
             start, end = s * self.batch, min((s + 1) * self.batch, self.n)
+            began = time.perf_counter()
             loss = self.step(order[start:end])
             self.warmup.inject(self.steps_done + 1)
             loss_sum = loss_sum + loss.float() * (end - start)
@@ -176,28 +181,33 @@ class Cell:
                     partial = True
                     break
                 continue
+            # Steady: every step is checked for a late compile by its host time (no sync).
+            late = self.warmup.timed_step(time.perf_counter() - began, self.steps_done, epoch + 1)
+            chunk_excluded += late
+            excluded += late
             chunk_steps += 1
             chunk_samples += end - start
             last = s + 1 == self.steps_per_epoch
             if (chunk_steps == chunk_len or time.perf_counter() - mark >= chunk_time) and not last:
                 sync(self.device)
                 now = time.perf_counter()
-                self.chunks.append((chunk_steps, chunk_samples, now - mark))
+                self.chunks.append((chunk_steps, chunk_samples, now - mark - chunk_excluded))
                 mark = now
                 chunk_steps = chunk_samples = 0
+                chunk_excluded = 0.0
                 if not math.isfinite(loss_sum.item()):
                     break
             self.progress(epoch, s + 1)
-            if not last and self.budget_exhausted(chunk_steps):
+            if not last and self.budget_exhausted(chunk_steps, mark, chunk_excluded):
                 partial = True
                 break
         sync(self.device)
         now = time.perf_counter()
         if chunk_steps > 0:
-            self.chunks.append((chunk_steps, chunk_samples, now - mark))
+            self.chunks.append((chunk_steps, chunk_samples, now - mark - chunk_excluded))
         mark = now
         mean_loss = loss_sum.item() / max(samples, 1)
-        return {"epoch": epoch + 1, "seconds": mark - t0, "steps": steps, "samples": samples,
+        return {"epoch": epoch + 1, "seconds": mark - t0 - excluded, "steps": steps, "samples": samples,
                 "partial": partial, "mean_loss": mean_loss, "test_accuracy": None,
                 "rss_bytes": current_rss_bytes()}, partial
 
@@ -216,7 +226,7 @@ class Cell:
         left = self.args.epochs * self.steps_per_epoch - (epoch * self.steps_per_epoch + step)
         eta = per_step * max(left, 0)
         if self.budget is not None and self.warmup.steady_at is not None:
-            eta = min(eta, max(self.budget - (time.perf_counter() - self.warmup.steady_at), 0) + per_step)
+            eta = min(eta, max(self.budget - sum(c[2] for c in self.chunks), 0) + per_step)
         return eta
 
     def test_accuracy(self, batch):

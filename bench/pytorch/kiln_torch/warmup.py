@@ -57,13 +57,21 @@ class Warmup:
         # The process's age read once, before training; the age at steady state is derived.
         self.born = (process_age_seconds(), time.perf_counter())
         self.process_seconds = None
+        # After steady state (kiln-core's warmup.rs): the synced steady step, the latest steady
+        # host step times, and the late compiles the rule caught.
+        self.steady_step = 0.0
+        self.recent = []
+        self.late = []
+        self.late_count = 0
+        self.late_seconds = 0.0
 
     def first_step_starts(self, at):
         if self.first_step is None:
             self.first_step = at
 
     def inject(self, step):
-        if self.slow and step <= self.slow["steps"] and step % 2 == 1:
+        first = self.slow.get("from", 1) if self.slow else 1
+        if self.slow and first <= step <= self.slow["steps"] and (step - first) % 2 == 0:
             time.sleep(max(self.slow["seconds"], 0.0))
 
     def step(self, seconds, now, epoch):
@@ -77,10 +85,29 @@ class Warmup:
         self.process_seconds = None if age is None else age + (now - at)
         if steady(self.timing, self.steps):
             self.steady_at = now
+            self.steady_step = median(self.steps[-max(self.timing["steady_window"], 1):])
             return "settled"
         if self.seconds >= self.cap:
             return "over_cap"
         return "warming"
+
+    def timed_step(self, seconds, step, epoch):
+        """A step after steady state took `seconds` on the host: its excess over the steady step
+        when TimingRules::late_compile calls it a late compile (counted here), else 0."""
+        running = median(self.recent) if self.recent else 0.0
+        reference = max(self.steady_step, running)
+        excess = seconds - reference
+        late = (seconds > self.timing.get("late_factor", 5.0) * reference
+                and excess > self.timing.get("late_floor_seconds", 0.05))
+        if not late:
+            self.recent = (self.recent + [seconds])[-15:]
+            return 0.0
+        self.late_count += 1
+        self.late_seconds += excess
+        if len(self.late) < self.KEPT_STEPS:
+            self.late.append({"step": step, "epoch": epoch, "seconds": seconds,
+                              "excess_seconds": excess})
+        return excess
 
     def first_step_seconds(self):
         return self.steps[0] if self.steps else None
@@ -88,7 +115,11 @@ class Warmup:
     def summary(self):
         if not self.steps:
             return None
-        return {"steady": self.steady_at is not None, "steps": len(self.steps),
-                "seconds": self.seconds, "process_seconds": self.process_seconds,
-                "epoch": self.epoch, "cap_seconds": float(self.cap),
-                "step_seconds": self.steps[:self.KEPT_STEPS]}
+        summary = {"steady": self.steady_at is not None, "steps": len(self.steps),
+                   "seconds": self.seconds, "process_seconds": self.process_seconds,
+                   "epoch": self.epoch, "cap_seconds": float(self.cap),
+                   "step_seconds": self.steps[:self.KEPT_STEPS]}
+        if self.late_count:
+            summary.update(late_compiles=self.late_count, late_compile_seconds=self.late_seconds,
+                           late_compile_steps=self.late)
+        return summary

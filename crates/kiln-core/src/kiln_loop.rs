@@ -15,8 +15,12 @@ use crate::CoreError;
 use crate::amp::LossScaler;
 use crate::models::Classifier;
 use crate::protocol::{DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync};
+use crate::replay::ReplayDevice;
 use crate::trainer::Trainer;
 use crate::warmup::{Phase, WarmupClock};
+
+/// A chunk not closed yet: its steps, samples and late compiles' seconds.
+type Open = (usize, usize, f64);
 
 /// The state of a cell while it trains.
 struct Run<'a, M: Classifier> {
@@ -32,6 +36,8 @@ struct Run<'a, M: Classifier> {
     warmup: WarmupClock,
     chunks: Vec<Chunk>,
     device_memory: Option<DeviceMemory>,
+    /// A replayed cell's device, and the loss its steps report (`gpu-kit --replay`).
+    replay: Option<(ReplayDevice, Tensor<1>)>,
 }
 
 impl<'a, M: Classifier> Run<'a, M> {
@@ -66,16 +72,63 @@ impl<'a, M: Classifier> Run<'a, M> {
             ),
             chunks: Vec::new(),
             device_memory: None,
+            replay: protocol.replay.as_ref().map(|r| {
+                let loss = (10f32).ln();
+                (
+                    ReplayDevice::new(r, protocol.batch_size),
+                    Tensor::<1>::from_floats([loss], device),
+                )
+            }),
         }
     }
 
-    /// True when the budget, counted from steady state, has run out and enough steady steps
-    /// were timed; `open_steps` are the steps of the chunk not closed yet.
-    fn budget_exhausted(&self, open_steps: usize) -> bool {
+    /// Wait for the device (and a replayed one) to finish the work queued so far.
+    fn sync(&self) -> Result<(), CoreError> {
+        if let Some((replay, _)) = &self.replay {
+            replay.sync();
+        }
+        sync(self.device)
+    }
+
+    /// One training step on the samples at `range` of the epoch's `order`: its loss.
+    fn step(&mut self, order: &Tensor<1, Int>, range: std::ops::Range<usize>) -> Tensor<1> {
+        match &mut self.replay {
+            Some((replay, loss)) => {
+                replay.step(range.len());
+                loss.clone()
+            }
+            None => self.trainer.step(self.data, order.clone().slice(range)),
+        }
+    }
+
+    /// Test accuracy after an epoch (outside every timed region; a replayed cell's has none).
+    fn evaluate(&mut self) -> Result<Option<f64>, CoreError> {
+        let batch = self.protocol.batch_size.max(256);
+        match &mut self.replay {
+            Some((replay, _)) => {
+                replay.evaluate(self.data.test_len, batch);
+                Ok(None)
+            }
+            None => self.trainer.test_accuracy(self.data, batch).map(Some),
+        }
+    }
+
+    /// Seconds of steady-state training timed so far: the closed chunks, and the open one
+    /// (`open_excluded`: its late compiles). Evaluation and late compiles never count.
+    fn timed_seconds(&self, open_excluded: f64) -> f64 {
+        self.chunks.iter().map(|c| c.seconds).sum::<f64>() + self.mark.elapsed().as_secs_f64()
+            - open_excluded
+    }
+
+    /// True when the budget, counted in timed steady-state training (evaluation and late
+    /// compiles apart), has run out and enough steady steps were timed; `open` is the chunk
+    /// not closed yet: its steps and its late compiles' seconds.
+    fn budget_exhausted(&self, (open_steps, open_excluded): (usize, f64)) -> bool {
         let timed_steps = self.chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
-        match (self.protocol.settings.budget(), self.warmup.steady_since()) {
-            (Some(budget), Some(steady)) => {
-                steady.elapsed() >= budget && timed_steps >= self.protocol.timing.min_timed_steps
+        match self.protocol.settings.budget() {
+            Some(budget) if self.warmup.settled() => {
+                self.timed_seconds(open_excluded) >= budget.as_secs_f64()
+                    && timed_steps >= self.protocol.timing.min_timed_steps
             }
             _ => false,
         }
@@ -83,7 +136,7 @@ impl<'a, M: Classifier> Run<'a, M> {
 
     /// After a warm-up step: sync, keep its time, and say whether the times have settled.
     fn warmup_step(&mut self, epoch: usize) -> Result<Phase, CoreError> {
-        sync(self.device)?;
+        self.sync()?;
         let now = Instant::now();
         let seconds = (now - self.mark).as_secs_f64();
         self.mark = now;
@@ -109,15 +162,16 @@ impl<'a, M: Classifier> Run<'a, M> {
         sample_device_memory(self.device, &mut self.device_memory);
     }
 
-    /// Sync, then close the chunk that began at `self.mark`.
-    fn close_chunk(&mut self, steps: usize, samples: usize) -> Result<(), CoreError> {
-        sync(self.device)?;
+    /// Sync, then close the chunk that began at `self.mark`, less its late compiles'
+    /// `excluded` seconds.
+    fn close_chunk(&mut self, (steps, samples, excluded): Open) -> Result<(), CoreError> {
+        self.sync()?;
         let now = Instant::now();
         if steps > 0 {
             self.chunks.push(Chunk {
                 steps,
                 samples,
-                seconds: (now - self.mark).as_secs_f64(),
+                seconds: (now - self.mark).as_secs_f64() - excluded,
             });
         }
         self.mark = now;
@@ -132,10 +186,8 @@ impl<'a, M: Classifier> Run<'a, M> {
         let total = self.protocol.settings.epochs * self.steps_per_epoch;
         let done = epoch * self.steps_per_epoch + step;
         let mut eta = per_step * total.saturating_sub(done) as f64;
-        if let (Some(budget), Some(steady)) =
-            (self.protocol.settings.budget(), self.warmup.steady_since())
-        {
-            let left = (budget.as_secs_f64() - steady.elapsed().as_secs_f64()).max(0.0);
+        if let Some(budget) = self.protocol.settings.budget() {
+            let left = (budget.as_secs_f64() - self.timed_seconds(0.0)).max(0.0);
             eta = eta.min(left + per_step);
         }
         Some(eta)
@@ -160,18 +212,19 @@ impl<'a, M: Classifier> Run<'a, M> {
             .unwrap_or(Duration::MAX);
         let mut loss_sum = Tensor::<1>::zeros([1], (self.device, FloatDType::F32.into()));
 
-        sync(self.device)?;
+        self.sync()?;
         let t0 = Instant::now();
         self.mark = t0;
         self.warmup.first_step_starts(t0);
-        let (mut chunk_steps, mut chunk_samples) = (0, 0);
+        // The open chunk (steps, samples, late-compile seconds) and the epoch's late compiles.
+        let mut open: Open = (0, 0, 0.0);
+        let mut excluded = 0.0;
         let (mut steps, mut samples, mut partial) = (0, 0, false);
         for step in 0..self.steps_per_epoch {
             let start = step * batch;
             let end = (start + batch).min(n);
-            let mut loss = self
-                .trainer
-                .step(self.data, order.clone().slice(start..end));
+            let began = Instant::now();
+            let mut loss = self.step(&order, start..end);
             self.warmup.inject(self.steps_done + 1);
             if self.protocol.inject_nan_at_step == Some(self.steps_done + 1) {
                 loss = loss.mul_scalar(f64::NAN);
@@ -195,24 +248,28 @@ impl<'a, M: Classifier> Run<'a, M> {
                 }
                 continue;
             }
-            chunk_steps += 1;
-            chunk_samples += end - start;
+            // Steady: every step is checked for a late compile by its host time (no sync).
+            let late =
+                self.warmup
+                    .timed_step(began.elapsed().as_secs_f64(), self.steps_done, epoch + 1);
+            open = (open.0 + 1, open.1 + end - start, open.2 + late);
+            excluded += late;
             let last = step + 1 == self.steps_per_epoch;
-            if (chunk_steps == chunk_len || self.mark.elapsed() >= chunk_time) && !last {
-                self.close_chunk(chunk_steps, chunk_samples)?;
-                (chunk_steps, chunk_samples) = (0, 0);
+            if (open.0 == chunk_len || self.mark.elapsed() >= chunk_time) && !last {
+                self.close_chunk(open)?;
+                open = (0, 0, 0.0);
                 if !read_scalar(loss_sum.clone())?.is_finite() {
                     break;
                 }
             }
             self.progress(epoch, step + 1, sink);
-            if !last && self.budget_exhausted(chunk_steps) {
+            if !last && self.budget_exhausted((open.0, open.2)) {
                 partial = true;
                 break;
             }
         }
-        self.close_chunk(chunk_steps, chunk_samples)?;
-        let seconds = (self.mark - t0).as_secs_f64();
+        self.close_chunk(open)?;
+        let seconds = (self.mark - t0).as_secs_f64() - excluded;
         let mean_loss = read_scalar(loss_sum)? / samples.max(1) as f64;
         if let Some(bytes) = self.protocol.inject_leak_bytes_per_epoch {
             // A leak for the tests: written (so resident) and never freed.
@@ -265,10 +322,7 @@ pub fn train<M: Classifier>(
             break;
         }
         // Evaluation is outside the timed region (the epoch's clock stopped at its last sync).
-        summary.test_accuracy = Some(
-            run.trainer
-                .test_accuracy(data, protocol.batch_size.max(256))?,
-        );
+        summary.test_accuracy = run.evaluate()?;
         sink.event(&Event::Epoch(summary.clone()));
         epochs.push(summary);
         if partial {

@@ -13,6 +13,7 @@ pub mod kiln_loop;
 pub mod learner;
 pub mod models;
 pub mod protocol;
+mod replay;
 pub mod runner;
 pub mod trainer;
 pub mod verify;

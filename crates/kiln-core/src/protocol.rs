@@ -34,6 +34,8 @@ pub struct Protocol {
     pub loss_scaling: Option<kiln_results::LossScalingMode>,
     /// Fault injection for tests: slow warm-up steps.
     pub inject_slow_steps: Option<kiln_results::SlowSteps>,
+    /// A replayed cell: its steps take these times instead of training.
+    pub replay: Option<kiln_results::replay::Replay>,
 }
 
 impl Protocol {
@@ -48,6 +50,7 @@ impl Protocol {
             loss_scaling: request.settings.loss_scaling_for(request.precision),
             inject_slow_steps: request.inject_slow_steps,
             timing: request.timing,
+            replay: request.replay.clone(),
         }
     }
 }

@@ -2,11 +2,13 @@
 //! steady state is synced and its time kept; the protocol's rule
 //! ([`kiln_results::TimingRules::is_steady`]) says when the times have settled; from then on
 //! the loops time chunks and epochs, and the budget counts. A cell whose times do not settle
-//! within the warm-up cap stops, `not steady`.
+//! within the warm-up cap stops, `not steady`. After steady state every step is still checked
+//! (by its host time, no sync): one far beyond the steady step is a late compile
+//! ([`TimingRules::late_compile`]), its excess kept out of the timed chunk and counted here.
 
 use std::time::{Duration, Instant};
 
-use kiln_results::{SlowSteps, TimingRules, Warmup};
+use kiln_results::{LateCompile, SlowSteps, TimingRules, Warmup};
 
 /// Where a cell's warm-up stands after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +36,17 @@ pub(crate) struct WarmupClock {
     /// instant: the age at steady state is derived from them, with no read during warm-up.
     born: (Option<f64>, Instant),
     process_seconds: Option<f64>,
+    /// The synced steady step: the median of the window that made the times steady.
+    steady_step: f64,
+    /// The host times of the latest steps after steady state (not late compiles).
+    recent: std::collections::VecDeque<f64>,
+    late: Vec<LateCompile>,
+    late_count: usize,
+    late_seconds: f64,
 }
+
+/// Steady steps whose running median the late-compile rule compares with.
+const RECENT_STEPS: usize = 15;
 
 impl WarmupClock {
     pub(crate) fn new(rules: TimingRules, cap: Duration, slow: Option<SlowSteps>) -> Self {
@@ -49,17 +61,17 @@ impl WarmupClock {
             seconds: 0.0,
             born: (kiln_machine::process::age_seconds(), Instant::now()),
             process_seconds: None,
+            steady_step: 0.0,
+            recent: std::collections::VecDeque::new(),
+            late: Vec::new(),
+            late_count: 0,
+            late_seconds: 0.0,
         }
     }
 
     /// Whether steady state was reached (every later step is timed).
     pub(crate) fn settled(&self) -> bool {
         self.steady_at.is_some()
-    }
-
-    /// When steady state was reached: the budget counts from here.
-    pub(crate) fn steady_since(&self) -> Option<Instant> {
-        self.steady_at
     }
 
     /// Treat the times as steady from `now` (the loop-overhead measurement warms up on its
@@ -93,11 +105,44 @@ impl WarmupClock {
         self.process_seconds = age.map(|a| a + (now - at).as_secs_f64());
         if self.rules.is_steady(&self.step_seconds) {
             self.steady_at = Some(now);
+            let window = self.rules.steady_window.max(1);
+            let last = &self.step_seconds[self.step_seconds.len() - window..];
+            self.steady_step = kiln_results::stats::median(last).unwrap_or(0.0);
             Phase::Settled
         } else if now - start >= self.cap {
             Phase::OverCap
         } else {
             Phase::Warming
+        }
+    }
+
+    /// A step after steady state took `seconds` on the host (step `step` of the cell, in
+    /// epoch `epoch`): its excess over the steady step when the rule calls it a late compile
+    /// (counted here; the loop keeps it out of its chunk), else 0.
+    pub(crate) fn timed_step(&mut self, seconds: f64, step: usize, epoch: usize) -> f64 {
+        let running = kiln_results::stats::median(self.recent.make_contiguous()).unwrap_or(0.0);
+        let reference = self.steady_step.max(running);
+        match self.rules.late_compile(seconds, reference) {
+            Some(excess) => {
+                self.late_count += 1;
+                self.late_seconds += excess;
+                if self.late.len() < Warmup::KEPT_STEPS {
+                    self.late.push(LateCompile {
+                        step,
+                        epoch,
+                        seconds,
+                        excess_seconds: excess,
+                    });
+                }
+                excess
+            }
+            None => {
+                if self.recent.len() == RECENT_STEPS {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(seconds);
+                0.0
+            }
         }
     }
 
@@ -121,6 +166,9 @@ impl WarmupClock {
                 .take(Warmup::KEPT_STEPS)
                 .copied()
                 .collect(),
+            late_compiles: self.late_count,
+            late_compile_seconds: self.late_seconds,
+            late_compile_steps: self.late.clone(),
         })
     }
 }

@@ -65,6 +65,7 @@ fn slow_first_steps_are_warm_up_and_never_timed() {
     protocol.inject_slow_steps = Some(SlowSteps {
         steps: 3,
         seconds: 1.0,
+        from: 1,
     });
     let (m, out) = train_quietly(&device, &data, &protocol);
     let w = m.warmup.clone().expect("a warm-up");
@@ -106,6 +107,7 @@ fn a_cell_that_never_settles_is_not_steady_and_has_no_time() {
     protocol.inject_slow_steps = Some(SlowSteps {
         steps: usize::MAX,
         seconds: 1.0,
+        from: 1,
     });
     protocol.settings.warmup_cap_seconds = 3.0;
     let mut etas = Vec::new();
@@ -132,6 +134,33 @@ fn a_cell_that_never_settles_is_not_steady_and_has_no_time() {
     assert!(out.epoch_seconds.is_none() && out.images_per_second.is_none());
     assert_eq!(out.obtained.method, Method::None);
     assert!(out.note.is_some_and(|n| n.contains("not steady")));
+}
+
+/// A step far beyond the steady step after steady state (a batch shape compiling late) is a
+/// late compile: counted with the warm-up, kept out of its chunk and its epoch's time.
+#[test]
+fn a_slow_step_after_steady_state_is_kept_out_of_the_epoch_time() {
+    let (device, data) = setup(128);
+    let mut protocol = protocol(3, 16);
+    // Step 12 of 24 (epoch 2 of 3, 8 steps each) sleeps 2 s; the times settled at step 2.
+    protocol.inject_slow_steps = Some(SlowSteps {
+        steps: 12,
+        seconds: 2.0,
+        from: 12,
+    });
+    let (m, out) = train_quietly(&device, &data, &protocol);
+    let w = m.warmup.clone().expect("a warm-up");
+    assert!(w.steady && w.steps == 2, "{w:?}");
+    assert_eq!(w.late_compiles, 1, "{w:?}");
+    let late = w.late_compile_steps[0];
+    assert_eq!((late.step, late.epoch), (12, 2), "{late:?}");
+    assert!(late.seconds >= 2.0 && late.excess_seconds > 1.5, "{late:?}");
+    assert!(w.total_seconds() >= w.seconds + 1.5);
+    // Neither the chunk nor the epoch it fell in holds it.
+    assert!(m.chunks.iter().all(|c| c.seconds < 2.0), "{:?}", m.chunks);
+    assert!(m.epochs[1].seconds < 2.0, "{:?}", m.epochs[1]);
+    assert_eq!(out.obtained.method, Method::Measured);
+    assert!(out.epoch_seconds.is_some_and(|e| e.max < 2.0 * 60_000.0 / 128.0));
 }
 
 #[test]

@@ -209,6 +209,11 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
         // Compact: the seconds to steady state ("not steady" when it never was; an older
         // record's first step).
         (Column::WarmUp, _, _) => match (&r.warmup, r.first_step_seconds) {
+            (Some(w), _) if w.steady && w.late_compiles > 0 => format!(
+                "{} + {} late",
+                human_seconds(w.seconds),
+                human_seconds(w.late_compile_seconds)
+            ),
             (Some(w), _) if w.steady => human_seconds(w.seconds),
             (Some(_), _) => "not steady".into(),
             (None, Some(s)) => human_seconds(s),
@@ -267,7 +272,15 @@ fn obtained_cell(r: &Record) -> String {
         kiln_results::DataKind::Synthetic => ", synthetic data",
         kiln_results::DataKind::Custom => ", custom data",
     };
+    let replay = if r.replay.is_some() { "REPLAY, " } else { "" };
     match (r.status, r.obtained.method) {
+        (Status::Ok, _) if !replay.is_empty() => format!(
+            "{replay}{}",
+            obtained_cell(&kiln_results::Record {
+                replay: None,
+                ..r.clone()
+            })
+        ),
         (Status::Ok, Method::Measured) => format!(
             "measured, {} epoch{}{data}",
             r.obtained.epochs,

@@ -168,6 +168,15 @@ pub fn obtained_text(r: &Record) -> String {
         ),
         Method::None => "not timed".into(),
     };
+    let how = match &r.replay {
+        Some(p) => format!(
+            "REPLAY of {} ({}, scale {}): no training, steps timed as the profile says; {how}",
+            p.device.as_deref().unwrap_or("a device"),
+            p.profile,
+            p.scale
+        ),
+        None => how,
+    };
     if r.accum_steps > 1 {
         format!(
             "{how}; batch {} as {} micro-batches of {}; {data}",

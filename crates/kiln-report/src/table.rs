@@ -343,10 +343,22 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
     }
 }
 
-/// The warm-up to steady state: its time and steps (`not steady after ...` when the cap ran
-/// out); a record older than the rule shows its first step.
+/// The warm-up to steady state: its time and steps, and the late compiles after it (`not
+/// steady after ...` when the cap ran out); a record older than the rule shows its first
+/// step.
 pub fn warmup_cell(r: &Record) -> Cell {
     match (&r.warmup, r.first_step_seconds) {
+        (Some(w), _) if w.steady && w.late_compiles > 0 => Cell::number(
+            format!(
+                "{} ({} steps) + {} in {} late compile{}",
+                human_seconds(w.seconds),
+                w.steps,
+                human_seconds(w.late_compile_seconds),
+                w.late_compiles,
+                if w.late_compiles == 1 { "" } else { "s" }
+            ),
+            Some(w.total_seconds()),
+        ),
         (Some(w), _) if w.steady => Cell::number(
             format!("{} ({} steps)", human_seconds(w.seconds), w.steps),
             Some(w.seconds),

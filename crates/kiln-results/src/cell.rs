@@ -15,21 +15,28 @@ use crate::vocab::{DatasetName, Precision, Profile, TrainingLoop};
 /// Version of the request layout; a runner refuses a request of another version.
 pub const CELL_VERSION: u32 = 1;
 
-/// Fault injection for tests: the odd-numbered steps among the first `steps` (1-based) sleep
-/// `seconds` before their clock is read, like a backend compiling a kernel every other step;
-/// `steps` past the warm-up cap makes a cell that never settles.
+/// Fault injection for tests: every other step from `from` (1-based; the odd-numbered ones
+/// by default) to `steps` sleeps `seconds` before its clock is read, like a backend compiling
+/// a kernel every other step; `steps` past the warm-up cap makes a cell that never settles,
+/// and `from` = `steps` plants one slow step (a late compile, after steady state).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SlowSteps {
     pub steps: usize,
     pub seconds: f64,
+    #[serde(default = "first_step")]
+    pub from: usize,
+}
+
+fn first_step() -> usize {
+    1
 }
 
 impl SlowSteps {
     /// The extra time step `step` (1-based) sleeps.
     pub fn delay(&self, step: usize) -> Option<std::time::Duration> {
-        (step <= self.steps && step % 2 == 1)
+        (step >= self.from && step <= self.steps && (step - self.from) % 2 == 0)
             .then(|| std::time::Duration::from_secs_f64(self.seconds.max(0.0)))
     }
 }
@@ -95,6 +102,10 @@ pub struct CellRequest {
     /// When the runner reads its clocks ([`TimingRules::KILN`]).
     #[serde(default)]
     pub timing: TimingRules,
+    /// A replayed cell (`gpu-kit --replay`): its steps take these measured times instead of
+    /// training; only Kiln's Rust runners replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::Replay>,
 }
 
 impl CellRequest {
@@ -122,6 +133,7 @@ impl CellRequest {
             training_loop: TrainingLoop::Kiln,
             devices: Vec::new(),
             timing: TimingRules::KILN,
+            replay: None,
         }
     }
 

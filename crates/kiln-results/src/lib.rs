@@ -18,6 +18,7 @@ pub mod probe;
 pub mod profile;
 pub mod protocol;
 pub mod question;
+pub mod replay;
 pub mod schema;
 pub mod settings;
 pub mod stats;

@@ -274,7 +274,11 @@ impl Observed {
         r.data_parallel = self.data_parallel;
         r.remote = self.remote;
         r.obtained.budget_seconds = request.settings.budget_seconds;
+        r.replay = request.replay.clone();
         let mut notes = Vec::new();
+        if r.replay.is_some() && request.training_loop == crate::TrainingLoop::Learner {
+            notes.push("replayed through Kiln's loop with the Learner cell's times".to_string());
+        }
         notes.extend(self.reason);
         if let Some(m) = self.measurements {
             let standard_epoch = request.model.standard_epoch();
@@ -442,6 +446,9 @@ mod tests {
             epoch,
             cap_seconds: 60.0,
             step_seconds: vec![54.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+            late_compiles: 0,
+            late_compile_seconds: 0.0,
+            late_compile_steps: Vec::new(),
         }
     }
 

@@ -35,6 +35,14 @@ pub struct TimingRules {
     /// that compiles or autotunes a kernel does).
     #[serde(default = "steady_spike")]
     pub steady_spike: f64,
+    /// After steady state, a step whose host time is over this many times the steady step
+    /// (the larger of the synced steady median and the running median of steady steps) ...
+    #[serde(default = "late_factor")]
+    pub late_factor: f64,
+    /// ... and longer than it by over this many seconds is a late compile (a batch shape seen
+    /// for the first time): its excess is kept out of the chunk and epoch it fell in.
+    #[serde(default = "late_floor_seconds")]
+    pub late_floor_seconds: f64,
 }
 
 fn steady_window() -> usize {
@@ -49,10 +57,19 @@ fn steady_spike() -> f64 {
     TimingRules::KILN.steady_spike
 }
 
+fn late_factor() -> f64 {
+    TimingRules::KILN.late_factor
+}
+
+fn late_floor_seconds() -> f64 {
+    TimingRules::KILN.late_floor_seconds
+}
+
 impl TimingRules {
     /// Kiln's rules: ten chunks an epoch, a twelfth of the budget, two timed steps; steady
     /// when the median of the last 3 step times is within 10% of the 3 before and none of the
-    /// last 3 took over 3 times their median.
+    /// last 3 took over 3 times their median; after that, a step over 5 times the steady step
+    /// and 50 ms longer than it is a late compile.
     pub const KILN: TimingRules = TimingRules {
         chunks_per_epoch: 10,
         chunks_per_budget: 12,
@@ -60,6 +77,8 @@ impl TimingRules {
         steady_window: 3,
         steady_tolerance: 0.10,
         steady_spike: 3.0,
+        late_factor: 5.0,
+        late_floor_seconds: 0.05,
     };
 
     /// Steady after the second step whatever the times: for tests, which assert behaviour and
@@ -82,6 +101,7 @@ impl TimingRules {
         }
         let last = &steps[steps.len() - k..];
         let before = &steps[steps.len() - 2 * k..steps.len() - k];
+        let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
         let (m_last, m_before) = (median(last), median(before));
         if !(m_last.is_finite() && m_before > 0.0) {
             return false;
@@ -89,6 +109,14 @@ impl TimingRules {
         let settled = (m_last - m_before).abs() <= self.steady_tolerance * m_before;
         let no_spike = last.iter().all(|&s| s <= self.steady_spike * m_last);
         settled && no_spike
+    }
+
+    /// The excess over `reference` seconds (the steady step) of a step after steady state
+    /// that took `seconds`, when it is a late compile by the rule; `None` otherwise.
+    pub fn late_compile(&self, seconds: f64, reference: f64) -> Option<f64> {
+        let excess = seconds - reference;
+        (seconds > self.late_factor * reference && excess > self.late_floor_seconds)
+            .then_some(excess)
     }
 
     /// Steps in one chunk of an epoch of `steps_per_epoch` steps.
@@ -99,18 +127,6 @@ impl TimingRules {
     /// The longest a chunk runs under `budget` (none without a budget).
     pub fn chunk_time(&self, budget: Option<Duration>) -> Option<Duration> {
         budget.map(|b| b / self.chunks_per_budget.max(1))
-    }
-}
-
-/// The median of a non-empty slice (the mean of the middle two for an even length).
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
@@ -147,5 +163,17 @@ mod tests {
             .map(|i| if i % 2 == 0 { 1.0 } else { 0.01 })
             .collect();
         assert!(!(6..=40).any(|n| rules.is_steady(&alternating[..n])));
+    }
+
+    #[test]
+    fn a_late_compile_is_far_beyond_the_steady_step_by_both_measures() {
+        let rules = TimingRules::KILN;
+        // A new batch shape compiling for 3.6 s against a 0.2 ms step.
+        assert!((rules.late_compile(3.6, 0.0002).unwrap() - 3.5998).abs() < 1e-9);
+        // A CPU step jittering to 4 times its median is no compile.
+        assert_eq!(rules.late_compile(2.8, 0.7), None);
+        // Nor is a tiny step six times a tinier one (under the 50 ms floor).
+        assert_eq!(rules.late_compile(0.006, 0.001), None);
+        assert!(rules.late_compile(4.0, 0.7).is_some());
     }
 }

@@ -26,8 +26,10 @@ pub const BUDGET_BYTES: u64 = 64 << 20;
 pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 
 mod plan;
+mod replay;
 
-pub use plan::{CELLS, plan_text};
+pub use plan::{MEASURED, Plan, measured, plan};
+pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
 pub const RUN_SCRIPT: &str = "bench/gpu-kit/run.sh";
@@ -91,6 +93,8 @@ pub struct Inputs {
     pub vulkan_loader: Option<PathBuf>,
     /// The CUDA API the CUDA runner was built against (`CUDARC_CUDA_VERSION`).
     pub cuda_api: Option<String>,
+    /// The plan the kit carries.
+    pub plan: Plan,
 }
 
 /// The CUDA API the kit's runners are built against (cudarc's `CUDARC_CUDA_VERSION`): without
@@ -99,10 +103,29 @@ pub struct Inputs {
 /// `CUDARC_CUDA_VERSION` set when building picks another.
 pub const CUDA_API: &str = "13000";
 
-/// `cargo xtask gpu-kit [--out DIR] [--plan-only]`: build the GPU runners and assemble the
-/// kit, or only print its plan.
-pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: bool) -> Result<bool> {
-    print!("{}", plan_text());
+/// The measured profile a plan comes from: `path`'s, else the committed H200 one; with its
+/// name.
+pub fn profile_of(path: Option<&Path>) -> Result<(kiln_results::replay::ReplayProfile, String)> {
+    match path {
+        Some(p) => Ok((
+            kiln_results::replay::ReplayProfile::read(p).map_err(|e| anyhow::anyhow!(e))?,
+            p.display().to_string(),
+        )),
+        None => Ok((measured()?, MEASURED.to_string())),
+    }
+}
+
+/// `cargo xtask gpu-kit [--out DIR] [--plan-only] [--profile FILE]`: build the GPU runners
+/// and assemble the kit, or only print its plan (from `profile`, else the committed H200's).
+pub fn gpu_kit(
+    out: Option<PathBuf>,
+    wanted: Option<Vec<String>>,
+    plan_only: bool,
+    profile: Option<PathBuf>,
+) -> Result<bool> {
+    let (profile, name) = profile_of(profile.as_deref())?;
+    let plan = plan(&profile, &name, false)?;
+    print!("{}", plan.text());
     if plan_only {
         return Ok(true);
     }
@@ -130,14 +153,14 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: boo
     let mut runners = Vec::new();
     for name in RUNNERS {
         // burn-train only in a runner the plan's Learner cells use (it weighs on the kit).
-        let learner: &[&str] = if CELLS
-            .iter()
-            .any(|c| c.backend == *name && c.training_loop == kiln_results::TrainingLoop::Learner)
-        {
-            &[crate::build::LEARNER]
-        } else {
-            &[]
-        };
+        let learner: &[&str] =
+            if plan.cells.iter().any(|c| {
+                c.backend == *name && c.training_loop == kiln_results::TrainingLoop::Learner
+            }) {
+                &[crate::build::LEARNER]
+            } else {
+                &[]
+            };
         let backend = backends::find(name)?;
         let Source::Cargo { package, requires } = &backend.source else {
             bail!("{name} is not a Rust runner; a kit carries only those");
@@ -178,6 +201,7 @@ pub fn gpu_kit(out: Option<PathBuf>, wanted: Option<Vec<String>>, plan_only: boo
         runners,
         vulkan_loader: Some(vulkan_loader),
         cuda_api: Some(cuda_api),
+        plan,
     };
     let total = assemble(&inputs, &out, BUDGET_BYTES)?;
     println!(
@@ -360,7 +384,12 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         &serde_json::to_string_pretty(&kit_metadata(&root)?)?,
     )?;
     let common = kit_common_args();
-    let planned = crate::bench::write_plan(&out.join("plan"), &common, CELLS)?;
+    let planned = crate::bench::write_plan(
+        &out.join("plan"),
+        &common,
+        &inputs.plan.cells,
+        Some(inputs.plan.time_limit),
+    )?;
     let (commit, dirty) = crate::workspace::revision();
     write(
         &out.join("kit.env"),
@@ -381,6 +410,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
             &missing,
             crate::llvm::stand_in(&root),
             inputs.cuda_api.as_deref(),
+            &inputs.plan,
         ),
     )?;
     let files = contents(out)?;
@@ -396,7 +426,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         cubecl_llvm: crate::llvm::stand_in(&root),
         cuda_api: inputs.cuda_api.as_deref().map(cuda_api_name),
         cells: planned.len(),
-        plan: plan_text(),
+        plan: inputs.plan.text(),
         files,
         total_bytes: total,
     };
@@ -410,7 +440,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
 /// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
 /// sample; ResNet18 on its default data), one run per cell, no GEMM calibration (each would
 /// be a process and a warm-up more).
-fn kit_common_args() -> crate::flags::CommonArgs {
+pub(crate) fn kit_common_args() -> crate::flags::CommonArgs {
     use clap::Parser;
     #[derive(Parser)]
     struct Wrap {
@@ -441,6 +471,7 @@ fn readme(
     missing: &[(String, String)],
     llvm: Option<String>,
     cuda_api: Option<&str>,
+    plan: &Plan,
 ) -> String {
     let mut text = String::from(
         "Kiln GPU kit: Kiln's GPU rows on a Linux x86-64 machine with an NVIDIA driver, without \
@@ -466,7 +497,7 @@ fn readme(
         ));
     }
     text.push('\n');
-    text.push_str(&plan_text());
+    text.push_str(&plan.text());
     text
 }
 
@@ -499,6 +530,7 @@ mod tests {
             ],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
+            plan: plan(&measured().unwrap(), MEASURED, false).unwrap(),
         };
         let total = assemble(&inputs, &out, BUDGET_BYTES).unwrap();
         let files = contents(&out).unwrap();
@@ -518,7 +550,7 @@ mod tests {
             .iter()
             .filter(|(f, _)| f.starts_with("plan/cells/"))
             .count();
-        assert_eq!(requests, CELLS.len());
+        assert_eq!(requests, inputs.plan.cells.len());
         let plan = std::fs::read_to_string(out.join("plan/run.json")).unwrap();
         assert!(plan.contains("\"cuda:0\"") && plan.contains("vulkan:discrete:0"));
         // The reason a runner is missing travels with the kit, for the run there to show.
@@ -533,7 +565,7 @@ mod tests {
         assert!(unpacked.status.success() && unpacked.stdout.starts_with(b"\x7fELF"));
         let info: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("kit.json")).unwrap()).unwrap();
-        assert_eq!(info["cells"], CELLS.len());
+        assert_eq!(info["cells"], inputs.plan.cells.len());
         assert_eq!(info["runners"], serde_json::json!(["kiln-wgpu"]));
         // The backends' metadata lists exactly the kit's runner crates, as discovery reads it.
         let meta: cargo_metadata::Metadata =
@@ -566,6 +598,7 @@ mod tests {
             runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
+            plan: plan(&measured().unwrap(), MEASURED, false).unwrap(),
         };
         let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
         assert!(err.contains("over its budget"), "{err}");

@@ -1,29 +1,41 @@
-//! The GPU kit's plan: which cells `run.sh` runs, in which order, each with its warm-up cap and
-//! budget, and the time the whole plan is given.
+//! The GPU kit's plan: which cells `run.sh` runs, in which order, each with its warm-up cap,
+//! its budget and the time it is given, all from a measured profile of the device (the
+//! committed H200 one unless another is named), and the time the whole plan is given. The same
+//! plan, scaled, is what `gpu-kit --replay` runs on this CPU.
 
 use std::time::Duration;
 
-use kiln_results::{ModelKind, Precision, TrainingLoop};
+use anyhow::{Context, Result};
+use kiln_results::replay::{ReplayProfile, StepTimes};
+use kiln_results::{CellId, ModelKind, Precision, TimingRules, TrainingLoop};
 
 use crate::bench::PlanEntry;
 
-/// A kit cell: its coordinates, its warm-up cap and its training budget from steady state.
+/// A kit cell: its coordinates and its training budget from steady state, in seconds.
+pub struct KitCell {
+    pub model: ModelKind,
+    pub backend: &'static str,
+    pub device: &'static str,
+    pub precision: Precision,
+    pub training_loop: TrainingLoop,
+    pub budget: u64,
+}
+
 const fn cell(
     model: ModelKind,
     backend: &'static str,
     device: &'static str,
     precision: Precision,
     training_loop: TrainingLoop,
-    (warmup_cap, budget): (u64, u64),
-) -> PlanEntry {
-    PlanEntry {
+    budget: u64,
+) -> KitCell {
+    KitCell {
         model,
         backend,
         device,
         precision,
         training_loop,
-        budget: Some(Duration::from_secs(budget)),
-        warmup_cap: Some(Duration::from_secs(warmup_cap)),
+        budget,
     }
 }
 
@@ -31,33 +43,33 @@ use ModelKind::{MnistCnn, ResNet18};
 use Precision::{AmpBF16, BF16, F32};
 use TrainingLoop::{Kiln, Learner};
 
-/// The cells `run.sh` runs, in this order, most important first: f32 on each backend and
-/// model (the article's question, answered even if the run is cut), then bf16 and amp-bf16 on
-/// CUDA for Burn and PyTorch (WGSL has no bf16: wgpu's rows are f32 only), then burn-train's
-/// Learner on one GPU and data-parallel on two (skipped on a one-GPU machine). Each has a
-/// warm-up cap (the first CUDA cell compiles with cold caches; later ones reuse the run's
-/// caches) and a training budget from steady state, in seconds.
-pub const CELLS: &[PlanEntry] = &[
-    cell(MnistCnn, "cuda", "cuda:0", F32, Kiln, (65, 4)),
-    cell(MnistCnn, "pytorch", "cuda:0", F32, Kiln, (8, 3)),
-    cell(MnistCnn, "wgpu", "vulkan:discrete:0", F32, Kiln, (30, 4)),
-    cell(ResNet18, "cuda", "cuda:0", F32, Kiln, (55, 5)),
-    cell(ResNet18, "pytorch", "cuda:0", F32, Kiln, (8, 4)),
-    cell(ResNet18, "wgpu", "vulkan:discrete:0", F32, Kiln, (30, 4)),
-    cell(MnistCnn, "cuda", "cuda:0", BF16, Kiln, (15, 2)),
-    cell(MnistCnn, "pytorch", "cuda:0", BF16, Kiln, (4, 2)),
-    cell(MnistCnn, "cuda", "cuda:0", AmpBF16, Kiln, (15, 2)),
-    cell(MnistCnn, "pytorch", "cuda:0", AmpBF16, Kiln, (4, 2)),
-    cell(ResNet18, "cuda", "cuda:0", BF16, Kiln, (15, 2)),
-    cell(ResNet18, "pytorch", "cuda:0", BF16, Kiln, (4, 2)),
-    cell(ResNet18, "cuda", "cuda:0", AmpBF16, Kiln, (15, 2)),
-    cell(ResNet18, "pytorch", "cuda:0", AmpBF16, Kiln, (4, 2)),
-    cell(MnistCnn, "cuda", "cuda:0", F32, Learner, (8, 2)),
-    cell(MnistCnn, "cuda", "cuda:0,cuda:1", F32, Learner, (8, 2)),
+/// The cells `run.sh` runs, most important first: f32 on each backend and model (the
+/// article's question, answered even if the run is cut), then bf16 and amp-bf16 on CUDA for
+/// Burn and PyTorch (WGSL has no bf16: wgpu's rows are f32 only), then burn-train's Learner on
+/// one GPU and data-parallel on two. A cell the window cannot hold is dropped, in this order,
+/// before the kit starts.
+pub const CELLS: &[KitCell] = &[
+    cell(MnistCnn, "cuda", "cuda:0", F32, Kiln, 4),
+    cell(MnistCnn, "pytorch", "cuda:0", F32, Kiln, 3),
+    cell(MnistCnn, "wgpu", "vulkan:discrete:0", F32, Kiln, 4),
+    cell(ResNet18, "cuda", "cuda:0", F32, Kiln, 5),
+    cell(ResNet18, "pytorch", "cuda:0", F32, Kiln, 4),
+    cell(ResNet18, "wgpu", "vulkan:discrete:0", F32, Kiln, 4),
+    cell(MnistCnn, "cuda", "cuda:0", BF16, Kiln, 2),
+    cell(MnistCnn, "pytorch", "cuda:0", BF16, Kiln, 2),
+    cell(MnistCnn, "cuda", "cuda:0", AmpBF16, Kiln, 2),
+    cell(MnistCnn, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
+    cell(ResNet18, "cuda", "cuda:0", BF16, Kiln, 2),
+    cell(ResNet18, "pytorch", "cuda:0", BF16, Kiln, 2),
+    cell(ResNet18, "cuda", "cuda:0", AmpBF16, Kiln, 2),
+    cell(ResNet18, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
+    cell(MnistCnn, "cuda", "cuda:0", F32, Learner, 2),
+    cell(MnistCnn, "cuda", "cuda:0,cuda:1", F32, Learner, 2),
 ];
 
-/// What a cell takes beside its warm-up and budget: starting the runner, loading the data,
-/// opening the device, evaluating and writing the record.
+/// What a cell takes beside its device time: starting the runner, loading the data, opening
+/// the device and writing the record (on the H200: wall time less the epochs, 2 to 6 s). Not
+/// scaled in a replay: it is this machine's.
 pub const CELL_OVERHEAD: Duration = Duration::from_secs(6);
 
 /// The `explain` step after the matrix (cuda against PyTorch, op by op, on both models), and
@@ -68,73 +80,207 @@ pub const EXPLAIN: (&str, &str, Duration) = (
     Duration::from_secs(45),
 );
 
-/// The wall time the whole kit is planned for: every cell at its cap, then explain.
-pub const PLANNED_TOTAL: Duration = Duration::from_secs(8 * 60);
+/// The wall time the whole kit is given: the matrix, then explain.
+pub const WINDOW: Duration = Duration::from_secs(8 * 60);
 
-/// A cell's time cap: its warm-up cap, its budget and the overhead.
-pub fn time_cap(c: &PlanEntry) -> Duration {
-    c.warmup_cap.unwrap_or_default() + c.budget.unwrap_or_default() + CELL_OVERHEAD
+/// The measured profile the kit plans from: the H200's, from its committed records
+/// (docs/results/2026-12-04-xeon-f6m207-h200-*; a test derives it from them again).
+pub const MEASURED: &str = "bench/gpu-kit/profiles/h200-2026-12-04.json";
+
+/// [`MEASURED`], as built into xtask.
+pub fn measured() -> Result<ReplayProfile> {
+    let profile: ReplayProfile = serde_json::from_str(include_str!(
+        "../../../bench/gpu-kit/profiles/h200-2026-12-04.json"
+    ))
+    .with_context(|| format!("{MEASURED}: not a replay profile"))?;
+    profile
+        .check()
+        .map_err(|e| anyhow::anyhow!("{MEASURED}: {e}"))?;
+    Ok(profile)
 }
 
-/// The kit's plan as `cargo xtask gpu-kit --plan-only` prints it: each cell in order with its
-/// caps, explain, and the total against [`PLANNED_TOTAL`].
-pub fn plan_text() -> String {
-    let mut text = String::from(
-        "The GPU kit's plan, in the order run.sh runs it (seconds: warm-up cap + budget from \
-         steady state + start-up and evaluation = time cap):\n",
-    );
-    let mut total = Duration::ZERO;
-    for (i, c) in CELLS.iter().enumerate() {
-        let cap = time_cap(c);
-        total += cap;
-        text.push_str(&format!(
-            "{:>3}. {:<9} {:<8} {:<18} {:<8} {:<7} {:>3} + {:>2} + {} = {:>3} s\n",
-            i + 1,
-            c.model.to_string(),
-            c.backend,
-            c.device,
-            c.precision.to_string(),
-            c.training_loop.to_string(),
-            c.warmup_cap.unwrap_or_default().as_secs(),
-            c.budget.unwrap_or_default().as_secs(),
-            CELL_OVERHEAD.as_secs(),
-            cap.as_secs()
-        ));
-    }
-    total += EXPLAIN.2;
-    text.push_str(&format!(
-        "{:>3}. explain --backends {} --model {} = {} s\ntotal {} s of the {} s planned ({})\n",
-        CELLS.len() + 1,
-        EXPLAIN.0,
-        EXPLAIN.1,
-        EXPLAIN.2.as_secs(),
-        total.as_secs(),
-        PLANNED_TOTAL.as_secs(),
-        if total <= PLANNED_TOTAL {
-            "within"
-        } else {
-            "OVER"
+/// Device seconds a cell of these times warms up in by Kiln's rule: its first step and the
+/// steady steps that make two windows of the rule.
+fn warmup_seconds(t: &StepTimes) -> f64 {
+    let steps = 2 * TimingRules::KILN.steady_window.max(1) - 1;
+    t.first_step_s + steps as f64 * t.steady_step_s
+}
+
+/// A cell's warm-up cap, in device seconds: its measured warm-up, a quarter again and 5 s.
+pub fn warmup_cap(t: &StepTimes) -> f64 {
+    warmup_seconds(t) * 1.25 + 5.0
+}
+
+/// A cell's device seconds: its cap, its budget, the compile of the epoch's short last batch
+/// (the kit's 8,000 samples are 62.5 batches of 128) and of evaluation's two batch shapes.
+pub fn device_seconds(t: &StepTimes, budget: f64) -> f64 {
+    warmup_cap(t) + budget + t.new_shape_s + 2.0 * t.eval_compile_s()
+}
+
+/// A plan: the cells kept, in order, and those dropped with why.
+pub struct Plan {
+    pub cells: Vec<PlanEntry>,
+    pub dropped: Vec<(String, String)>,
+    /// The matrix's time: its cells' device seconds scaled, and their start-ups.
+    pub time_limit: Duration,
+    pub scale: f64,
+    pub profile: String,
+}
+
+/// A cell's label in the plan's text.
+fn label(c: &KitCell) -> String {
+    format!(
+        "{} {} {} {} {}",
+        c.model, c.backend, c.device, c.precision, c.training_loop
+    )
+}
+
+/// The plan `profile` (named `name`) gives: each cell's cap and time from its measured times,
+/// kept in [`CELLS`]' order while the matrix's share of [`WINDOW`] holds it; `replay` makes
+/// every kept cell a replay of its times. Caps, budgets and device seconds are multiplied by
+/// the profile's scale in a replay (1 for a real kit); start-ups are not.
+pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
+    let scale = if replay { profile.scale } else { 1.0 };
+    let window = (WINDOW - EXPLAIN.2).as_secs_f64();
+    let overhead = CELL_OVERHEAD.as_secs_f64();
+    let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
+    for c in CELLS {
+        let devices = c.device.split(',').count();
+        if devices > profile.devices {
+            dropped.push((
+                label(c),
+                format!(
+                    "needs {devices} devices; the profile's machine has {}",
+                    profile.devices
+                ),
+            ));
+            continue;
         }
-    ));
-    text
+        let (times, _) = profile.times(c.model, c.backend, c.precision, c.training_loop);
+        let device = device_seconds(&times, c.budget as f64);
+        if used + device + overhead > window {
+            dropped.push((
+                label(c),
+                format!(
+                    "needs {:.0} s and {:.0} s of the matrix's {:.0} s are left",
+                    device + overhead,
+                    window - used,
+                    window
+                ),
+            ));
+            continue;
+        }
+        used += device + overhead;
+        let id =
+            CellId::new(c.model, c.backend, c.device, c.precision, 128).with_loop(c.training_loop);
+        cells.push(PlanEntry {
+            model: c.model,
+            backend: c.backend.to_string(),
+            device: c.device.to_string(),
+            precision: c.precision,
+            training_loop: c.training_loop,
+            budget: Some(Duration::from_secs_f64(c.budget as f64 * scale)),
+            warmup_cap: Some(Duration::from_secs_f64(warmup_cap(&times) * scale)),
+            planned: Some(Duration::from_secs_f64(device * scale + overhead)),
+            replay: match replay {
+                true => Some(profile.replay(name, &id).map_err(|e| anyhow::anyhow!(e))?),
+                false => None,
+            },
+        });
+    }
+    let starts = cells.len() as f64 * overhead;
+    Ok(Plan {
+        time_limit: Duration::from_secs_f64((used - starts) * scale + starts),
+        cells,
+        dropped,
+        scale,
+        profile: name.to_string(),
+    })
+}
+
+impl Plan {
+    /// The plan as `cargo xtask gpu-kit --plan-only` prints it: each cell in order with its
+    /// cap, budget and time, the cells dropped and why, explain, and the total.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "The GPU kit's plan from {}{}, in the order run.sh runs it (seconds: warm-up cap + \
+             budget from steady state -> the cell's time, start-up, compiles of new shapes and \
+             evaluation included):\n",
+            self.profile,
+            if self.scale == 1.0 {
+                String::new()
+            } else {
+                format!(", replayed at scale {}", self.scale)
+            }
+        );
+        for (i, c) in self.cells.iter().enumerate() {
+            let secs = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64();
+            text.push_str(&format!(
+                "{:>3}. {:<9} {:<8} {:<18} {:<8} {:<7} {:>6.1} + {:>4.1} -> {:>6.1} s\n",
+                i + 1,
+                c.model.to_string(),
+                c.backend,
+                c.device,
+                c.precision.to_string(),
+                c.training_loop.to_string(),
+                secs(c.warmup_cap),
+                secs(c.budget),
+                secs(c.planned),
+            ));
+        }
+        for (cell, why) in &self.dropped {
+            text.push_str(&format!("  dropped: {cell}: {why}\n"));
+        }
+        let explain = EXPLAIN.2.as_secs_f64() * self.scale;
+        text.push_str(&format!(
+            "  then: explain --backends {} --model {} ({:.0} s)\nmatrix {:.0} s + explain {:.0} s \
+             of the {:.0} s window{}\n",
+            EXPLAIN.0,
+            EXPLAIN.1,
+            explain,
+            self.time_limit.as_secs_f64(),
+            explain,
+            WINDOW.as_secs_f64() * self.scale,
+            if self.scale == 1.0 {
+                String::new()
+            } else {
+                format!(
+                    " (device seconds scaled; each cell's {} s start-up is this machine's, not \
+                     scaled)",
+                    CELL_OVERHEAD.as_secs()
+                )
+            }
+        ));
+        text
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The kit's plan fits its 8 minutes at every cap, and its first cells are f32 on every
-    /// backend and model, so a cut run still answers the main question.
+    /// The kit's plan from the H200's measured warm-ups: every cap holds its cell's measured
+    /// warm-up (the 64.6 s bf16 first step included), the f32 cells of every backend and model
+    /// come first, the matrix fits its window, and what does not fit is named.
     #[test]
-    fn the_plan_fits_its_time_and_runs_the_main_question_first() {
-        let total: Duration = CELLS.iter().map(time_cap).sum::<Duration>() + EXPLAIN.2;
-        assert!(total <= PLANNED_TOTAL, "{total:?}");
-        let first: Vec<_> = CELLS
+    fn the_plan_holds_the_measured_warm_ups_and_fits_its_window() {
+        let profile = measured().unwrap();
+        let plan = plan(&profile, MEASURED, false).unwrap();
+        for c in &plan.cells {
+            let (t, _) = profile.times(c.model, &c.backend, c.precision, c.training_loop);
+            let cap = c.warmup_cap.unwrap().as_secs_f64();
+            assert!(cap > warmup_seconds(&t), "{} {}: {cap}", c.model, c.backend);
+        }
+        let bf16 = profile.times(MnistCnn, "cuda", BF16, Kiln).0;
+        assert!(bf16.first_step_s >= 64.6, "{bf16:?}");
+        assert!(warmup_cap(&bf16) > 64.6);
+        let first: Vec<_> = plan
+            .cells
             .iter()
-            .take_while(|c| c.precision == Precision::F32 && c.training_loop == TrainingLoop::Kiln)
-            .map(|c| (c.model, c.backend))
+            .take_while(|c| c.precision == F32 && c.training_loop == Kiln)
+            .map(|c| (c.model, c.backend.as_str()))
             .collect();
-        for model in [ModelKind::MnistCnn, ModelKind::ResNet18] {
+        for model in [MnistCnn, ResNet18] {
             for backend in ["cuda", "pytorch", "wgpu"] {
                 assert!(
                     first.contains(&(model, backend)),
@@ -142,12 +288,76 @@ mod tests {
                 );
             }
         }
-        assert!(plan_text().contains("within"));
-        // Every cell warms up under a cap and trains under a budget of its own.
         assert!(
-            CELLS
-                .iter()
-                .all(|c| c.warmup_cap.is_some() && c.budget.is_some())
+            plan.time_limit + EXPLAIN.2 <= WINDOW,
+            "{:?}",
+            plan.time_limit
         );
+        let text = plan.text();
+        assert!(
+            text.contains("dropped: mnist-cnn cuda cuda:0,cuda:1"),
+            "{text}"
+        );
+        assert_eq!(plan.cells.len() + plan.dropped.len(), CELLS.len());
+        // Every cell has a cap, a budget and a time of its own.
+        assert!(
+            plan.cells
+                .iter()
+                .all(|c| c.warmup_cap.is_some() && c.budget.is_some() && c.planned.is_some())
+        );
+    }
+
+    /// The committed H200 profile is what its committed records measured
+    /// (`ReplayProfile::from_records`; `KILN_BLESS=1` writes it again), at scale 0.1, with the
+    /// issue's default for the cells those records do not hold.
+    #[test]
+    fn the_measured_profile_is_derived_from_the_committed_h200_records() {
+        let root = crate::workspace::workspace_root();
+        let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs/results"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    n.to_string_lossy()
+                        .starts_with("2026-12-04-xeon-f6m207-h200-")
+                })
+            })
+            .collect();
+        dirs.sort();
+        assert_eq!(dirs.len(), 4, "{dirs:?}");
+        let records = kiln_report::read::load(&dirs).unwrap().records;
+        let default = StepTimes {
+            first_step_s: 5.0,
+            new_shape_s: 2.0,
+            steady_step_s: 0.003,
+            eval_new_shape_s: None,
+        };
+        let derived = ReplayProfile::from_records(&records, 0.1, default);
+        let path = root.join(MEASURED);
+        if kiln_results::testing::blessing() {
+            let text = serde_json::to_string_pretty(&derived).unwrap() + "\n";
+            std::fs::write(&path, text).unwrap();
+        }
+        let committed: ReplayProfile =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(derived, committed, "bless with KILN_BLESS=1");
+        assert_eq!(measured().unwrap(), committed);
+    }
+
+    /// A replayed plan is the same cells with every device second scaled, start-ups not.
+    #[test]
+    fn a_replayed_plan_scales_device_seconds_only() {
+        let profile = measured().unwrap();
+        let real = plan(&profile, MEASURED, false).unwrap();
+        let replay = plan(&profile, MEASURED, true).unwrap();
+        assert_eq!(real.cells.len(), replay.cells.len());
+        let s = profile.scale;
+        for (a, b) in real.cells.iter().zip(&replay.cells) {
+            let cap = |c: &PlanEntry| c.warmup_cap.unwrap().as_secs_f64();
+            assert!((cap(a) * s - cap(b)).abs() < 1e-6);
+            let device = |c: &PlanEntry| c.planned.unwrap().as_secs_f64() - 6.0;
+            assert!((device(a) * s - device(b)).abs() < 1e-6);
+            assert!(b.replay.is_some() && a.replay.is_none());
+        }
     }
 }

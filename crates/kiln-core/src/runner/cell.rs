@@ -112,6 +112,12 @@ pub(super) fn run_cell(
     ));
     device.seed(request.settings.seed);
     let device = device.autodiff();
+    if request.replay.is_some() {
+        // Kiln's loop replays every cell, a Learner cell's too (its record says so).
+        let dataset = load_data(cell)?;
+        let protocol = Protocol::from_request(request);
+        return train_kiln(binding.name(), cell, &device, &dataset, &protocol, sink);
+    }
     let (devices, specs) = match open_others(binding, request, device.clone(), first_spec)? {
         Ok(opened) => opened,
         Err(why) => return Ok(cell.record(Status::Skipped, Some(why), None)),
@@ -150,7 +156,12 @@ fn open_first(
 ) -> Result<Result<(Device, String), Record>, CoreError> {
     let request = cell.request;
     let precision = request.precision;
-    let selected = match binding.device(&request.device) {
+    // A replayed cell runs on this binding's own device, named as the device it replays.
+    let spec = match request.replay {
+        Some(_) => "default",
+        None => request.device.as_str(),
+    };
+    let selected = match binding.device(spec) {
         Ok(found) => found,
         Err(why) => {
             return Ok(Err(cell.record(
@@ -172,6 +183,16 @@ fn open_first(
     cell.device_kind = Some(selected.kind);
     cell.runtime = selected.runtime;
     cell.remote = selected.remote;
+    if let Some(replay) = &request.replay {
+        cell.device = request.device.clone();
+        cell.device_name = format!(
+            "replay of {} on {} ({}, scale {})",
+            replay.device.as_deref().unwrap_or("a device"),
+            binding.name(),
+            replay.profile,
+            replay.scale
+        );
+    }
     if !device.supports_dtype(dtype(precision.compute())) {
         return Ok(Err(cell.record(
             Status::Skipped,

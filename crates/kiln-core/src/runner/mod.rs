@@ -70,7 +70,8 @@ fn bench_with_args(
     if let Err(e) = request.validate() {
         return cell.record(Status::Failed, Some(e), None);
     }
-    if request.backend != binding.name() {
+    // A replayed cell keeps the backend it replays; any runner plays it.
+    if request.backend != binding.name() && request.replay.is_none() {
         return cell.record(
             Status::Failed,
             Some(format!(

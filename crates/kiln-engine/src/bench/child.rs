@@ -179,7 +179,6 @@ pub(super) fn run_cell(
     let failed = Failed {
         status,
         log: &log,
-        limits,
         oom_kills_before: before.oom_kills,
         revision: &revision,
     };
@@ -232,7 +231,6 @@ fn label(position: &Position, id: &CellId, run: &CellRun) -> String {
 struct Failed<'a> {
     status: ExitStatus,
     log: &'a Path,
-    limits: Limits,
     oom_kills_before: Option<u64>,
     revision: &'a (Option<String>, Option<bool>),
 }
@@ -243,9 +241,9 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
     let mut record = match &seen.record {
         Some(r) => r.clone(),
         None => {
-            let why = if seen.timed_out {
+            let why = if let Some(limit) = seen.timed_out {
                 timeout_reason(
-                    failed.limits.of(seen.clock.phase).as_secs_f64(),
+                    limit.as_secs_f64(),
                     &seen.clock.done,
                     (seen.clock.phase, seen.clock.elapsed()),
                 )
@@ -262,7 +260,7 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
             let oom_killed = sigkill(failed.status)
                 && matches!((failed.oom_kills_before, kiln_machine::process::oom_kills()), (Some(a), Some(b)) if b > a);
             let oom = (out_of_memory_line(failed.log), oom_killed);
-            let mut r = record_without_final(id, seen.timed_out, oom, why, detail);
+            let mut r = record_without_final(id, seen.timed_out.is_some(), oom, why, detail);
             // Which machine it failed (or ran out of memory) on matters as much as the reason.
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             let (commit, dirty) = failed.revision;

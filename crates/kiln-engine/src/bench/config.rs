@@ -45,6 +45,10 @@ pub struct RunConfig {
     /// peak", one process less per backend and type; the GPU kit's runs).
     #[serde(default = "yes")]
     pub calibrate: bool,
+    /// The run's time, counted from each start or resume of it (the GPU kit's window): a cell
+    /// that no longer fits is recorded as not reached, and none runs past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_seconds: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -100,6 +104,14 @@ pub struct PlannedCell {
     /// This cell's own warm-up cap, when it differs from the run's (the GPU kit's plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_cap_seconds: Option<f64>,
+    /// A replayed cell's step times (`gpu-kit --replay`): Kiln's replay runner plays it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<kiln_results::replay::Replay>,
+    /// The wall time the plan gives this cell, start to record (the GPU kit's plan, from
+    /// measured warm-ups): its watchdog is this and a margin, and a run whose time is short
+    /// of it records the cell as not reached instead of starting it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_seconds: Option<f64>,
 }
 
 impl PlannedCell {
@@ -123,6 +135,7 @@ impl PlannedCell {
         r.dataset = Some(self.dataset);
         r.dataset_note = self.dataset_note.clone();
         r.training_loop = self.id.training_loop.unwrap_or_default();
+        r.replay = self.replay.clone();
         if self.id.device.contains(',') {
             r.devices = self.id.device.split(',').map(str::to_string).collect();
             r.device = r.devices[0].clone();
@@ -144,6 +157,7 @@ impl RunConfig {
             loops: kiln_loop(),
             burn: None,
             calibrate: true,
+            time_limit_seconds: None,
         }
     }
 
@@ -158,6 +172,7 @@ impl RunConfig {
             loops: vec![r.training_loop],
             burn: None,
             calibrate: r.calibrate,
+            time_limit_seconds: None,
         }
     }
 
@@ -205,6 +220,8 @@ impl PlannedCell {
             )?,
         };
         Ok(PlannedCell {
+            replay: None,
+            planned_seconds: None,
             id: r.id(),
             dataset,
             dataset_note: note,
@@ -232,6 +249,8 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
     cfg.apply(common)?;
     // The rules of a cell are the cell request's: check them once, before any work.
     let probe = PlannedCell {
+        replay: None,
+        planned_seconds: None,
         id: CellId {
             model: ModelKind::MnistCnn.to_string(),
             backend: "any".into(),

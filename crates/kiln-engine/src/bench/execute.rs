@@ -3,7 +3,7 @@
 //! arrive, and the run's report at the end.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kiln_report::read::RESULTS_FILE;
@@ -15,13 +15,14 @@ use super::child::run_cell;
 use super::config::dataset_for;
 use super::config::{PlannedCell, RunConfig};
 use super::fallback::fallback_reason;
-use super::limits::wall_clock_limit;
+use super::limits::{planned_limit, wall_clock_limit};
 use super::progress::{Display, Position};
 use super::rundir::append_record;
 use super::{noise, plan};
 use crate::backends::{self, Backend};
 use crate::options::CommonArgs;
 use crate::runners::{Built, Runner, runner_of};
+use kiln_report::cells::human_seconds;
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
 /// so drift over time spreads over every row; `done` lists the (cell, repeat) pairs that
@@ -99,6 +100,9 @@ pub(super) fn execute_rest(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         repeats,
+        deadline: cfg
+            .time_limit_seconds
+            .map(|s| Instant::now() + Duration::from_secs_f64(s)),
     };
     let per_cell_bound = cfg.cell.budget_seconds.map_or(0.0, |b| b + 120.0);
     let mut all_ok = true;
@@ -141,6 +145,8 @@ struct Run<'a> {
     peaks: &'a Peaks,
     run_id: String,
     repeats: usize,
+    /// When the run's time (`time_limit_seconds`) runs out.
+    deadline: Option<Instant>,
 }
 
 impl Run<'_> {
@@ -159,9 +165,19 @@ impl Run<'_> {
             })
         });
         let run = cell_run(cell, self.peaks, k, self.repeats, &self.run_id, waited);
-        let record = match runner_of(self.built, &cell.id.backend) {
-            Some(runner) => self.run(runner, cell, &run, position, display)?,
-            None => Some(not_built(cell, &run)),
+        let backend = match cell.replay {
+            Some(_) => super::REPLAY_RUNNER,
+            None => cell.id.backend.as_str(),
+        };
+        let record = match (self.not_reached(cell), runner_of(self.built, backend)) {
+            (Some(why), _) => {
+                display.line(&format!("kiln: {}: {why}", cell.id));
+                let mut r = Record::not_run(&cell.id, Status::NotReached, why);
+                r.repeat = run.repeat.clone();
+                Some(r)
+            }
+            (None, Some(runner)) => self.run(runner, cell, &run, position, display)?,
+            (None, None) => Some(not_built(cell, &run)),
         };
         let Some(record) = record else {
             return Ok(None);
@@ -194,6 +210,26 @@ impl Run<'_> {
         Ok(Some(fb.status.is_result()))
     }
 
+    /// What is left of the run's time, if it has one.
+    fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Why `cell` is not started: the run's time left is short of the time planned for it.
+    fn not_reached(&self, cell: &PlannedCell) -> Option<String> {
+        let left = self.left()?;
+        let planned = cell.planned_seconds.unwrap_or(0.0);
+        (left.as_secs_f64() < planned.max(1.0)).then(|| {
+            format!(
+                "not reached: {} of the run's {} were left, and the plan gives this cell {}",
+                human_seconds(left.as_secs_f64()),
+                human_seconds(self.cfg.time_limit_seconds.unwrap_or_default()),
+                human_seconds(planned)
+            )
+        })
+    }
+
     /// One cell's process under its wall-clock limits.
     fn run(
         &self,
@@ -203,11 +239,15 @@ impl Run<'_> {
         position: &Position,
         display: &mut Display,
     ) -> Result<Option<Record>> {
-        let limits = wall_clock_limit(
+        let mut limits = wall_clock_limit(
             cell.budget_seconds.or(self.cfg.cell.budget_seconds),
             cell.warmup_cap_seconds
                 .unwrap_or(self.cfg.cell.warmup_cap_seconds),
         );
+        limits.whole = match cell.planned_seconds {
+            Some(planned) => Some(planned_limit(planned, self.left())),
+            None => self.left(),
+        };
         run_cell(
             runner, cell, self.cfg, self.out, position, display, limits, run,
         )

@@ -54,6 +54,11 @@ impl PhaseClock {
     pub(super) fn elapsed(&self) -> f64 {
         self.since.elapsed().as_secs_f64()
     }
+
+    /// Seconds since the cell started.
+    pub(super) fn total(&self) -> f64 {
+        self.done.iter().map(|(_, s)| s).sum::<f64>() + self.elapsed()
+    }
 }
 
 /// A cell's wall-clock limits, one per phase, each counted from the phase's start: a first step
@@ -67,6 +72,9 @@ pub struct Limits {
     pub first_step: Duration,
     /// Everything after it: training, evaluation, the record.
     pub training: Duration,
+    /// The whole cell, start to record (a planned cell's: its planned time and a margin,
+    /// within what is left of the run's time).
+    pub whole: Option<Duration>,
 }
 
 impl Limits {
@@ -76,7 +84,17 @@ impl Limits {
             start_up: limit,
             first_step: limit,
             training: limit,
+            whole: None,
         }
+    }
+
+    /// The limit that `clock` ran past, if any: its phase's, or the whole cell's.
+    pub(super) fn exceeded(&self, clock: &PhaseClock) -> Option<Duration> {
+        let phase = self.of(clock.phase);
+        if clock.elapsed() > phase.as_secs_f64() {
+            return Some(phase);
+        }
+        self.whole.filter(|w| clock.total() > w.as_secs_f64())
     }
 
     pub(super) fn of(&self, phase: Phase) -> Duration {
@@ -99,7 +117,15 @@ pub(super) fn wall_clock_limit(budget_seconds: Option<f64>, warmup_cap_seconds: 
         training: Duration::from_secs_f64(
             warmup_cap_seconds + budget_seconds.map_or(24.0 * 3600.0, |b| b * 3.0 + 600.0),
         ),
+        whole: None,
     }
+}
+
+/// A planned cell's watchdog: its planned seconds and a margin (half again, and 20 s for this
+/// machine's start-up), never past what is `left` of the run's time.
+pub(super) fn planned_limit(planned_seconds: f64, left: Option<Duration>) -> Duration {
+    let own = Duration::from_secs_f64(planned_seconds * 1.5 + 20.0);
+    left.map_or(own, |left| own.min(left))
 }
 
 /// Why a cell that hit its wall-clock limit failed: the phase it was in, that phase's limit, and

@@ -116,35 +116,46 @@ pub fn bench_all(
     execute(cells, &built, cfg, &out)
 }
 
+/// The backend whose runner plays every replayed cell (`gpu-kit --replay`): built on every
+/// machine, and its steps cost nothing beside the replayed times.
+pub const REPLAY_RUNNER: &str = "flex";
+
 /// One cell of a plan written without probing: its coordinates (a data-parallel cell's device
-/// is its list, `cuda:0,cuda:1`), and its own budget and warm-up cap when given.
-#[derive(Debug, Clone, Copy)]
+/// is its list, `cuda:0,cuda:1`), its own budget and warm-up cap when given, the wall time the
+/// plan gives it, and its replay when it is one.
+#[derive(Debug, Clone)]
 pub struct PlanEntry {
     pub model: ModelKind,
-    pub backend: &'static str,
-    pub device: &'static str,
+    pub backend: String,
+    pub device: String,
     pub precision: Precision,
     pub training_loop: TrainingLoop,
     pub budget: Option<Duration>,
     pub warmup_cap: Option<Duration>,
+    pub planned: Option<Duration>,
+    pub replay: Option<kiln_results::replay::Replay>,
 }
 
 /// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request
 /// per cell in `dir`, which must be new or empty): `cells` in order, under the run
-/// configuration `common` gives. `bench-all --resume DIR` runs it; the GPU kit plans a machine
-/// it is not built on this way.
+/// configuration `common` gives, within `time_limit` when given. `bench-all --resume DIR` runs
+/// it; the GPU kit plans a machine it is not built on this way.
 pub fn write_plan(
     dir: &Path,
     common: &CommonArgs,
     cells: &[PlanEntry],
+    time_limit: Option<Duration>,
 ) -> Result<Vec<PlannedCell>> {
-    let (_, cfg) = config(common, false)?;
+    let (_, mut cfg) = config(common, false)?;
+    cfg.time_limit_seconds = time_limit.map(|t| t.as_secs_f64());
     let mut planned = Vec::new();
     for e in cells {
         let (dataset, dataset_note) = dataset_for(e.model, common)?;
         for &batch in &cfg.batch_sizes {
             planned.push(PlannedCell {
-                id: CellId::new(e.model, e.backend, e.device, e.precision, batch)
+                replay: e.replay.clone(),
+                planned_seconds: e.planned.map(|p| p.as_secs_f64()),
+                id: CellId::new(e.model, &e.backend, &e.device, e.precision, batch)
                     .with_loop(e.training_loop),
                 dataset,
                 dataset_note: dataset_note.clone(),

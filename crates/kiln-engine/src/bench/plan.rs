@@ -139,6 +139,8 @@ pub fn planned(
 ) -> PlannedCell {
     let emulated = kind.is_cpu_emulated();
     PlannedCell {
+        replay: None,
+        planned_seconds: None,
         id,
         dataset: dataset.0,
         dataset_note: dataset.1.clone(),
@@ -175,6 +177,8 @@ pub fn fallback_cell(cell: &PlannedCell, probes: &[(&str, &ProbeReport)]) -> Opt
     id.backend = backend.to_string();
     id.device = device;
     Some(PlannedCell {
+        replay: None,
+        planned_seconds: None,
         id,
         dataset: cell.dataset,
         dataset_note: cell.dataset_note.clone(),
@@ -461,6 +465,8 @@ mod tests {
         let (newcpu, wgpu) = (cpu_only("newcpu"), gpu_machine());
         let probes = [("newcpu", &newcpu), ("wgpu", &wgpu), ("tch", &tch)];
         let cell = |backend: &str, device: &str| PlannedCell {
+            replay: None,
+            planned_seconds: None,
             id: CellId {
                 training_loop: None,
                 model: "mnist-cnn".into(),

@@ -201,7 +201,13 @@ pub fn resume(
         eprintln!("kiln: every cell of {} has its final record", dir.display());
     }
     let wanted: Vec<&'static Backend> = {
-        let mut names: Vec<&str> = remaining.iter().map(|c| c.id.backend.as_str()).collect();
+        let mut names: Vec<&str> = remaining
+            .iter()
+            .map(|c| match c.replay {
+                Some(_) => super::REPLAY_RUNNER,
+                None => c.id.backend.as_str(),
+            })
+            .collect();
         names.sort();
         names.dedup();
         names
@@ -211,9 +217,9 @@ pub fn resume(
     };
     let built = build_and_probe(
         &with_fallback_backends(wanted, run.config.cell.fallback.is_some()),
-        remaining
-            .iter()
-            .any(|c| c.id.training_loop == Some(kiln_results::TrainingLoop::Learner)),
+        remaining.iter().any(|c| {
+            c.replay.is_none() && c.id.training_loop == Some(kiln_results::TrainingLoop::Learner)
+        }),
     )?;
     eprintln!(
         "kiln: resuming {}: {} of {} cells left",

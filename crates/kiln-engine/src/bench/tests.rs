@@ -44,6 +44,8 @@ fn cfg() -> RunConfig {
 
 fn cell(backend: &str) -> PlannedCell {
     PlannedCell {
+        replay: None,
+        planned_seconds: None,
         id: CellId {
             training_loop: None,
             model: "mnist-cnn".into(),
@@ -90,6 +92,8 @@ fn runner_with(dir: &Path, backend: &str, status: Status, reason: &str) -> Runne
 fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
     let tmp = tempfile::tempdir().unwrap();
     let gpu_cell = PlannedCell {
+        replay: None,
+        planned_seconds: None,
         id: CellId {
             device: "vulkan:discrete:0".into(),
             ..cell("wgpu").id

@@ -21,8 +21,8 @@ pub(super) struct Watched {
     pub record: Option<Record>,
     /// Output lines that were not events (the last one is quoted when there is no record).
     pub unparsed: Vec<String>,
-    /// Killed by its wall-clock limit.
-    pub timed_out: bool,
+    /// Killed by its wall-clock limit (this one).
+    pub timed_out: Option<Duration>,
     pub clock: PhaseClock,
     /// The machine at the start of training, the end of the warm-up epoch, the last epoch
     /// and the final record.
@@ -47,7 +47,7 @@ pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display)
     let mut seen = Watched {
         record: None,
         unparsed: Vec::new(),
-        timed_out: false,
+        timed_out: None,
         clock: PhaseClock::new(),
         trained_from: None,
         warm_until: None,
@@ -66,9 +66,9 @@ pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display)
                     child.kill();
                     break;
                 }
-                if seen.clock.elapsed() > w.limits.of(seen.clock.phase).as_secs_f64() {
+                if let Some(limit) = w.limits.exceeded(&seen.clock) {
                     child.kill();
-                    seen.timed_out = true;
+                    seen.timed_out = Some(limit);
                     break;
                 }
                 if seen.clock.phase == Phase::FirstStep {

@@ -28,6 +28,9 @@ pub enum Status {
     /// Step times never settled within the warm-up cap: no time is reported (`warmup` holds
     /// the step times); a result about the backend, not a failure.
     NotSteady,
+    /// The run's time ran out before this planned cell could run (the GPU kit's window);
+    /// `reason` says how much was left and what the cell was planned for.
+    NotReached,
 }
 
 impl Status {
@@ -40,16 +43,22 @@ impl Status {
             Status::Skipped => "skipped",
             Status::OutOfMemory => "out of memory",
             Status::NotSteady => "not steady",
+            Status::NotReached => "not reached",
         }
     }
 
     /// Whether the cell ended as the matrix expects of some cells: trained, skipped for a
-    /// stated reason, out of memory at its batch size, or never steady within its warm-up cap
-    /// (a run with only these exits 0).
+    /// stated reason, out of memory at its batch size, never steady within its warm-up cap, or
+    /// not reached in the run's time (a run with only these exits 0, or 3 when one has no
+    /// time).
     pub fn is_result(self) -> bool {
         matches!(
             self,
-            Status::Ok | Status::Skipped | Status::OutOfMemory | Status::NotSteady
+            Status::Ok
+                | Status::Skipped
+                | Status::OutOfMemory
+                | Status::NotSteady
+                | Status::NotReached
         )
     }
 }
@@ -229,6 +238,10 @@ pub struct Record {
     /// before Kiln kept them): a new setting is recorded without a field of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<crate::CellSettings>,
+    /// Set on a replayed cell (`gpu-kit --replay`): the profile whose step times it followed.
+    /// Its times are the profile's, scaled; it trained nothing and has no accuracy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::Replay>,
 }
 
 fn one() -> usize {
@@ -348,6 +361,7 @@ impl Record {
             data_parallel: None,
             remote: None,
             settings: None,
+            replay: None,
         }
     }
 

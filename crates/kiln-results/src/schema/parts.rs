@@ -132,11 +132,47 @@ pub struct Warmup {
     pub cap_seconds: f64,
     /// Each warm-up step's synced seconds, in order (the first 200 at most).
     pub step_seconds: Vec<f64>,
+    /// Steps after steady state that the late-compile rule caught (a batch shape compiling
+    /// the first time it is seen: the epoch's short last batch): their excess over the steady
+    /// step is kept out of the chunks and epochs and counted here, with the warm-up.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_compiles: usize,
+    /// Their excess seconds, added up.
+    #[serde(default, skip_serializing_if = "is_zero_seconds")]
+    pub late_compile_seconds: f64,
+    /// The first 200 of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_compile_steps: Vec<LateCompile>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_seconds(s: &f64) -> bool {
+    *s == 0.0
+}
+
+/// One late compile: the step (from 1, counted over the cell), its epoch, its host seconds and
+/// their excess over the steady step.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LateCompile {
+    pub step: usize,
+    pub epoch: usize,
+    pub seconds: f64,
+    pub excess_seconds: f64,
 }
 
 impl Warmup {
     /// Step times kept in a record.
     pub const KEPT_STEPS: usize = 200;
+
+    /// The warm-up as a user pays it: to steady state, and every late compile after it.
+    pub fn total_seconds(&self) -> f64 {
+        self.seconds + self.late_compile_seconds
+    }
 }
 
 /// The CPU's identity and the capabilities that decide training speed.

@@ -1,0 +1,351 @@
+//! Replaying a device Kiln does not have: a replay profile holds the step times measured on it
+//! (the first step, a compile the first time each batch shape is seen, the steady step), and a
+//! replayed cell runs Kiln's own loop, planning, watchdogs and records on this CPU with its
+//! steps taking those times instead of training. What a replay shows: whether the plan, the
+//! steady-state rule, the late-compile rule and the records hold for such a device; what it
+//! cannot show: the device's speed, its memory, or whether it learns.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::schema::Record;
+use crate::vocab::{Precision, TrainingLoop};
+use crate::{CellId, ModelKind};
+
+/// One cell's step times on the replayed device, in seconds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StepTimes {
+    /// The process's first training step: compilation, autotune, caches.
+    pub first_step_s: f64,
+    /// What a training step of a batch shape not seen before adds (its kernels compile).
+    pub new_shape_s: f64,
+    /// A steady training step of a full batch (a smaller batch takes its share).
+    pub steady_step_s: f64,
+    /// What an evaluation batch of a shape not seen before adds; `new_shape_s` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_new_shape_s: Option<f64>,
+}
+
+impl StepTimes {
+    /// Every time multiplied by `scale`.
+    pub fn scaled(&self, scale: f64) -> StepTimes {
+        StepTimes {
+            first_step_s: self.first_step_s * scale,
+            new_shape_s: self.new_shape_s * scale,
+            steady_step_s: self.steady_step_s * scale,
+            eval_new_shape_s: self.eval_new_shape_s.map(|s| s * scale),
+        }
+    }
+
+    /// The compile an evaluation batch of a new shape adds.
+    pub fn eval_compile_s(&self) -> f64 {
+        self.eval_new_shape_s.unwrap_or(self.new_shape_s)
+    }
+
+    /// An error naming the field that is negative or not a number.
+    fn check(&self, what: &str) -> Result<(), String> {
+        let fields = [
+            ("first_step_s", Some(self.first_step_s)),
+            ("new_shape_s", Some(self.new_shape_s)),
+            ("steady_step_s", Some(self.steady_step_s)),
+            ("eval_new_shape_s", self.eval_new_shape_s),
+        ];
+        for (name, value) in fields {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(format!("{what}: {name} is {v}; give seconds, 0 or more"));
+            }
+        }
+        if self.steady_step_s <= 0.0 {
+            return Err(format!("{what}: steady_step_s must be over 0"));
+        }
+        Ok(())
+    }
+}
+
+/// A profile's times for the cells of one model, backend, precision and loop.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ProfileCell {
+    pub model: ModelKind,
+    pub backend: String,
+    #[serde(default = "f32")]
+    pub precision: Precision,
+    #[serde(default, rename = "loop")]
+    pub training_loop: TrainingLoop,
+    #[serde(flatten)]
+    pub times: StepTimes,
+    /// Where the times come from (a record's run and cell), for the reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+fn f32() -> Precision {
+    Precision::F32
+}
+
+/// Step times measured on a device, to replay on this CPU (`cargo xtask gpu-kit --replay`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReplayProfile {
+    /// Every time of the profile (and every cap and budget of the replayed plan) is
+    /// multiplied by this: 0.1 replays an 8-minute plan in 48 s plus this machine's start-ups.
+    pub scale: f64,
+    /// The device replayed, as its records name it (`NVIDIA H200`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Devices the replayed machine has: a cell on more is skipped, as it would be there.
+    #[serde(default = "one")]
+    pub devices: usize,
+    /// The times of a cell the profile does not list.
+    pub default: StepTimes,
+    #[serde(default)]
+    pub cells: Vec<ProfileCell>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The times a replayed cell follows, already scaled, as its request carries them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Replay {
+    /// The profile's file name and device, for the record.
+    pub profile: String,
+    pub device: Option<String>,
+    pub scale: f64,
+    /// The cell's times, multiplied by `scale`.
+    pub times: StepTimes,
+    /// Whether the profile lists this cell (else its `default` times were used).
+    pub listed: bool,
+}
+
+impl ReplayProfile {
+    /// Read and check a profile; the error names the file and what is wrong.
+    pub fn read(path: &Path) -> Result<ReplayProfile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("replay profile {}: cannot read it: {e}", path.display()))?;
+        let profile: ReplayProfile = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "replay profile {}: {e} (the format: docs/gpu.md, \"Replaying a GPU\")",
+                path.display()
+            )
+        })?;
+        profile
+            .check()
+            .map_err(|e| format!("replay profile {}: {e}", path.display()))?;
+        Ok(profile)
+    }
+
+    /// Every rule a profile must satisfy.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            return Err(format!("scale is {}; give a number over 0", self.scale));
+        }
+        if self.devices == 0 {
+            return Err("devices is 0; a replayed machine has at least one".into());
+        }
+        self.default.check("default")?;
+        for c in &self.cells {
+            c.times.check(&format!(
+                "the cell {} {} {} {}",
+                c.model, c.backend, c.precision, c.training_loop
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// The unscaled times of `model` on `backend` at `precision` through `training_loop`: the
+    /// listed cell's, else the default's (and whether it was listed).
+    pub fn times(
+        &self,
+        model: ModelKind,
+        backend: &str,
+        precision: Precision,
+        training_loop: TrainingLoop,
+    ) -> (StepTimes, bool) {
+        self.cells
+            .iter()
+            .find(|c| {
+                c.model == model
+                    && c.backend == backend
+                    && c.precision == precision
+                    && c.training_loop == training_loop
+            })
+            .map_or((self.default, false), |c| (c.times, true))
+    }
+
+    /// The replay of one planned cell (`name`: the profile's file name), scaled.
+    pub fn replay(&self, name: &str, id: &CellId) -> Result<Replay, String> {
+        let model: ModelKind = id.model.parse().map_err(|e| format!("{e}"))?;
+        let precision: Precision = id.precision.parse().map_err(|e| format!("{e}"))?;
+        let (times, listed) = self.times(
+            model,
+            &id.backend,
+            precision,
+            id.training_loop.unwrap_or_default(),
+        );
+        Ok(Replay {
+            profile: name.to_string(),
+            device: self.device.clone(),
+            scale: self.scale,
+            times: times.scaled(self.scale),
+            listed,
+        })
+    }
+
+    /// A profile of what `records` measured (unscaled; `scale` set to `scale`), a cell for
+    /// each model, backend, precision and loop with a measured first step and steady step:
+    /// - the first step: the slowest measured (a cold cache), whatever the record's status
+    ///   (a cell that never settled still measured its first step);
+    /// - the steady step: an ok record's epoch time per full batch, else the steps of its
+    ///   epochs after the first (a cell read back as not steady still timed them);
+    /// - the new-shape compile: what a first whole epoch took beyond its first step and its
+    ///   other steps at the steady pace (the slowest);
+    /// - evaluation's compile: half the cell's time outside its epochs (start-up included:
+    ///   an upper bound; the slowest).
+    pub fn from_records(records: &[Record], scale: f64, default: StepTimes) -> ReplayProfile {
+        let mut cells: Vec<ProfileCell> = Vec::new();
+        for r in records {
+            let Some(cell) = profile_cell(r) else {
+                continue;
+            };
+            match cells.iter_mut().find(|c| {
+                (c.model, &c.backend, c.precision, c.training_loop)
+                    == (
+                        cell.model,
+                        &cell.backend,
+                        cell.precision,
+                        cell.training_loop,
+                    )
+            }) {
+                Some(have) => {
+                    let (a, b) = (&mut have.times, cell.times);
+                    if a.steady_step_s.is_nan() {
+                        a.steady_step_s = b.steady_step_s;
+                    }
+                    a.first_step_s = a.first_step_s.max(b.first_step_s);
+                    a.new_shape_s = a.new_shape_s.max(b.new_shape_s);
+                    a.eval_new_shape_s = match (a.eval_new_shape_s, b.eval_new_shape_s) {
+                        (Some(x), Some(y)) => Some(x.max(y)),
+                        (x, y) => x.or(y),
+                    };
+                }
+                None => cells.push(cell),
+            }
+        }
+        cells.retain(|c| c.times.steady_step_s.is_finite());
+        ReplayProfile {
+            scale,
+            device: records.iter().find_map(|r| r.fingerprint.gpu_name.clone()),
+            devices: 1,
+            default,
+            cells,
+        }
+    }
+}
+
+/// The steady step a record timed (see [`ReplayProfile::from_records`]).
+fn steady_step(r: &Record, model: ModelKind) -> Option<f64> {
+    if r.status == crate::Status::Ok {
+        let epoch = r.epoch_seconds.as_ref()?.median;
+        return Some(epoch * r.batch_size as f64 / model.standard_epoch() as f64);
+    }
+    let later: Vec<_> = r.epochs.iter().filter(|e| e.epoch > 1).collect();
+    let steps: usize = later.iter().map(|e| e.steps).sum();
+    (steps > 0).then(|| later.iter().map(|e| e.seconds).sum::<f64>() / steps as f64)
+}
+
+/// One record's times (see [`ReplayProfile::from_records`]).
+fn profile_cell(r: &Record) -> Option<ProfileCell> {
+    let model: ModelKind = r.model.parse().ok()?;
+    let first = r.first_step_seconds?;
+    // NaN until a record of the cell times its steady steps (the cell is dropped without).
+    let steady = steady_step(r, model).unwrap_or(f64::NAN);
+    let new_shape = r
+        .epochs
+        .iter()
+        .find(|e| e.epoch == 1 && !e.partial)
+        .filter(|_| steady.is_finite())
+        .map_or(0.0, |e| {
+            (e.seconds - first - e.steps.saturating_sub(1) as f64 * steady).max(0.0)
+        });
+    let epochs: f64 = r.epochs.iter().map(|e| e.seconds).sum();
+    let eval_new_shape = ((r.wall_seconds - epochs) / 2.0).max(0.0);
+    Some(ProfileCell {
+        model,
+        backend: r.backend.clone(),
+        precision: r.precision.parse().ok()?,
+        training_loop: r.training_loop.unwrap_or_default(),
+        times: StepTimes {
+            first_step_s: first,
+            new_shape_s: new_shape,
+            steady_step_s: steady,
+            eval_new_shape_s: Some(eval_new_shape),
+        },
+        source: Some(format!(
+            "{} {} {} {}",
+            r.model, r.backend, r.precision, r.started_at
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(text: &str) -> Result<ReplayProfile, String> {
+        let p: ReplayProfile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        p.check().map(|()| p)
+    }
+
+    #[test]
+    fn the_issue_format_reads_and_a_listed_cell_overrides_the_default() {
+        let p = profile(
+            r#"{"scale": 0.1,
+                "default": {"first_step_s": 5, "new_shape_s": 2, "steady_step_s": 0.003},
+                "cells": [{"model": "mnist-cnn", "backend": "cuda", "precision": "bf16",
+                           "loop": "kiln", "first_step_s": 64.6, "new_shape_s": 36.5,
+                           "steady_step_s": 0.0021}]}"#,
+        )
+        .unwrap();
+        let id = CellId::new(ModelKind::MnistCnn, "cuda", "cuda:0", Precision::BF16, 128);
+        let r = p.replay("h200.json", &id).unwrap();
+        assert!(r.listed);
+        assert!((r.times.first_step_s - 6.46).abs() < 1e-9);
+        assert!((r.times.steady_step_s - 0.00021).abs() < 1e-12);
+        let other = CellId::new(ModelKind::ResNet18, "cuda", "cuda:0", Precision::F32, 128);
+        let r = p.replay("h200.json", &other).unwrap();
+        assert!(!r.listed && (r.times.first_step_s - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_bad_profile_is_refused_naming_the_field() {
+        let bad = |text: &str, needle: &str| {
+            let e = profile(text).unwrap_err();
+            assert!(e.contains(needle), "{e}");
+        };
+        let default = r#""default": {"first_step_s": 5, "new_shape_s": 2, "steady_step_s": 0.003}"#;
+        bad(&format!(r#"{{"scale": 0, {default}}}"#), "scale is 0");
+        bad(
+            r#"{"scale": 1, "default": {"first_step_s": -1, "new_shape_s": 2, "steady_step_s": 1}}"#,
+            "first_step_s is -1",
+        );
+        bad(
+            &format!(
+                r#"{{"scale": 1, {default}, "cells": [{{"model": "mnist-cnn", "backend": "cuda", "first_step_s": 1, "new_shape_s": 1, "steady_step_s": 0}}]}}"#
+            ),
+            "mnist-cnn cuda f32 kiln: steady_step_s must be over 0",
+        );
+        bad(
+            &format!(r#"{{"scale": 1, {default}, "steady": 3}}"#),
+            "unknown field `steady`",
+        );
+    }
+}
