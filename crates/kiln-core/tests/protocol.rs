@@ -160,7 +160,10 @@ fn a_slow_step_after_steady_state_is_kept_out_of_the_epoch_time() {
     assert!(m.chunks.iter().all(|c| c.seconds < 2.0), "{:?}", m.chunks);
     assert!(m.epochs[1].seconds < 2.0, "{:?}", m.epochs[1]);
     assert_eq!(out.obtained.method, Method::Measured);
-    assert!(out.epoch_seconds.is_some_and(|e| e.max < 2.0 * 60_000.0 / 128.0));
+    assert!(
+        out.epoch_seconds
+            .is_some_and(|e| e.max < 2.0 * 60_000.0 / 128.0)
+    );
 }
 
 #[test]

@@ -1,14 +1,20 @@
-//! Burn A against Burn B (`--burn A --burn B`): the same cells, run as alternating processes,
-//! compared cell by cell. Each measure (epoch time, first step, training memory, test
-//! accuracy) gets B against A with its 95% interval, Welch's t-test over the runs, and a
-//! verdict by one stated rule:
+//! Burn A against Burn B (`--burn A --burn B`): the same cells, run as alternating processes
+//! (A's run k, then B's run k), compared cell by cell. Each measure (epoch time, warm-up,
+//! training memory, test accuracy) gets B against A with its 95% interval and a verdict by one
+//! stated rule, from the design that ran:
 //!
-//! a change counts when the test says it is unlikely to be noise (p < 0.05) **and** it is
-//! larger than the measure's threshold: the larger of the two sides' between-run variation
-//! (coefficient of variation), the machine's drift over the runs, and the measure's floor
-//! (1% for epoch time, 10% for the first step, 5% for memory, 1 point of accuracy).
-//! Otherwise the verdict is "no difference beyond the noise"; a side with fewer than 2 timed
-//! runs gets no verdict.
+//! - **paired** (every run of each side has its partner, the other side's run of the same
+//!   pass): the paired t-test of each B against its A (the logarithm of their ratio; accuracy:
+//!   their difference). Drift over the run moves both runs of a pair alike and cancels, so it
+//!   is no threshold; a change counts when p < 0.05 and it exceeds the measure's floor (1% for
+//!   epoch time, 10% for the warm-up, 5% for memory, 1 point of accuracy).
+//! - **unpaired** (a side with failed runs, runs merged from two directories): Welch's t over
+//!   the two sides, and a change must also exceed the larger of the sides' between-run
+//!   variation and the machine's drift.
+//!
+//! Otherwise the verdict is "no difference beyond the noise", with the smallest change these
+//! runs would have shown (80% of the time at the 5% level); a side with fewer than 2 timed runs
+//! gets no verdict.
 
 use std::fmt::Write as _;
 
@@ -31,6 +37,8 @@ pub struct Measure {
     pub p: Option<f64>,
     /// The least change that counts (a share; accuracy: points of the share).
     pub threshold: f64,
+    /// The test that gave the verdict: `paired t, N pairs` or `Welch's t (unpaired)`.
+    pub test: String,
     pub verdict: String,
 }
 
@@ -146,14 +154,31 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
     if va.is_empty() || vb.is_empty() {
         return None;
     }
-    let c = compare_runs(&va, &vb, rule.floor, rule.difference, drift);
-    let verdict = match c.moved {
-        None if c.p.is_none() => {
+    let (c, test) = match pairs(rule, a, b) {
+        Some(p) => (
+            compare_pairs(&p, rule.floor, rule.difference),
+            format!("paired t, {} pairs", p.len()),
+        ),
+        None => (
+            compare_runs(&va, &vb, rule.floor, rule.difference, drift),
+            "Welch's t (unpaired)".to_string(),
+        ),
+    };
+    let verdict = match (c.moved, c.detectable) {
+        (None, _) if c.p.is_none() => {
             "no verdict: a side has a single run (give --repeats 3 or more)".to_string()
         }
-        None => "no difference beyond the noise".to_string(),
-        Some(true) => format!("B {}", rule.higher),
-        Some(false) => format!("B {}", rule.lower),
+        (None, Some(d)) if rule.difference => format!(
+            "no difference beyond the noise (a change over {:.1} points would have shown)",
+            d * 100.0
+        ),
+        (None, Some(d)) => format!(
+            "no difference beyond the noise (a change over {:.1}% would have shown)",
+            d * 100.0
+        ),
+        (None, None) => "no difference beyond the noise".to_string(),
+        (Some(true), _) => format!("B {}", rule.higher),
+        (Some(false), _) => format!("B {}", rule.lower),
     };
     Some(Measure {
         name: rule.name,
@@ -162,8 +187,65 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
         change: c.change,
         p: c.p,
         threshold: c.threshold,
+        test,
         verdict,
     })
+}
+
+/// Each B run's value beside its partner's, A's run of the same pass, when every run of each
+/// side has one and there are 2 pairs or more; `None` otherwise (the runs are compared
+/// unpaired).
+fn pairs(rule: &Rule, a: &[&Record], b: &[&Record]) -> Option<Vec<(f64, f64)>> {
+    let index = |r: &Record| r.repeat.as_ref().map(|p| p.index);
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let mut out = Vec::new();
+    for rb in b {
+        let k = index(rb)?;
+        let mut partners = a.iter().filter(|ra| index(ra) == Some(k));
+        let ra = partners.next()?;
+        if partners.next().is_some() {
+            return None;
+        }
+        out.push(((rule.value)(ra)?, (rule.value)(rb)?));
+    }
+    Some(out)
+}
+
+/// B against A over `pairs` of (A, B) values: the paired t-test of their log ratios (a
+/// `difference`: of B − A); a change counts when it is significant and over `floor`.
+pub fn compare_pairs(pairs: &[(f64, f64)], floor: f64, difference: bool) -> Compared {
+    let d: Vec<f64> = pairs
+        .iter()
+        .map(|&(a, b)| if difference { b - a } else { (b / a).ln() })
+        .collect();
+    let Some(t) = kiln_results::stats::paired(&d) else {
+        return Compared {
+            change: None,
+            p: None,
+            threshold: floor,
+            moved: None,
+            detectable: None,
+        };
+    };
+    let (lo, hi) = (t.mean - t.half_width, t.mean + t.half_width);
+    let (change, size, detectable) = if difference {
+        ((t.mean, lo, hi), t.mean, t.detectable)
+    } else {
+        (
+            (t.mean.exp(), lo.exp(), hi.exp()),
+            t.mean.exp() - 1.0,
+            t.detectable.exp() - 1.0,
+        )
+    };
+    Compared {
+        change: Some(change),
+        p: Some(t.p),
+        threshold: floor,
+        moved: (t.p < P_VALUE && size.abs() > floor).then_some(size > 0.0),
+        detectable: Some(detectable.max(floor)),
+    }
 }
 
 /// B's runs against A's runs of one measure, by the rule of this module.
@@ -178,6 +260,9 @@ pub struct Compared {
     /// `Some(true)`: B higher beyond the noise; `Some(false)`: lower; `None`: no difference
     /// beyond the noise (or no verdict).
     pub moved: Option<bool>,
+    /// The smallest change these runs would have shown (a share; a difference: points), where
+    /// the test can say (paired runs).
+    pub detectable: Option<f64>,
 }
 
 /// Compare `b`'s runs with `a`'s: as a ratio of the means, or as a `difference` (shares whose
@@ -198,6 +283,7 @@ pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f
             p: None,
             threshold,
             moved: None,
+            detectable: None,
         };
     };
     let mean_a = a.iter().sum::<f64>() / a.len() as f64;
@@ -218,6 +304,7 @@ pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f
         p: Some(w.p),
         threshold,
         moved: (w.p < P_VALUE && size.abs() > threshold).then_some(size > 0.0),
+        detectable: None,
     }
 }
 
@@ -235,8 +322,8 @@ fn value_text(name: &str, v: f64) -> String {
 pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     let mut out = format!("## Burn A/B\n\nA = {a_label}, B = {b_label}.\n\n");
     out.push_str(
-        "| Cell | Measure | A (median of runs) | B (median of runs) | B vs A (95% interval) | p | Verdict |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| Cell | Measure | A (median of runs) | B (median of runs) | B vs A (95% interval) | p | Test | Verdict |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
         for m in &row.measures {
@@ -255,7 +342,7 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} |",
+                "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} | {} |",
                 row.cell,
                 m.name,
                 median(&m.a),
@@ -264,16 +351,19 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
                 m.b.len(),
                 change,
                 m.p.map_or("–".into(), |p| format!("{p:.3}")),
+                m.test,
                 m.verdict
             );
         }
     }
     out.push_str(
-        "\nA change counts when Welch's t-test over the runs gives p < 0.05 and it exceeds its \
-         threshold: the larger of the two sides' between-run variation, the machine's drift \
-         over the runs, and the measure's floor (1% for epoch time, 10% for the first step, 5% \
-         for memory, 1 point of accuracy). A and B ran as alternating processes (A's pass, B's \
-         pass, ...), so drift over time spreads over both.\n",
+        "\nA and B ran as alternating processes (A's run 1, B's run 1, A's run 2, ...). Paired \
+         runs: each B is compared with its A (the paired t-test of their log ratio), so drift \
+         over the run cancels; a change counts when p < 0.05 and it exceeds the measure's floor \
+         (1% for epoch time, 10% for the warm-up, 5% for memory, 1 point of accuracy), and a \
+         \"no difference\" says the smallest change the pairs would have shown 80% of the time. \
+         Unpaired runs (a side with failed runs): Welch's t-test, and a change must also exceed \
+         the larger of the sides' between-run variation and the machine's drift.\n",
     );
     out
 }
