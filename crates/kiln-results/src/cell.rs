@@ -105,7 +105,7 @@ pub struct CellRequest {
     /// A replayed cell (`gpu-kit --replay`): its steps take these measured times instead of
     /// training; only Kiln's Rust runners replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<crate::replay::Replay>,
+    pub replay: Option<crate::schema::Replay>,
 }
 
 impl CellRequest {

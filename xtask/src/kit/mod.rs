@@ -28,7 +28,7 @@ pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 mod plan;
 mod replay;
 
-pub use plan::{MEASURED, Plan, measured, plan};
+pub use plan::{MEASURED, Plan, kit_common_args, measured, plan, profile_of};
 pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
@@ -102,18 +102,6 @@ pub struct Inputs {
 /// machines': 580) does not fully provide. 13.0 runs on every driver from 580 on;
 /// `CUDARC_CUDA_VERSION` set when building picks another.
 pub const CUDA_API: &str = "13000";
-
-/// The measured profile a plan comes from: `path`'s, else the committed H200 one; with its
-/// name.
-pub fn profile_of(path: Option<&Path>) -> Result<(kiln_results::replay::ReplayProfile, String)> {
-    match path {
-        Some(p) => Ok((
-            kiln_results::replay::ReplayProfile::read(p).map_err(|e| anyhow::anyhow!(e))?,
-            p.display().to_string(),
-        )),
-        None => Ok((measured()?, MEASURED.to_string())),
-    }
-}
 
 /// `cargo xtask gpu-kit [--out DIR] [--plan-only] [--profile FILE]`: build the GPU runners
 /// and assemble the kit, or only print its plan (from `profile`, else the committed H200's).
@@ -435,20 +423,6 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
     write(&out.join("kit.json"), &json)?;
     check_budget(out, total, budget)?;
     Ok(total)
-}
-
-/// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
-/// sample; ResNet18 on its default data), one run per cell, no GEMM calibration (each would
-/// be a process and a warm-up more).
-pub(crate) fn kit_common_args() -> crate::flags::CommonArgs {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        common: crate::flags::CommonArgs,
-    }
-    // Two epochs: the warm-up settles in the first, the second is timed whole.
-    Wrap::parse_from(["gpu-kit", "--quick", "--epochs", "2", "--no-calibration"]).common
 }
 
 /// The `cargo metadata` of the kit's runner crates, as `KILN_BACKENDS_FILE` reads it there.

@@ -99,6 +99,32 @@ pub fn measured() -> Result<ReplayProfile> {
     Ok(profile)
 }
 
+/// The measured profile a plan comes from: `path`'s, else the committed H200 one; with its
+/// name.
+pub fn profile_of(path: Option<&std::path::Path>) -> Result<(ReplayProfile, String)> {
+    match path {
+        Some(p) => Ok((
+            ReplayProfile::read(p).map_err(|e| anyhow::anyhow!(e))?,
+            p.display().to_string(),
+        )),
+        None => Ok((measured()?, MEASURED.to_string())),
+    }
+}
+
+/// The run configuration of the kit's plan: the quick profile (the embedded Fashion-MNIST
+/// sample; ResNet18 on its default data), one run per cell, no GEMM calibration (each would
+/// be a process and a warm-up more).
+pub fn kit_common_args() -> crate::flags::CommonArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        common: crate::flags::CommonArgs,
+    }
+    // Two epochs: the warm-up settles in the first, the second is timed whole.
+    Wrap::parse_from(["gpu-kit", "--quick", "--epochs", "2", "--no-calibration"]).common
+}
+
 /// Device seconds a cell of these times warms up in by Kiln's rule: its first step and the
 /// steady steps that make two windows of the rule.
 fn warmup_seconds(t: &StepTimes) -> f64 {

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::plan::{self, plan};
-use super::{kit_common_args, profile_of};
+use super::plan::{self, kit_common_args, plan, profile_of};
 
 /// Replay `profile_path`'s device into `out` (default: a new folder under target/); true
 /// when every cell ended with a result.

@@ -10,6 +10,10 @@ use kiln_results::{
 
 use crate::options::CommonArgs;
 
+/// The backend whose runner plays every replayed cell (`gpu-kit --replay`): built on every
+/// machine, and its steps cost nothing beside the replayed times.
+pub const REPLAY_RUNNER: &str = "flex";
+
 /// Marker file of a run directory.
 pub const RUN_FILE: &str = "run.json";
 

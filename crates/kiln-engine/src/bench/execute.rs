@@ -166,7 +166,7 @@ impl Run<'_> {
         });
         let run = cell_run(cell, self.peaks, k, self.repeats, &self.run_id, waited);
         let backend = match cell.replay {
-            Some(_) => super::REPLAY_RUNNER,
+            Some(_) => super::config::REPLAY_RUNNER,
             None => cell.id.backend.as_str(),
         };
         let record = match (self.not_reached(cell), runner_of(self.built, backend)) {

@@ -30,7 +30,7 @@ use kiln_results::{CellId, ModelKind, Precision, TrainingLoop};
 use crate::backends::{self};
 use crate::options::CommonArgs;
 use crate::runners::{build_and_probe, wanted_backends};
-pub use config::PlannedCell;
+pub use config::{PlannedCell, REPLAY_RUNNER};
 use config::{config, dataset_for};
 pub use interrupt::{install_interrupt_handler, interrupted};
 pub use one::{OneCell, bench_one, bench_request, cell_only, one_backend};
@@ -115,10 +115,6 @@ pub fn bench_all(
     write_run_file(&out, &cfg, &cells)?;
     execute(cells, &built, cfg, &out)
 }
-
-/// The backend whose runner plays every replayed cell (`gpu-kit --replay`): built on every
-/// machine, and its steps cost nothing beside the replayed times.
-pub const REPLAY_RUNNER: &str = "flex";
 
 /// One cell of a plan written without probing: its coordinates (a data-parallel cell's device
 /// is its list, `cuda:0,cuda:1`), its own budget and warm-up cap when given, the wall time the

@@ -204,7 +204,7 @@ pub fn resume(
         let mut names: Vec<&str> = remaining
             .iter()
             .map(|c| match c.replay {
-                Some(_) => super::REPLAY_RUNNER,
+                Some(_) => super::config::REPLAY_RUNNER,
                 None => c.id.backend.as_str(),
             })
             .collect();

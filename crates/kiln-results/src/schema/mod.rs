@@ -115,8 +115,10 @@ pub struct Obtained {
 }
 
 mod parts;
+mod replayed;
 
 pub use parts::*;
+pub use replayed::*;
 
 /// The final record of one cell; every rendered table is derived from these.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -241,7 +243,7 @@ pub struct Record {
     /// Set on a replayed cell (`gpu-kit --replay`): the profile whose step times it followed.
     /// Its times are the profile's, scaled; it trained nothing and has no accuracy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<crate::replay::Replay>,
+    pub replay: Option<Replay>,
 }
 
 fn one() -> usize {
