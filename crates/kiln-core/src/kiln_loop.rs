@@ -116,22 +116,24 @@ impl<'a, M: Classifier> Run<'a, M> {
     /// Seconds of steady-state training timed so far: the closed chunks, and the open one
     /// (`open_excluded`: its late compiles). Evaluation and late compiles never count.
     fn timed_seconds(&self, open_excluded: f64) -> f64 {
-        self.chunks.iter().map(|c| c.seconds).sum::<f64>() + self.mark.elapsed().as_secs_f64()
-            - open_excluded
+        self.chunks.iter().map(|c| c.seconds).sum::<f64>() + self.open_seconds(open_excluded)
     }
 
-    /// True when the budget, counted in timed steady-state training (evaluation and late
-    /// compiles apart), has run out and enough steady steps were timed; `open` is the chunk
-    /// not closed yet: its steps and its late compiles' seconds.
+    /// The open chunk's timed seconds, less its late compiles' `excluded` seconds.
+    fn open_seconds(&self, excluded: f64) -> f64 {
+        self.mark.elapsed().as_secs_f64() - excluded
+    }
+
+    /// True when a steady cell's budget has run out ([`crate::warmup::budget_spent`]); `open`
+    /// is the chunk not closed yet: its steps and its late compiles' seconds.
     fn budget_exhausted(&self, (open_steps, open_excluded): (usize, f64)) -> bool {
-        let timed_steps = self.chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
-        match self.protocol.settings.budget() {
-            Some(budget) if self.warmup.settled() => {
-                self.timed_seconds(open_excluded) >= budget.as_secs_f64()
-                    && timed_steps >= self.protocol.timing.min_timed_steps
-            }
-            _ => false,
-        }
+        self.warmup.settled()
+            && crate::warmup::budget_spent(
+                self.protocol.settings.budget(),
+                self.protocol.timing.min_timed_steps,
+                &self.chunks,
+                (open_steps, self.open_seconds(open_excluded)),
+            )
     }
 
     /// After a warm-up step: sync, keep its time, and say whether the times have settled.

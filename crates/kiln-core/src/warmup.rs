@@ -45,6 +45,21 @@ pub(crate) struct WarmupClock {
     late_seconds: f64,
 }
 
+/// Whether a steady cell's `budget` has run out, by the rule both loops share: the seconds of
+/// steady-state training timed in `chunks` and the `open` one (its steps and its seconds, late
+/// compiles apart) reach it, with at least `min_timed_steps` steps timed. Evaluation and late
+/// compiles never count.
+pub(crate) fn budget_spent(
+    budget: Option<Duration>,
+    min_timed_steps: usize,
+    chunks: &[kiln_results::Chunk],
+    (open_steps, open_seconds): (usize, f64),
+) -> bool {
+    let steps = chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
+    let seconds = chunks.iter().map(|c| c.seconds).sum::<f64>() + open_seconds;
+    budget.is_some_and(|b| seconds >= b.as_secs_f64() && steps >= min_timed_steps)
+}
+
 /// Steady steps whose running median the late-compile rule compares with.
 const RECENT_STEPS: usize = 15;
 

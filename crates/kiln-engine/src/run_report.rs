@@ -274,20 +274,13 @@ fn obtained_cell(r: &Record) -> String {
     };
     let replay = if r.replay.is_some() { "REPLAY, " } else { "" };
     match (r.status, r.obtained.method) {
-        (Status::Ok, _) if !replay.is_empty() => format!(
-            "{replay}{}",
-            obtained_cell(&kiln_results::Record {
-                replay: None,
-                ..r.clone()
-            })
-        ),
         (Status::Ok, Method::Measured) => format!(
-            "measured, {} epoch{}{data}",
+            "{replay}measured, {} epoch{}{data}",
             r.obtained.epochs,
             if r.obtained.epochs == 1 { "" } else { "s" }
         ),
         (Status::Ok, Method::Projected) => format!(
-            "PROJECTED from {} steps in {} chunks{data}",
+            "{replay}PROJECTED from {} steps in {} chunks{data}",
             r.obtained.steps, r.obtained.chunks
         ),
         (status, _) => format!("{} (below)", status.as_str()),

@@ -36,7 +36,7 @@ fn first_step() -> usize {
 impl SlowSteps {
     /// The extra time step `step` (1-based) sleeps.
     pub fn delay(&self, step: usize) -> Option<std::time::Duration> {
-        (step >= self.from && step <= self.steps && (step - self.from) % 2 == 0)
+        (step >= self.from && step <= self.steps && (step - self.from).is_multiple_of(2))
             .then(|| std::time::Duration::from_secs_f64(self.seconds.max(0.0)))
     }
 }

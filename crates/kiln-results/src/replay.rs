@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::schema::{Replay, StepTimes};
 
+use crate::ModelKind;
 use crate::schema::Record;
 use crate::vocab::{Precision, TrainingLoop};
-use crate::{CellId, ModelKind};
 
 /// A profile's times for the cells of one model, backend, precision and loop.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -116,23 +116,16 @@ impl ReplayProfile {
             .map_or((self.default, false), |c| (c.times, true))
     }
 
-    /// The replay of one planned cell (`name`: the profile's file name), scaled.
-    pub fn replay(&self, name: &str, id: &CellId) -> Result<Replay, String> {
-        let model: ModelKind = id.model.parse().map_err(|e| format!("{e}"))?;
-        let precision: Precision = id.precision.parse().map_err(|e| format!("{e}"))?;
-        let (times, listed) = self.times(
-            model,
-            &id.backend,
-            precision,
-            id.training_loop.unwrap_or_default(),
-        );
-        Ok(Replay {
+    /// The replay of one cell whose unscaled times and listing [`ReplayProfile::times`] gave
+    /// (`name`: the profile's file name), scaled.
+    pub fn replay(&self, name: &str, (times, listed): (StepTimes, bool)) -> Replay {
+        Replay {
             profile: name.to_string(),
             device: self.device.clone(),
             scale: self.scale,
             times: times.scaled(self.scale),
             listed,
-        })
+        }
     }
 
     /// A profile of what `records` measured (unscaled; `scale` set to `scale`), a cell for
@@ -250,13 +243,23 @@ mod tests {
                            "steady_step_s": 0.0021}]}"#,
         )
         .unwrap();
-        let id = CellId::new(ModelKind::MnistCnn, "cuda", "cuda:0", Precision::BF16, 128);
-        let r = p.replay("h200.json", &id).unwrap();
+        let times = p.times(
+            ModelKind::MnistCnn,
+            "cuda",
+            Precision::BF16,
+            TrainingLoop::Kiln,
+        );
+        let r = p.replay("h200.json", times);
         assert!(r.listed);
         assert!((r.times.first_step_s - 6.46).abs() < 1e-9);
         assert!((r.times.steady_step_s - 0.00021).abs() < 1e-12);
-        let other = CellId::new(ModelKind::ResNet18, "cuda", "cuda:0", Precision::F32, 128);
-        let r = p.replay("h200.json", &other).unwrap();
+        let other = p.times(
+            ModelKind::ResNet18,
+            "cuda",
+            Precision::F32,
+            TrainingLoop::Kiln,
+        );
+        let r = p.replay("h200.json", other);
         assert!(!r.listed && (r.times.first_step_s - 0.5).abs() < 1e-9);
     }
 

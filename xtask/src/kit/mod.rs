@@ -28,7 +28,7 @@ pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 mod plan;
 mod replay;
 
-pub use plan::{MEASURED, Plan, kit_common_args, measured, plan, profile_of};
+pub use plan::{Plan, kit_common_args, plan, profile_of};
 pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
@@ -477,6 +477,7 @@ fn readme(
 
 #[cfg(test)]
 mod tests {
+    use super::plan::{MEASURED, measured};
     use super::*;
     use std::process::Command;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kiln_results::replay::{ReplayProfile, StepTimes};
-use kiln_results::{CellId, ModelKind, Precision, TimingRules, TrainingLoop};
+use kiln_results::{ModelKind, Precision, TimingRules, TrainingLoop};
 
 use crate::bench::PlanEntry;
 
@@ -182,7 +182,7 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
             ));
             continue;
         }
-        let (times, _) = profile.times(c.model, c.backend, c.precision, c.training_loop);
+        let (times, listed) = profile.times(c.model, c.backend, c.precision, c.training_loop);
         let device = device_seconds(&times, c.budget as f64);
         if used + device + overhead > window {
             dropped.push((
@@ -197,8 +197,6 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
             continue;
         }
         used += device + overhead;
-        let id =
-            CellId::new(c.model, c.backend, c.device, c.precision, 128).with_loop(c.training_loop);
         cells.push(PlanEntry {
             model: c.model,
             backend: c.backend.to_string(),
@@ -208,10 +206,7 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
             budget: Some(Duration::from_secs_f64(c.budget as f64 * scale)),
             warmup_cap: Some(Duration::from_secs_f64(warmup_cap(&times) * scale)),
             planned: Some(Duration::from_secs_f64(device * scale + overhead)),
-            replay: match replay {
-                true => Some(profile.replay(name, &id).map_err(|e| anyhow::anyhow!(e))?),
-                false => None,
-            },
+            replay: replay.then(|| profile.replay(name, (times, listed))),
         });
     }
     let starts = cells.len() as f64 * overhead;

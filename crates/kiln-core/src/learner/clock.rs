@@ -219,14 +219,14 @@ impl ClockState {
             return;
         }
         self.chunk_steps += 1;
-        let timed: usize = self.chunks.iter().map(|c| c.steps).sum::<usize>() + self.chunk_steps;
         let started = self.started.unwrap_or(now);
         // The budget counts timed steady-state training (validation apart), as Kiln's loop's.
-        let timed_seconds =
-            self.chunks.iter().map(|c| c.seconds).sum::<f64>() + (now - self.mark).as_secs_f64();
-        let over_budget = self
-            .budget
-            .is_some_and(|b| timed_seconds >= b.as_secs_f64() && timed >= self.min_timed_steps);
+        let over_budget = crate::warmup::budget_spent(
+            self.budget,
+            self.min_timed_steps,
+            &self.chunks,
+            (self.chunk_steps, (now - self.mark).as_secs_f64()),
+        );
         if self.chunk_steps >= self.chunk_len || now - self.mark >= self.chunk_time || over_budget {
             self.close_chunk(now);
             let loss = self.loss_total(false);
