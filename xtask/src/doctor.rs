@@ -165,7 +165,15 @@ mod tests {
             let dir = entry.unwrap().path();
             let name = dir.file_name().unwrap().to_string_lossy().into_owned();
             if dir.join("src/main.rs").is_file() {
-                let backend = name.trim_start_matches("kiln-");
+                // The backend the crate declares (kiln-cpu declares burn-cpu).
+                let backend = crate::backends::all()
+                    .iter()
+                    .find(|b| {
+                        matches!(&b.source, crate::backends::Source::Cargo { package, .. }
+                            if *package == name)
+                    })
+                    .map(|b| b.name.as_str())
+                    .unwrap_or_else(|| panic!("{name} declares no backend"));
                 assert!(
                     listed.contains(&backend),
                     "{backend} missing from {listed:?}"

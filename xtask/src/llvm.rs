@@ -1,5 +1,5 @@
-//! `cargo xtask setup-cubecl-llvm`: let CubeCL's GPU runtimes (CUDA, HIP) build on a machine that
-//! cannot download LLVM.
+//! `cargo xtask setup-cubecl-llvm`: let CubeCL's LLVM-based runtimes (CUDA, HIP, and the CPU
+//! runtime of burn-cpu) build on a machine that cannot download LLVM.
 //!
 //! CubeCL 0.11's CUDA (and HIP) runtime compiles kernels through LLVM. Its build gets LLVM from
 //! `tracel-llvm-bundler`, whose build script downloads a prebuilt LLVM 23 from github.com into
@@ -14,51 +14,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The mark tracel-llvm-bundler looks for before downloading.
-const SENTINEL: &str = ".tracel-llvm-installed";
-
-/// What this command leaves in the folder, naming the LLVM that stands in.
-pub const MARKER: &str = "kiln-system-llvm.txt";
-
-/// The version of tracel-llvm-bundler in the workspace's lock file (`23.1.0-4`).
-fn bundler_version(root: &Path) -> Result<String> {
-    let lock = root.join("Cargo.lock");
-    let text = std::fs::read_to_string(&lock)
-        .with_context(|| format!("cannot read {}", lock.display()))?;
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        if line.trim() == "name = \"tracel-llvm-bundler\""
-            && let Some(v) = lines
-                .next()
-                .and_then(|l| l.trim().strip_prefix("version = \""))
-                .and_then(|v| v.strip_suffix('"'))
-        {
-            return Ok(v.to_string());
-        }
-    }
-    bail!(
-        "{}: no tracel-llvm-bundler in it, so nothing downloads LLVM",
-        lock.display()
-    )
-}
-
-/// The folder the bundler installs LLVM into (`dirs::data_local_dir()` on Linux:
-/// `$XDG_DATA_HOME`, else `~/.local/share`).
-pub fn bundle_dir(root: &Path) -> Result<PathBuf> {
-    let version = bundler_version(root)?;
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .context("no HOME: cannot tell where tracel-llvm-bundler installs LLVM")?;
-    Ok(data.join("tracel").join(format!("tracel-llvm-{version}")))
-}
-
-/// What stands in for the bundle, if this command put it there: the first line of the marker.
-pub fn stand_in(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(bundle_dir(root).ok()?.join(MARKER)).ok()?;
-    text.lines().next().map(str::to_string)
-}
+use kiln_engine::cubecl_llvm::{MARKER, SENTINEL, bundle_dir};
 
 /// A system `llvm-config` with static libraries: the newest `/usr/lib/llvm-N`, else PATH's.
 fn find_llvm_config() -> Option<PathBuf> {
@@ -142,7 +98,9 @@ fn undo_stand_in(dir: &Path, ours: bool) -> Result<bool> {
             .iter()
             .filter_map(|b| match &b.source {
                 crate::backends::Source::Cargo {
-                    requires: Some(r @ crate::backends::Requirement::Driver(_)),
+                    requires:
+                        Some(r @ (crate::backends::Requirement::Driver(_)
+                        | crate::backends::Requirement::Llvm(_))),
                     ..
                 } => Some(format!(
                     "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",
@@ -252,10 +210,10 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
     )?;
     std::fs::write(dir.join(SENTINEL), "")?;
     eprintln!(
-        "kiln: CubeCL's CUDA build now uses LLVM {version} ({}) in place of the LLVM it \
-         downloads ({}); `cargo xtask gpu-kit` and `bench-all` on an NVIDIA machine build \
-         kiln-cuda with it. It is not the LLVM CubeCL is released with: a kit built with it \
-         says so.",
+        "kiln: CubeCL's LLVM builds now use LLVM {version} ({}) in place of the LLVM they \
+         download ({}): `bench-all` builds burn-cpu's runner (kiln-cpu) with it, and kiln-cuda \
+         on an NVIDIA machine or for `cargo xtask gpu-kit`. It is not the LLVM CubeCL is \
+         released with: a kit built with it says so.",
         real.display(),
         dir.display()
     );
@@ -271,17 +229,6 @@ mod tests {
         assert_eq!(
             as_flags("-lrt -ldl /usr/lib/x86_64-linux-gnu/libz3.so -lzstd /opt/lib/libfoo.so.4"),
             ["-lrt", "-ldl", "-lz3", "-lzstd", "-lfoo"]
-        );
-    }
-
-    #[test]
-    fn the_bundle_folder_is_named_by_the_locked_bundler_version() {
-        let dir = bundle_dir(&crate::workspace::workspace_root()).unwrap();
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("tracel-llvm-23."), "{name}");
-        assert_eq!(
-            dir.parent().unwrap().file_name().unwrap().to_string_lossy(),
-            "tracel"
         );
     }
 }

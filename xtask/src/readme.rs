@@ -121,6 +121,26 @@ mod tests {
         }
     }
 
+    /// docs/backends.md has a row for every backend xtask discovers, naming its crate (the
+    /// recipe's promise: a new backend crate fails here until its row is written).
+    #[test]
+    fn every_backend_has_its_row_in_docs_backends() {
+        let root = crate::workspace::workspace_root();
+        let text = std::fs::read_to_string(root.join("docs/backends.md")).unwrap();
+        for b in crate::backends::all() {
+            let home = match &b.source {
+                crate::backends::Source::Cargo { package, .. } => package.clone(),
+                crate::backends::Source::Python { script } => script.to_string(),
+            };
+            let row = format!("| `{}` | `{home}` |", b.name);
+            assert!(
+                text.lines().any(|l| l.starts_with(&row)),
+                "docs/backends.md has no row for backend {} (a line starting `{row}`)",
+                b.name
+            );
+        }
+    }
+
     /// The picture of the crates in docs/architecture.md is their dependencies: every crate
     /// on one floor, and every dependency on a workspace crate (`[dependencies]`) drawn down.
     #[test]

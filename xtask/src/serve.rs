@@ -47,7 +47,7 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
         Source::Cargo { requires: None, .. } if b.name == "wgpu" => (&["wgpu"], Some(&b.name)),
         Source::Cargo { requires: None, .. } if b.name != "remote" => (&[], None),
         _ => bail!(
-            "cannot serve {}: Burn's remote server hosts flex, ndarray, wgpu, cuda and rocm \
+            "cannot serve {}: Kiln serves flex, ndarray, wgpu, cuda and rocm \
              devices (libtorch cannot host remote sessions, and the PyTorch reference is not \
              Burn)",
             b.name

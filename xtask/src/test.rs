@@ -92,7 +92,7 @@ fn without_libtorch() -> Vec<Vec<&'static str>> {
     backends::by_build_group(backends::all().iter().filter_map(|b| match &b.source {
         Source::Cargo {
             package,
-            requires: None | Some(Requirement::Driver(_)),
+            requires: None | Some(Requirement::Driver(_) | Requirement::Llvm(_)),
         } => Some((b.build_group.as_deref(), package.as_str())),
         _ => None,
     }))
@@ -361,7 +361,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("no test group {name}"))
                 .args
         };
-        let cpu = below("burn-flex", args("kiln-flex, kiln-cuda, kiln-rocm"));
+        let cpu = below("burn-flex", args("kiln-flex, kiln-cpu, kiln-cuda, kiln-rocm"));
         assert!(cpu.len() > 50, "{cpu:?}");
         for group in ["kiln-core (Learner)", "kiln-flex (Learner)", "kiln-remote"] {
             let other = below("burn-flex", args(group));

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from common import emit
 from machine import current_rss_bytes, peak_rss_bytes, reset_peak_rss, sync
-from warmup import Warmup
+from warmup import Warmup, budget_spent
 
 
 MASK64 = (1 << 64) - 1
@@ -101,16 +101,11 @@ class Cell:
         self.skipped = 0
         self.applied = 0
 
-    def timed_seconds(self, mark, open_excluded):
-        # Steady-state training timed so far: evaluation and late compiles never count.
-        return sum(c[2] for c in self.chunks) + time.perf_counter() - mark - open_excluded
-
     def budget_exhausted(self, open_steps, mark, open_excluded):
-        # The budget counts timed steady-state training only.
-        timed = sum(c[0] for c in self.chunks) + open_steps
-        return (self.budget is not None and self.warmup.steady_at is not None
-                and self.timed_seconds(mark, open_excluded) >= self.budget
-                and timed >= self.args.timing["min_timed_steps"])
+        # The budget counts timed steady-state training only (warmup.budget_spent).
+        return self.warmup.steady_at is not None and budget_spent(
+            self.budget, self.args.timing["min_timed_steps"], [(c[0], c[2]) for c in self.chunks],
+            open_steps, time.perf_counter() - mark - open_excluded)
 
     def step(self, idx):
         self.model.train()
@@ -175,6 +170,10 @@ class Cell:
                 sync(self.device)
                 now = time.perf_counter()
                 phase = self.warmup.step(now - mark, now, epoch + 1)
+                if phase == "settled":
+                    # The warm-up's peak apart: from here on the high-water mark is steady state's.
+                    peak = peak_rss_bytes()
+                    self.warmup.peak_rss = peak if reset_peak_rss() else None
                 mark = now
                 self.progress(epoch, s + 1)
                 if phase == "over_cap":

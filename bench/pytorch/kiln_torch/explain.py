@@ -11,6 +11,7 @@ import contract
 from models import Net, input_shape, layer, models
 from machine import open_device, sync
 from cell import Cell
+from warmup import steady
 
 
 EXPLAIN_VERSION = 1
@@ -29,30 +30,38 @@ def explain_layer(op, dtype, device):
 
 
 class Timer:
-    """The request's repeat rules: warm-up runs, then timed runs until `repeats` ran or (after
-    at least 3) `op_seconds` were spent; a device sync on both sides of the clock."""
+    """The request's repeat rules (kiln-core's explain Timer): warm-up runs, at least `warmup`
+    and then until steady by the request's `timing` rule (warmup.steady) or the cap, then timed
+    runs until `repeats` ran or (after at least 3) `op_seconds` were spent; a device sync on
+    both sides of the clock."""
 
     def __init__(self, req, device):
         self.warmup, self.repeats, self.op_seconds = req["warmup"], req["repeats"], req["op_seconds"]
+        self.timing, self.cap_runs = req["timing"], req["warmup_cap_runs"]
         self.device = device
 
     def measure(self, prepare, run):
-        samples, spent, i = [], 0.0, 0
-        while True:
-            timed = i >= self.warmup
-            if timed and (len(samples) >= self.repeats or (len(samples) >= 3 and spent >= self.op_seconds)):
-                return samples
-            value = prepare()
-            sync(self.device)
-            start = time.perf_counter()
-            out = run(value)
-            sync(self.device)
-            seconds = time.perf_counter() - start
-            del out
-            if timed:
-                samples.append(seconds)
-                spent += seconds
-            i += 1
+        warm = []
+        while len(warm) < self.warmup or not (
+                steady(self.timing, warm) or len(warm) >= self.cap_runs
+                or sum(warm) >= 10 * self.op_seconds):
+            warm.append(self.once(prepare, run))
+        samples, spent = [], 0.0
+        while len(samples) < self.repeats and (len(samples) < 3 or spent < self.op_seconds):
+            seconds = self.once(prepare, run)
+            samples.append(seconds)
+            spent += seconds
+        return samples
+
+    def once(self, prepare, run):
+        value = prepare()
+        sync(self.device)
+        start = time.perf_counter()
+        out = run(value)
+        sync(self.device)
+        seconds = time.perf_counter() - start
+        del out
+        return seconds
 
 
 def timing(samples):

@@ -41,6 +41,23 @@ def steady(timing, steps):
     return settled and all(s <= timing["steady_spike"] * m_last for s in last)
 
 
+def late_compile(timing, seconds, reference):
+    """kiln-results' TimingRules::late_compile: the excess over `reference` (the steady step) of
+    a step after steady state that took `seconds`, when it is a late compile; else None."""
+    excess = seconds - reference
+    if seconds > timing["late_factor"] * reference and excess > timing["late_floor_seconds"]:
+        return excess
+    return None
+
+
+def budget_spent(budget, min_timed_steps, chunks, open_steps, open_seconds):
+    """kiln-results' protocol::budget_spent: the closed chunks' (steps, seconds) and the open
+    one's reach the budget with at least `min_timed_steps` steps timed."""
+    steps = sum(c[0] for c in chunks) + open_steps
+    seconds = sum(c[1] for c in chunks) + open_seconds
+    return budget is not None and seconds >= budget and steps >= min_timed_steps
+
+
 class Warmup:
     """The warm-up clock (kiln-core's warmup.rs): each warm-up step's synced time, until the
     rule says steady or the cap runs out."""
@@ -64,6 +81,8 @@ class Warmup:
         self.late = []
         self.late_count = 0
         self.late_seconds = 0.0
+        # The warm-up's peak resident set, read at steady state (cell.py) before the mark reset.
+        self.peak_rss = None
 
     def first_step_starts(self, at):
         if self.first_step is None:
@@ -96,10 +115,8 @@ class Warmup:
         when TimingRules::late_compile calls it a late compile (counted here), else 0."""
         running = median(self.recent) if self.recent else 0.0
         reference = max(self.steady_step, running)
-        excess = seconds - reference
-        late = (seconds > self.timing.get("late_factor", 5.0) * reference
-                and excess > self.timing.get("late_floor_seconds", 0.05))
-        if not late:
+        excess = late_compile(self.timing, seconds, reference)
+        if excess is None:
             self.recent = (self.recent + [seconds])[-15:]
             return 0.0
         self.late_count += 1
@@ -119,6 +136,8 @@ class Warmup:
                    "seconds": self.seconds, "process_seconds": self.process_seconds,
                    "epoch": self.epoch, "cap_seconds": float(self.cap),
                    "step_seconds": self.steps[:self.KEPT_STEPS]}
+        if self.peak_rss is not None:
+            summary["peak_rss_bytes"] = self.peak_rss
         if self.late_count:
             summary.update(late_compiles=self.late_count, late_compile_seconds=self.late_seconds,
                            late_compile_steps=self.late)

@@ -16,7 +16,7 @@ pub fn runtime(api: &str, driver: &str, cpu_emulated: bool, fusion: bool) -> Run
         fusion: Some(fusion),
         autotune: Some(autotune_level().name().to_string()),
         autotune_cache: Some(autotune_cache_state().to_string()),
-        autotune_cache_dir: Some(autotune_cache_dir().display().to_string()),
+        autotune_cache_dir: Some(environment_file().display().to_string()),
         compute_capability: None,
     }
 }
@@ -49,7 +49,52 @@ pub fn autotune_cache_dir() -> PathBuf {
     })
 }
 
-/// `disabled` (CUBECL_AUTOTUNE_CACHE off), `warm` (the cache holds results) or `cold`.
+/// The name of the CubeCL environment in use: `CUBECL_ENVIRONMENT`, else `default`.
+fn environment_name() -> String {
+    std::env::var("CUBECL_ENVIRONMENT")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// The file of the CubeCL environment in use: one database holding every cache CubeCL keeps
+/// on disk (autotune results, compiled kernels, throughput), `<cache dir>/<name>.db`, the name
+/// reduced to `[A-Za-z0-9._-]` as CubeCL does.
+pub fn environment_file() -> PathBuf {
+    let name: String = environment_name()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    autotune_cache_dir().join(format!("{name}.db"))
+}
+
+/// A CubeCL environment name no process used before: this process's id and the time.
+pub fn fresh_environment_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("kiln-cold-{}-{nanos}", std::process::id())
+}
+
+/// Remove the environment in use (a cold cell's own, once it ended), with the files its
+/// database keeps beside it (`-wal`, `-shm`).
+pub fn remove_environment() {
+    let file = environment_file();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = file.clone().into_os_string();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// `disabled` (CUBECL_AUTOTUNE_CACHE off), `warm` (the environment in use exists: an earlier
+/// process left its caches there) or `cold` (it does not: every kernel compiles and tunes).
 pub fn autotune_cache_state() -> &'static str {
     if matches!(
         std::env::var("CUBECL_AUTOTUNE_CACHE").as_deref(),
@@ -57,8 +102,6 @@ pub fn autotune_cache_state() -> &'static str {
     ) {
         return "disabled";
     }
-    let warm = std::fs::read_dir(autotune_cache_dir())
-        .map(|mut entries| entries.next().is_some())
-        .unwrap_or(false);
+    let warm = std::fs::metadata(environment_file()).is_ok_and(|m| m.len() > 0);
     if warm { "warm" } else { "cold" }
 }

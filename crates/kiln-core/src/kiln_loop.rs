@@ -124,14 +124,14 @@ impl<'a, M: Classifier> Run<'a, M> {
         self.mark.elapsed().as_secs_f64() - excluded
     }
 
-    /// True when a steady cell's budget has run out ([`crate::warmup::budget_spent`]); `open`
+    /// True when a steady cell's budget has run out ([`kiln_results::protocol::budget_spent`]); `open`
     /// is the chunk not closed yet: its steps and its late compiles' seconds.
     fn budget_exhausted(&self, (open_steps, open_excluded): (usize, f64)) -> bool {
         self.warmup.settled()
-            && crate::warmup::budget_spent(
+            && kiln_results::protocol::budget_spent(
                 self.protocol.settings.budget(),
                 self.protocol.timing.min_timed_steps,
-                &self.chunks,
+                self.chunks.iter().map(|c| (c.steps, c.seconds)),
                 (open_steps, self.open_seconds(open_excluded)),
             )
     }

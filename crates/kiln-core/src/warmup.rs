@@ -43,21 +43,8 @@ pub(crate) struct WarmupClock {
     late: Vec<LateCompile>,
     late_count: usize,
     late_seconds: f64,
-}
-
-/// Whether a steady cell's `budget` has run out, by the rule both loops share: the seconds of
-/// steady-state training timed in `chunks` and the `open` one (its steps and its seconds, late
-/// compiles apart) reach it, with at least `min_timed_steps` steps timed. Evaluation and late
-/// compiles never count.
-pub(crate) fn budget_spent(
-    budget: Option<Duration>,
-    min_timed_steps: usize,
-    chunks: &[kiln_results::Chunk],
-    (open_steps, open_seconds): (usize, f64),
-) -> bool {
-    let steps = chunks.iter().map(|c| c.steps).sum::<usize>() + open_steps;
-    let seconds = chunks.iter().map(|c| c.seconds).sum::<f64>() + open_seconds;
-    budget.is_some_and(|b| seconds >= b.as_secs_f64() && steps >= min_timed_steps)
+    /// The warm-up's peak resident set, read at steady state before the mark was reset.
+    peak_rss: Option<u64>,
 }
 
 /// Steady steps whose running median the late-compile rule compares with.
@@ -81,6 +68,7 @@ impl WarmupClock {
             late: Vec::new(),
             late_count: 0,
             late_seconds: 0.0,
+            peak_rss: None,
         }
     }
 
@@ -123,6 +111,9 @@ impl WarmupClock {
             let window = self.rules.steady_window.max(1);
             let last = &self.step_seconds[self.step_seconds.len() - window..];
             self.steady_step = kiln_results::stats::median(last).unwrap_or(0.0);
+            // The warm-up's peak apart: from here on the high-water mark is steady state's.
+            let peak = kiln_machine::process::peak_rss_bytes();
+            self.peak_rss = peak.filter(|_| kiln_machine::process::reset_peak());
             Phase::Settled
         } else if now - start >= self.cap {
             Phase::OverCap
@@ -184,6 +175,7 @@ impl WarmupClock {
             late_compiles: self.late_count,
             late_compile_seconds: self.late_seconds,
             late_compile_steps: self.late.clone(),
+            peak_rss_bytes: self.peak_rss,
         })
     }
 }

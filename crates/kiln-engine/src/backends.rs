@@ -21,6 +21,10 @@ pub enum Requirement {
     /// `libamdhip64.so`): built with the crate feature that links the backend, in a target
     /// directory of its own, so no other runner's Burn carries it.
     Driver(Driver),
+    /// CubeCL's LLVM (cubecl-llvm, under Burn's CubeCL CPU backend): built with the crate
+    /// feature named here where that LLVM is in place (`cargo xtask setup-cubecl-llvm`, or
+    /// tracel-llvm-bundler's own download), or where `KILN_BUILD_<FEATURE>=1` asks anyway.
+    Llvm(String),
 }
 
 /// `[package.metadata.kiln.driver]` of a crate with `requires = "driver"`.
@@ -39,10 +43,7 @@ pub struct Driver {
 impl Driver {
     /// The variable that builds the runner where the driver is missing (`KILN_BUILD_CUDA`).
     pub fn build_anyway_var(&self) -> String {
-        format!(
-            "KILN_BUILD_{}",
-            self.feature.to_uppercase().replace('-', "_")
-        )
+        build_anyway_var(&self.feature)
     }
 
     /// `Ok` when the runner can be built here: the driver library loads, or
@@ -71,6 +72,7 @@ impl Requirement {
         match self {
             Requirement::Libtorch => "libtorch",
             Requirement::Driver(d) => &d.feature,
+            Requirement::Llvm(feature) => feature,
         }
     }
 
@@ -79,8 +81,29 @@ impl Requirement {
         match self {
             Requirement::Libtorch => torch::find().map(|_| ()),
             Requirement::Driver(d) => d.met(),
+            Requirement::Llvm(feature) => llvm_met(feature),
         }
     }
+}
+
+/// `KILN_BUILD_<FEATURE>`: the variable that builds a runner whose requirement is not met here.
+fn build_anyway_var(feature: &str) -> String {
+    format!("KILN_BUILD_{}", feature.to_uppercase().replace('-', "_"))
+}
+
+/// `Ok` when CubeCL's LLVM is in place (or `KILN_BUILD_<FEATURE>=1` asks for the build anyway),
+/// else what is missing and the command that fixes it.
+fn llvm_met(feature: &str) -> Result<(), String> {
+    let var = build_anyway_var(feature);
+    if std::env::var(&var).as_deref() == Ok("1") || crate::cubecl_llvm::installed(&workspace_root())
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "CubeCL's LLVM is not set up: its build would download LLVM from github.com; install \
+         Debian's (`apt-get install llvm-22-dev libpolly-22-dev libzstd-dev`) and run `cargo \
+         xtask setup-cubecl-llvm` (docs/gpu.md); {var}=1 builds the runner anyway"
+    ))
 }
 
 /// How a backend's runner comes to exist.
@@ -138,9 +161,12 @@ struct Declared {
     /// Position in tables (smaller first).
     #[serde(default)]
     order: i64,
-    /// `libtorch`, or `driver` with a `driver` table.
+    /// `libtorch`, `driver` with a `driver` table, or `llvm` with `feature`.
     #[serde(default)]
     requires: Option<Requires>,
+    /// The crate feature that links a backend with `requires = "llvm"`.
+    #[serde(default)]
+    feature: Option<String>,
     /// Runner crates of one group are built (and tested) in one cargo invocation, so they
     /// share one Burn build with their backends' features together; a crate of no group is
     /// built alone, with only its own.
@@ -202,6 +228,7 @@ pub fn gpu_here() -> Option<String> {
 enum Requires {
     Libtorch,
     Driver,
+    Llvm,
 }
 
 /// The PyTorch reference runner: a Python package directory that the torch environment's
@@ -252,9 +279,9 @@ pub fn from_metadata(metadata: &Metadata) -> Result<Vec<Backend>> {
         let declared: Declared = serde_json::from_value(kiln.clone()).with_context(|| {
             format!(
                 "{manifest}: [package.metadata.kiln] must have backend = \"NAME\", summary = \"...\", \
-                 and may have default = true|false, order = N, requires = \"libtorch\" or \
+                 and may have default = true|false, order = N, requires = \"libtorch\", \
                  \"driver\" (with a [package.metadata.kiln.driver] table: library, feature, \
-                 install)"
+                 install) or \"llvm\" (with feature = \"...\")"
             )
         })?;
         let has_runner = package.targets.iter().any(|t| t.name == name && t.is_bin());
@@ -265,15 +292,23 @@ pub fn from_metadata(metadata: &Metadata) -> Result<Vec<Backend>> {
                 declared.backend
             );
         }
-        let requires = match (declared.requires, declared.driver) {
-            (None, None) => None,
-            (Some(Requires::Libtorch), None) => Some(Requirement::Libtorch),
-            (Some(Requires::Driver), Some(d)) => Some(Requirement::Driver(d)),
-            (Some(Requires::Driver), None) => bail!(
+        let requires = match (declared.requires, declared.driver, declared.feature) {
+            (None, None, None) => None,
+            (Some(Requires::Libtorch), None, None) => Some(Requirement::Libtorch),
+            (Some(Requires::Driver), Some(d), None) => Some(Requirement::Driver(d)),
+            (Some(Requires::Llvm), None, Some(f)) => Some(Requirement::Llvm(f)),
+            (Some(Requires::Llvm), _, _) => bail!(
+                "{manifest}: requires = \"llvm\" needs feature = \"...\" (the crate feature \
+                 that links the backend) and no driver table"
+            ),
+            (_, None, Some(_)) => {
+                bail!("{manifest}: feature = \"...\" goes with requires = \"llvm\"")
+            }
+            (Some(Requires::Driver), None, _) => bail!(
                 "{manifest}: requires = \"driver\" needs a [package.metadata.kiln.driver] table \
                  (library = \"libX.so\", feature = \"...\", install = \"...\")"
             ),
-            (_, Some(_)) => bail!(
+            (_, Some(_), _) => bail!(
                 "{manifest}: a [package.metadata.kiln.driver] table goes with requires = \"driver\""
             ),
         };

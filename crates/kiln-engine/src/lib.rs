@@ -13,6 +13,7 @@ pub mod backends;
 pub mod bench;
 pub mod build;
 pub mod burn;
+pub mod cubecl_llvm;
 pub mod datasets;
 pub mod explain;
 pub mod options;

@@ -41,9 +41,10 @@ pub struct CommonArgs {
     pub no_calibration: bool,
     /// Run each cell N times as independent processes, interleaved across the matrix
     /// (A B C A B C ...); rows show the median over runs and the spread between them
-    /// (default: 3, or 1 with --quick).
-    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
-    pub repeats: Option<usize>,
+    /// (default: 3, or 1 with --quick). `auto`, with --burn A --burn B: add pairs until every
+    /// cell's epoch time is decided (changed, or within 3% either way), 3 to 16 pairs.
+    #[arg(long, value_name = "N|auto", value_parser = parse_repeats)]
+    pub repeats: Option<Repeats>,
     /// Before each cell, wait until other processes use at most 5% of the CPU, for at most MAX
     /// (default 2m); a cell that still starts on a busy machine is flagged.
     #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true,
@@ -59,6 +60,25 @@ pub struct CommonArgs {
     /// to the runners in their environment, never into a run directory.
     #[arg(long, value_name = "T")]
     pub token: Option<String>,
+}
+
+/// `--repeats`: a number of runs, or `auto` (an A/B's pairs until decided).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeats {
+    Runs(usize),
+    Auto,
+}
+
+fn parse_repeats(s: &str) -> Result<Repeats, String> {
+    if s == "auto" {
+        return Ok(Repeats::Auto);
+    }
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(Repeats::Runs(n)),
+        _ => Err(format!(
+            "{s:?} is no number of runs: give 1 to 1000, or `auto` (with --burn A --burn B)"
+        )),
+    }
 }
 
 /// The flags that set a cell's settings. Each field is named as the `CellSettings` key it sets
@@ -125,6 +145,13 @@ pub struct SettingFlags {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autotune_cache: Option<bool>,
+    /// CubeCL cells (wgpu, burn-cpu, cuda, rocm) start with fresh, empty caches (autotune and
+    /// compiled kernels, in a CubeCL environment of their own): a cold measurement. Without
+    /// it they use CubeCL's default environment as earlier runs left it (`warm` in the record
+    /// when it existed).
+    #[arg(long = "cold-caches", num_args = 0, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cold_caches: Option<bool>,
     /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
     /// operation or type, on the CPU instead (recorded as "fell back from ...").
     #[arg(long, value_name = "TARGET")]

@@ -283,6 +283,10 @@ fn obtained_cell(r: &Record) -> String {
             "{replay}PROJECTED from {} steps in {} chunks{data}",
             r.obtained.steps, r.obtained.chunks
         ),
+        (Status::Ok, Method::Unjudged) => format!(
+            "{replay}UNJUDGED: {} steps, too short for the steady-state rule{data}",
+            r.obtained.steps
+        ),
         (status, _) => format!("{} (below)", status.as_str()),
     }
 }

@@ -15,12 +15,17 @@
 //! Otherwise the verdict is "no difference beyond the noise", with the smallest change these
 //! runs would have shown (80% of the time at the 5% level); a side with fewer than 2 timed runs
 //! gets no verdict.
+//!
+//! - **sequential** (`--repeats auto`: pairs added until the answer is known): the epoch time's
+//!   verdict is [`Sequential::look`]'s at the last pair (each look at the error rate split over
+//!   every look, so stopping early does not inflate it): B slower or faster, "no change of 3%
+//!   either way", or undecided at the most pairs. The other measures keep the paired rule.
 
 use std::fmt::Write as _;
 
 use crate::cells::{human_bytes, human_seconds};
 use kiln_results::schema::{Record, Status};
-use kiln_results::stats::{Stats, welch};
+use kiln_results::stats::{Look, Sequential, Stats, welch};
 
 /// Two-sided p-value under which a difference is not taken for noise.
 pub const P_VALUE: f64 = 0.05;
@@ -40,6 +45,8 @@ pub struct Measure {
     /// The test that gave the verdict: `paired t, N pairs` or `Welch's t (unpaired)`.
     pub test: String,
     pub verdict: String,
+    /// Where a sequential A/B's epoch time stands (`--repeats auto`); `None` otherwise.
+    pub look: Option<Look>,
 }
 
 /// One cell, A against B.
@@ -119,8 +126,9 @@ fn key(r: &Record) -> String {
     )
 }
 
-/// The cells both sides timed, in A's order, each measure compared.
-pub fn compare(a: &[Record], b: &[Record]) -> Vec<AbRow> {
+/// The cells both sides timed, in A's order, each measure compared; the epoch time by
+/// `sequential`'s rule where the runs were added until decided (`--repeats auto`).
+pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> Vec<AbRow> {
     let timed = |r: &&Record| r.status == Status::Ok && r.epoch_seconds.is_some();
     let mut keys: Vec<String> = Vec::new();
     for r in a.iter().filter(timed) {
@@ -140,7 +148,13 @@ pub fn compare(a: &[Record], b: &[Record]) -> Vec<AbRow> {
                 .fold(0.0, f64::max);
             let measures = RULES
                 .iter()
-                .filter_map(|rule| measure(rule, &ra, &rb, drift))
+                .filter_map(|rule| {
+                    let mut m = measure(rule, &ra, &rb, drift)?;
+                    if let Some(seq) = sequential.filter(|_| rule.name == RULES[0].name) {
+                        judge_sequentially(&mut m, rule, seq, &ra, &rb);
+                    }
+                    Some(m)
+                })
                 .collect();
             AbRow { cell: k, measures }
         })
@@ -189,7 +203,34 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
         threshold: c.threshold,
         test,
         verdict,
+        look: None,
     })
+}
+
+/// The epoch time's verdict by `seq` where the runs pair (unpaired runs keep Welch's).
+fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, a: &[&Record], b: &[&Record]) {
+    let Some(p) = pairs(rule, a, b) else {
+        return;
+    };
+    let d: Vec<f64> = p.iter().map(|&(a, b)| (b / a).ln()).collect();
+    let look = seq.look(&d);
+    m.test = format!(
+        "sequential paired t, {} pairs (each look at {:.4}, {} looks at most)",
+        p.len(),
+        seq.alpha_per_look(),
+        (seq.max_pairs + 1).saturating_sub(seq.min_pairs)
+    );
+    m.verdict = match look {
+        Look::Changed(true) => format!("B {}", rule.higher),
+        Look::Changed(false) => format!("B {}", rule.lower),
+        Look::Within => format!("no change of {:.0}% either way", seq.band * 100.0),
+        Look::Undecided => format!(
+            "undecided after {} pairs: {}",
+            p.len(),
+            m.verdict.replace("no difference beyond the noise", "no difference shown")
+        ),
+    };
+    m.look = Some(look);
 }
 
 /// Each B run's value beside its partner's, A's run of the same pass, when every run of each
@@ -365,6 +406,16 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
          Unpaired runs (a side with failed runs): Welch's t-test, and a change must also exceed \
          the larger of the sides' between-run variation and the machine's drift.\n",
     );
+    if rows.iter().flat_map(|r| &r.measures).any(|m| m.look.is_some()) {
+        out.push_str(
+            "\nThe runs were added a pair at a time until every epoch time was decided \
+             (`--repeats auto`): after each pair from the third, a paired t-test at 5% split \
+             over every look the rule could take (Bonferroni), so stopping early does not raise \
+             the error rate; \"B slower\"/\"B faster\" when the change is significant at that \
+             look and over 1%, \"no change of 3% either way\" when two one-sided tests at that level \
+             put it within 3% either way, else undecided at the most pairs.\n",
+        );
+    }
     out
 }
 
@@ -402,7 +453,7 @@ mod tests {
         a.extend(runs("ndarray", &[500.0, 505.0, 495.0], 0.80));
         let mut b = runs("flex", &[120.0, 121.0, 119.5], 0.82);
         b.extend(runs("ndarray", &[502.0, 498.0, 503.0], 0.80));
-        let rows = compare(&a, &b);
+        let rows = compare(&a, &b, None);
         assert_eq!(rows.len(), 2);
         assert_eq!(verdict(&rows, "flex", "epoch time"), "B slower");
         assert_eq!(
@@ -425,7 +476,7 @@ mod tests {
         // 0.5% faster, consistently: significant, but under the 1% floor.
         let a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
         let b = runs("flex", &[99.5, 99.6, 99.4], 0.8);
-        let rows = compare(&a, &b);
+        let rows = compare(&a, &b, None);
         let m = &rows[0].measures[0];
         assert!(m.p.unwrap() < P_VALUE, "{m:?}");
         assert_eq!(m.verdict, "no difference beyond the noise");
@@ -433,16 +484,16 @@ mod tests {
         let a = runs("flex", &[80.0, 100.0, 120.0], 0.8);
         let b = runs("flex", &[75.0, 92.0, 110.0], 0.8);
         assert_eq!(
-            verdict(&compare(&a, &b), "flex", "epoch time"),
+            verdict(&compare(&a, &b, None), "flex", "epoch time"),
             "no difference beyond the noise"
         );
         // The machine's drift raises the threshold: a 3% change under a 5% drift does not count.
         let mut a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
         let b = runs("flex", &[97.0, 97.1, 96.9], 0.8);
-        assert_eq!(verdict(&compare(&a, &b), "flex", "epoch time"), "B faster");
+        assert_eq!(verdict(&compare(&a, &b, None), "flex", "epoch time"), "B faster");
         a[0].run_drift = Some(0.05);
         assert_eq!(
-            verdict(&compare(&a, &b), "flex", "epoch time"),
+            verdict(&compare(&a, &b, None), "flex", "epoch time"),
             "no difference beyond the noise"
         );
     }
@@ -451,15 +502,15 @@ mod tests {
     fn a_single_run_gets_no_verdict_and_accuracy_compares_points() {
         let a = runs("flex", &[100.0], 0.8);
         let b = runs("flex", &[130.0], 0.8);
-        assert!(verdict(&compare(&a, &b), "flex", "epoch time").starts_with("no verdict"));
+        assert!(verdict(&compare(&a, &b, None), "flex", "epoch time").starts_with("no verdict"));
         let a = runs("flex", &[100.0, 100.0, 100.0], 0.80);
         let mut b = runs("flex", &[100.0, 100.0, 100.0], 0.70);
         b[0].test_accuracy = Some(0.71);
         assert_eq!(
-            verdict(&compare(&a, &b), "flex", "test accuracy"),
+            verdict(&compare(&a, &b, None), "flex", "test accuracy"),
             "B learns less"
         );
         // Cells only one side ran are left out.
-        assert!(compare(&a, &runs("ndarray", &[1.0, 2.0], 0.8)).is_empty());
+        assert!(compare(&a, &runs("ndarray", &[1.0, 2.0], 0.8), None).is_empty());
     }
 }

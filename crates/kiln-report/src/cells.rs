@@ -166,6 +166,11 @@ pub fn obtained_text(r: &Record) -> String {
                 .map(human_seconds)
                 .unwrap_or_else(|| "none".into())
         ),
+        Method::Unjudged => format!(
+            "UNJUDGED: {} steps, too few for the steady-state rule; the mean of the steps after \
+             the first{scaled}",
+            o.steps
+        ),
         Method::None => "not timed".into(),
     };
     let how = match &r.replay {
@@ -187,9 +192,11 @@ pub fn obtained_text(r: &Record) -> String {
     }
 }
 
-/// True when a record's time is a projection from too few chunks to trust.
+/// True when a record's time is a projection from too few chunks to trust, or from a run too
+/// short to judge steady.
 pub fn low_confidence(r: &Record) -> bool {
-    r.obtained.method == Method::Projected && r.obtained.chunks < kiln_results::MIN_CHUNKS
+    (r.obtained.method == Method::Projected && r.obtained.chunks < kiln_results::MIN_CHUNKS)
+        || r.obtained.method == Method::Unjudged
 }
 
 /// Why a row has no time, as the tables show it after its status: a reason that opens with
@@ -300,6 +307,10 @@ pub fn noise_text(n: &kiln_results::Noise) -> String {
             "quiet (others' CPU use below the 1-tick resolution of a {}-tick window)",
             n.window_ticks.unwrap_or(0)
         )),
+        // Records from before shares were held at 0 can read below it: under the resolution.
+        (Some(s), _) if s <= 0.0 => {
+            parts.push("quiet (others' CPU use under the CPU counters' resolution)".into())
+        }
         // Two significant digits: 48%, 0.5%.
         (Some(s), _) if s >= 0.1 => parts.push(format!("{:.0}% of CPU used by others", s * 100.0)),
         (Some(s), _) => parts.push(format!("{:.1}% of CPU used by others", s * 100.0)),

@@ -44,6 +44,13 @@ pub fn warnings(r: &Record) -> Vec<String> {
             }
         ));
     }
+    if r.obtained.method == Method::Unjudged {
+        out.push(format!(
+            "too short to judge steady state: {} steps; its time was never checked steady and \
+             is kept out of the charts",
+            r.obtained.steps
+        ));
+    }
     if let Some(n) = r.noise.as_ref().filter(|n| n.busy()) {
         out.push(format!(
             "measured on a busy machine: {} over {} ({}); more than {:.0}% flags a row",

@@ -13,7 +13,7 @@ fn fixture(file: &str) -> Vec<kiln_results::Record> {
 
 #[test]
 fn the_maxpool_runs_read_as_their_pairs_are_b_slower() {
-    let rows = kiln_report::ab::compare(&fixture("a-results.jsonl"), &fixture("b-results.jsonl"));
+    let rows = kiln_report::ab::compare(&fixture("a-results.jsonl"), &fixture("b-results.jsonl"), None);
     assert_eq!(rows.len(), 1);
     let epoch = &rows[0].measures[0];
     assert_eq!(epoch.name, "epoch time");
@@ -39,7 +39,7 @@ fn no_difference_says_the_smallest_change_the_pairs_would_have_shown() {
         let e = ra.epoch_seconds.clone().unwrap();
         rb.epoch_seconds = Some(e.scaled(1.002 + 0.001 * (ra.started_at % 3) as f64));
     }
-    let rows = kiln_report::ab::compare(&a, &b);
+    let rows = kiln_report::ab::compare(&a, &b, None);
     let epoch = &rows[0].measures[0];
     assert!(
         epoch
@@ -49,6 +49,29 @@ fn no_difference_says_the_smallest_change_the_pairs_would_have_shown() {
     );
     // Runs that do not pair (a side lost a run) are compared unpaired, and say so.
     b.pop();
-    let rows = kiln_report::ab::compare(&a, &b);
+    let rows = kiln_report::ab::compare(&a, &b, None);
     assert_eq!(rows[0].measures[0].test, "Welch's t (unpaired)");
+}
+
+#[test]
+fn under_the_sequential_rule_the_maxpool_pairs_are_never_called_faster_or_equal() {
+    let rule = kiln_results::stats::Sequential::KILN;
+    let rows = kiln_report::ab::compare(
+        &fixture("a-results.jsonl"),
+        &fixture("b-results.jsonl"),
+        Some(&rule),
+    );
+    let epoch = &rows[0].measures[0];
+    assert!(epoch.test.starts_with("sequential paired t, 5 pairs"), "{epoch:?}");
+    // Five pairs at p about 0.004 sit at the edge of a look's level (0.05 / 14): slower, or
+    // not decided yet (the run would add a pair), never the other way.
+    match epoch.look {
+        Some(kiln_results::stats::Look::Changed(true)) => assert_eq!(epoch.verdict, "B slower"),
+        Some(kiln_results::stats::Look::Undecided) => {
+            assert!(epoch.verdict.starts_with("undecided after 5 pairs"), "{epoch:?}")
+        }
+        other => panic!("{other:?}: {epoch:?}"),
+    }
+    let md = kiln_report::ab::markdown(&rows, "0.22.1", "path:BURN_COPY");
+    assert!(md.contains("--repeats auto"), "{md}");
 }

@@ -111,7 +111,17 @@ pub fn summarize(
         .filter(|e| e.epoch == 1)
         .map(|e| e.seconds * scale);
     if let Some(w) = m.warmup.as_ref().filter(|w| !w.steady) {
-        s.note = Some(not_steady_note(w));
+        if too_short_to_judge(w)
+            && let Some(per_epoch) = unjudged_epoch_seconds(m, w, standard_epoch)
+        {
+            s.epoch_seconds = Stats::from_samples(&[per_epoch]);
+            s.images_per_second = Some(standard_epoch as f64 / per_epoch);
+            s.obtained.method = Method::Unjudged;
+            s.obtained.steps = w.steps;
+            s.note = Some(too_short_note(w));
+        } else {
+            s.note = Some(not_steady_note(w));
+        }
         return s;
     }
     // Epochs that began at steady state (a runner without the rule: after its first epoch).
@@ -142,6 +152,46 @@ pub fn summarize(
         .as_ref()
         .map(|e| standard_epoch as f64 / e.median);
     s
+}
+
+/// Whether a warm-up that never settled ended (training ran out of steps) before the
+/// steady-state rule could judge it: fewer steps than its two windows, inside the cap. Such a
+/// cell is not called unsteady; what it timed is reported, labelled
+/// ([`Method::Unjudged`]).
+pub fn too_short_to_judge(w: &Warmup) -> bool {
+    !w.steady
+        && w.steps < 2 * crate::TimingRules::KILN.steady_window
+        && w.seconds < w.cap_seconds
+}
+
+/// A too-short cell's epoch time: the mean of its synced steps after the first (the first
+/// alone when there is no other), scaled to the standard epoch by the samples one step
+/// trained.
+fn unjudged_epoch_seconds(m: &Measurements, w: &Warmup, standard_epoch: usize) -> Option<f64> {
+    let steps: usize = m.epochs.iter().map(|e| e.steps).sum();
+    let samples: usize = m.epochs.iter().map(|e| e.samples).sum();
+    let times = match w.step_seconds.get(1..) {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => &w.step_seconds[..],
+    };
+    let per_step = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    (steps > 0 && samples > 0 && per_step > 0.0)
+        .then(|| per_step * standard_epoch as f64 / (samples as f64 / steps as f64))
+}
+
+/// What a too-short cell's time is, for its record's reason.
+pub fn too_short_note(w: &Warmup) -> String {
+    let window = crate::TimingRules::KILN.steady_window;
+    format!(
+        "too short to judge: training ended after {} step{} ({:.1} s), before the steady-state \
+         rule's {} (two windows of {window}): its time is the mean of the steps after the \
+         first, scaled, and was never checked steady (train longer, or with more samples, for \
+         a judged time)",
+        w.steps,
+        if w.steps == 1 { "" } else { "s" },
+        w.seconds,
+        2 * window,
+    )
 }
 
 /// Why a cell that never settled has no time: its warm-up and its last step times.
@@ -291,7 +341,10 @@ impl Observed {
             if let Some(why) = &m.diverged {
                 r.status = Status::Diverged;
                 notes.insert(0, why.clone());
-            } else if m.warmup.as_ref().is_some_and(|w| !w.steady) && r.status == Status::Ok {
+            } else if s.obtained.method != Method::Unjudged
+                && m.warmup.as_ref().is_some_and(|w| !w.steady)
+                && r.status == Status::Ok
+            {
                 r.status = Status::NotSteady;
             }
             notes.extend(s.note);
@@ -449,6 +502,7 @@ mod tests {
             late_compiles: 0,
             late_compile_seconds: 0.0,
             late_compile_steps: Vec::new(),
+            peak_rss_bytes: None,
         }
     }
 
@@ -499,6 +553,47 @@ mod tests {
         );
         assert_eq!(r.status, Status::NotSteady);
         assert!(r.epoch_seconds.is_none() && r.warmup.is_some_and(|w| !w.steady));
+    }
+
+    #[test]
+    fn a_run_too_short_to_judge_reports_what_it_timed_labelled() {
+        // The issue's flex run: 4 steps of 128 samples (512), 0.766, 0.714, 0.746, 0.750 s.
+        let mut m = measured(
+            vec![EpochSummary {
+                steps: 4,
+                samples: 512,
+                ..epoch(1, 2.98, false)
+            }],
+            vec![],
+        );
+        m.epoch_samples = 512;
+        m.warmup = Some(Warmup {
+            steps: 4,
+            seconds: 2.98,
+            step_seconds: vec![0.766, 0.714, 0.746, 0.750],
+            ..warmup(false, 1)
+        });
+        let s = summarize(&m, 60_000, 1, None);
+        assert_eq!(s.obtained.method, Method::Unjudged);
+        // Steps 2-4 (0.7367 s mean) for 128 samples each, scaled to 60,000 samples.
+        let expected = (0.714 + 0.746 + 0.750) / 3.0 * 60_000.0 / 128.0;
+        assert!((s.epoch_seconds.as_ref().unwrap().median - expected).abs() < 1e-6);
+        assert!(s.note.as_deref().unwrap().starts_with("too short to judge"));
+        let r = observed_on("cpu", DeviceKind::Cpu, m.clone()).into_record(
+            &CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick),
+            Fingerprint::default(),
+        );
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        assert!(r.reason.unwrap().contains("too short to judge"));
+        // The same steps cut by the warm-up cap are a verdict: not steady.
+        m.warmup.as_mut().unwrap().cap_seconds = 2.0;
+        assert_eq!(summarize(&m, 60_000, 1, None).obtained.method, Method::None);
+        // Six steps give the rule its two windows: unsettled then is not steady.
+        let w = m.warmup.as_mut().unwrap();
+        w.cap_seconds = 60.0;
+        w.steps = 6;
+        w.step_seconds = vec![2.0, 2.0, 2.0, 1.0, 1.0, 1.0];
+        assert!(!too_short_to_judge(w));
     }
 
     #[test]

@@ -130,6 +130,22 @@ impl TimingRules {
     }
 }
 
+/// Whether a steady cell's `budget` has run out, by the rule every loop shares (Kiln's, the
+/// Learner's clock, cell.py's `budget_spent`): the seconds of steady-state training timed in
+/// the closed chunks (their steps and seconds) and the `open` one (late compiles apart) reach
+/// it, with at least `min_timed_steps` steps timed. Evaluation and late compiles never count.
+pub fn budget_spent(
+    budget: Option<Duration>,
+    min_timed_steps: usize,
+    chunks: impl IntoIterator<Item = (usize, f64)>,
+    open: (usize, f64),
+) -> bool {
+    let (steps, seconds) = chunks
+        .into_iter()
+        .fold(open, |(n, s), (steps, seconds)| (n + steps, s + seconds));
+    budget.is_some_and(|b| seconds >= b.as_secs_f64() && steps >= min_timed_steps)
+}
+
 impl Default for TimingRules {
     fn default() -> Self {
         TimingRules::KILN

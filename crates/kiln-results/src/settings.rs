@@ -46,9 +46,16 @@ pub struct CellSettings {
     /// CubeCL autotune level (GPU runtimes); `None`: the runtime's default.
     #[serde(default)]
     pub autotune: Option<AutotuneLevel>,
-    /// False: neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
+    /// False: neither read nor write CubeCL's on-disk autotune cache (compiled kernels are
+    /// still cached).
     #[serde(default = "yes")]
     pub autotune_cache: bool,
+    /// True: the cell starts with fresh, empty CubeCL caches (autotune results and compiled
+    /// kernels), in a CubeCL environment of its own that the runner removes when it ends: a
+    /// cold measurement. False: CubeCL's default environment, as earlier processes left it
+    /// (the record says `warm` when that environment existed, `cold` when it did not).
+    #[serde(default)]
+    pub cold_caches: bool,
     /// What xtask does when the device or precision cannot run the cell.
     #[serde(default)]
     pub fallback: Option<FallbackTarget>,
@@ -88,6 +95,7 @@ impl CellSettings {
             train_limit: None,
             autotune: None,
             autotune_cache: true,
+            cold_caches: false,
             fallback: None,
             bare: false,
             target_accuracy: None,

@@ -202,6 +202,88 @@ pub fn paired(d: &[f64]) -> Option<Paired> {
     })
 }
 
+/// Where a sequence of paired log-differences stands under [`Sequential`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// The mean differs from 0 at this look's level (and by more than the floor): `true` when
+    /// it is above.
+    Changed(bool),
+    /// The mean lies within the band at this look's level (two one-sided tests): no change
+    /// beyond the band.
+    Within,
+    /// Neither yet.
+    Undecided,
+}
+
+/// A stopping rule for pairs added one at a time until the answer is known (`--repeats
+/// auto`): after each pair from the `min_pairs`th to the `max_pairs`th, a look; each look
+/// tests at `alpha` / (the number of looks) (Bonferroni's split of the error rate over every
+/// look the rule may take), so that the chance of calling a change where there is none stays
+/// under `alpha` however early the pairs stop, and the same for calling "within the band"
+/// where the change is outside it.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Sequential {
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// The error rate over all looks, for each kind of error.
+    pub alpha: f64,
+    /// The band "no change" means: within `band` either way (a share; on log ratios, within ln(1 + band) of 0).
+    pub band: f64,
+    /// A change smaller than this (a share) is not called one, however sure.
+    pub floor: f64,
+}
+
+impl Sequential {
+    /// Kiln's default for epoch times: 3 to 16 pairs, 5% errors, "no change" within 3% either way,
+    /// changes over 1%.
+    pub const KILN: Sequential = Sequential {
+        min_pairs: 3,
+        max_pairs: 16,
+        alpha: 0.05,
+        band: 0.03,
+        floor: 0.01,
+    };
+
+    /// The level each look tests at.
+    pub fn alpha_per_look(&self) -> f64 {
+        self.alpha / (self.max_pairs + 1).saturating_sub(self.min_pairs).max(1) as f64
+    }
+
+    /// Where the log-differences `d` (one per pair, in order) stand.
+    pub fn look(&self, d: &[f64]) -> Look {
+        let Some(s) = Stats::from_samples(d).filter(|s| s.n >= self.min_pairs.max(2)) else {
+            return Look::Undecided;
+        };
+        let df = (s.n - 1) as f64;
+        let se = s.stddev / (s.n as f64).sqrt();
+        let level = self.alpha_per_look();
+        // One-sided p that the mean is at most `null` (above: at least).
+        let upper_p = |null: f64| one_sided_p(s.mean - null, se, df);
+        let lower_p = |null: f64| one_sided_p(null - s.mean, se, df);
+        let floor = (1.0 + self.floor).ln();
+        if 2.0 * upper_p(0.0).min(lower_p(0.0)) < level && s.mean.abs() > floor {
+            return Look::Changed(s.mean > 0.0);
+        }
+        let band = (1.0 + self.band).ln();
+        if upper_p(-band) < level && lower_p(band) < level {
+            return Look::Within;
+        }
+        Look::Undecided
+    }
+}
+
+/// The one-sided p of Student's t that a mean `excess` above its null (with standard error
+/// `se`, `df` degrees of freedom) came from the null.
+fn one_sided_p(excess: f64, se: f64, df: f64) -> f64 {
+    if se == 0.0 {
+        return if excess > 0.0 { 0.0 } else { 1.0 };
+    }
+    let t = excess / se;
+    let tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t));
+    if t > 0.0 { tail } else { 1.0 - tail }
+}
+
 /// [`paired`]'s result.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Paired {
@@ -382,5 +464,82 @@ mod tests {
         assert_eq!(welch(&[1.0], &[2.0, 3.0]), None);
         let same = welch(&[5.0, 5.0], &[5.0, 5.0]).unwrap();
         assert_eq!(same.p, 1.0);
+    }
+
+    /// Deterministic normal draws (an LCG through Box-Muller), so the simulations below are the
+    /// same on every machine.
+    struct Normal(u64);
+
+    impl Normal {
+        fn uniform(&mut self) -> f64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+
+        fn draw(&mut self, mean: f64, sd: f64) -> f64 {
+            let (u, v) = (self.uniform(), self.uniform());
+            mean + sd * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+        }
+    }
+
+    /// Run the rule as `--repeats auto` does, one pair at a time, on pairs whose log ratio is
+    /// normal around `ln(1 + change)` with `sd`; where it stopped and with what.
+    fn sequence(rule: &Sequential, rng: &mut Normal, change: f64, sd: f64) -> (Look, usize) {
+        let mut d = Vec::new();
+        for n in 1..=rule.max_pairs {
+            d.push(rng.draw((1.0 + change).ln(), sd));
+            if n >= rule.min_pairs {
+                let look = rule.look(&d);
+                if look != Look::Undecided {
+                    return (look, n);
+                }
+            }
+        }
+        (Look::Undecided, rule.max_pairs)
+    }
+
+    #[test]
+    fn the_sequential_rule_holds_its_error_rates_however_early_it_stops() {
+        let rule = Sequential::KILN;
+        let mut rng = Normal(7);
+        // A/A: no change, 2% noise per pair (the maxpool runs' spread). A change is called at
+        // most 5% of the time, whichever look it would have come at.
+        let runs = 2000;
+        let false_changes = (0..runs)
+            .filter(|_| matches!(sequence(&rule, &mut rng, 0.0, 0.02).0, Look::Changed(_)))
+            .count();
+        assert!(false_changes as f64 / runs as f64 <= 0.05, "{false_changes} of {runs}");
+        // A change at the band's edge is called "within the band" at most 5% of the time.
+        let false_within = (0..runs)
+            .filter(|_| sequence(&rule, &mut rng, 0.03, 0.02).0 == Look::Within)
+            .count();
+        assert!(false_within as f64 / runs as f64 <= 0.05, "{false_within} of {runs}");
+        // A 4.6% slowdown with that noise is found, mostly well before the most pairs.
+        let found: Vec<usize> = (0..200)
+            .filter_map(|_| match sequence(&rule, &mut rng, 0.046, 0.02) {
+                (Look::Changed(true), n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert!(found.len() >= 180, "{} of 200", found.len());
+        let mut sorted = found.clone();
+        sorted.sort_unstable();
+        assert!(sorted[sorted.len() / 2] <= 8, "median pairs {}", sorted[sorted.len() / 2]);
+        // Quiet pairs (0.5% noise, no change) end inside the band.
+        assert_eq!(sequence(&rule, &mut rng, 0.0, 0.005).0, Look::Within);
+    }
+
+    #[test]
+    fn a_look_before_the_first_pairs_or_on_identical_pairs_is_plain() {
+        let rule = Sequential::KILN;
+        assert_eq!(rule.look(&[0.05, 0.05]), Look::Undecided);
+        assert_eq!(rule.look(&[0.05; 3]), Look::Changed(true));
+        assert_eq!(rule.look(&[0.0; 3]), Look::Within);
+        // A sure change under the 1% floor is no change; it is within the band.
+        assert_eq!(rule.look(&[0.005; 4]), Look::Within);
+        assert!((rule.alpha_per_look() - 0.05 / 14.0).abs() < 1e-12);
     }
 }

@@ -239,9 +239,23 @@ fn python_and_rust_agree_on_when_step_times_are_steady() {
             }
         }
     }
-    let package = workspace_root().join("bench/pytorch/kiln_torch");
     let script = "import json, sys\nimport warmup\nfor case in json.load(sys.stdin):\n    \
                   print('1' if warmup.steady(case['timing'], case['steps']) else '0')\n";
+    let got: Vec<bool> = python_lines(script, &cases)
+        .iter()
+        .map(|l| l == "1")
+        .collect();
+    assert_eq!(got.len(), expected.len());
+    assert!(expected.iter().any(|&s| s) && expected.iter().any(|&s| !s));
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "case {i}: {}", cases[i]);
+    }
+}
+
+/// Run `script` (reading a JSON list of cases on stdin, printing one line per case) in the
+/// PyTorch reference's package directory; its lines.
+fn python_lines(script: &str, cases: &[Value]) -> Vec<String> {
+    let package = workspace_root().join("bench/pytorch/kiln_torch");
     let mut child = Command::new("python3")
         .arg("-c")
         .arg(script)
@@ -254,17 +268,70 @@ fn python_and_rust_agree_on_when_step_times_are_steady() {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
         stdin
-            .write_all(serde_json::to_string(&cases).unwrap().as_bytes())
+            .write_all(serde_json::to_string(cases).unwrap().as_bytes())
             .unwrap();
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let got: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| l == "1")
-        .collect();
+        .map(str::to_string)
+        .collect()
+}
+
+/// The reference's late-compile rule (`warmup.late_compile`) and budget rule
+/// (`warmup.budget_spent`) say what kiln-results' `TimingRules::late_compile` and
+/// `protocol::budget_spent` say, on steps around both thresholds, under Kiln's rules and
+/// another set.
+#[test]
+fn python_and_rust_agree_on_late_compiles_and_spent_budgets() {
+    use kiln_results::TimingRules;
+    use std::time::Duration;
+    let other = TimingRules {
+        late_factor: 3.0,
+        late_floor_seconds: 0.2,
+        min_timed_steps: 5,
+        ..TimingRules::KILN
+    };
+    let (mut cases, mut expected) = (Vec::new(), Vec::new());
+    for rules in [TimingRules::KILN, other] {
+        for reference in [0.0002, 0.001, 0.05, 0.7] {
+            for factor in [0.5, 1.0, 2.9, 3.1, 4.9, 5.1, 50.0, 20_000.0] {
+                let seconds = reference * factor;
+                cases.push(json!({"rule": "late", "timing": rules, "seconds": seconds,
+                                  "reference": reference}));
+                expected.push(match rules.late_compile(seconds, reference) {
+                    Some(excess) => format!("{excess:.9}"),
+                    None => "none".into(),
+                });
+            }
+        }
+        let chunks = [(2usize, 1.5f64), (1, 0.75)];
+        for budget in [None, Some(2.0), Some(3.0), Some(4.0)] {
+            for open in [(0usize, 0.0f64), (1, 0.5), (3, 2.0)] {
+                cases.push(json!({"rule": "budget", "timing": rules, "budget": budget,
+                                  "chunks": chunks, "open": open}));
+                let spent = kiln_results::protocol::budget_spent(
+                    budget.map(Duration::from_secs_f64),
+                    rules.min_timed_steps,
+                    chunks,
+                    open,
+                );
+                expected.push(if spent { "1" } else { "0" }.into());
+            }
+        }
+    }
+    let script = "import json, sys\nimport warmup\nfor c in json.load(sys.stdin):\n    \
+                  if c['rule'] == 'late':\n        \
+                  e = warmup.late_compile(c['timing'], c['seconds'], c['reference'])\n        \
+                  print('none' if e is None else '%.9f' % e)\n    \
+                  else:\n        \
+                  print('1' if warmup.budget_spent(c['budget'], c['timing']['min_timed_steps'], \
+                  c['chunks'], c['open'][0], c['open'][1]) else '0')\n";
+    let got = python_lines(script, &cases);
     assert_eq!(got.len(), expected.len());
-    assert!(expected.iter().any(|&s| s) && expected.iter().any(|&s| !s));
+    assert!(expected.iter().any(|e| e == "none") && expected.iter().any(|e| e != "none"));
+    assert!(expected.contains(&"1".to_string()) && expected.contains(&"0".to_string()));
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(g, e, "case {i}: {}", cases[i]);
     }

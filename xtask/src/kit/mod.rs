@@ -396,7 +396,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         &readme(
             &carried,
             &missing,
-            crate::llvm::stand_in(&root),
+            kiln_engine::cubecl_llvm::stand_in(&root),
             inputs.cuda_api.as_deref(),
             &inputs.plan,
         ),
@@ -411,7 +411,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         runners: carried,
         missing,
         vulkan_loader,
-        cubecl_llvm: crate::llvm::stand_in(&root),
+        cubecl_llvm: kiln_engine::cubecl_llvm::stand_in(&root),
         cuda_api: inputs.cuda_api.as_deref().map(cuda_api_name),
         cells: planned.len(),
         plan: inputs.plan.text(),

@@ -33,11 +33,14 @@ mod layers;
 
 use layers::Layer;
 
-/// Repeats a measurement by the request's rules: warm-up runs, then timed runs until
-/// `repeats` ran or (after at least 3) `op_seconds` were spent.
+/// Repeats a measurement by the request's rules: warm-up runs (at least `warmup`, then until
+/// the times are steady by `rules`, within the cap), then timed runs until `repeats` ran or
+/// (after at least 3) `op_seconds` were spent.
 struct Timer<'a> {
     device: &'a Device,
     warmup: usize,
+    rules: kiln_results::TimingRules,
+    cap_runs: usize,
     repeats: usize,
     op_seconds: f64,
 }
@@ -50,44 +53,53 @@ impl Timer<'_> {
     }
 
     /// Time `run` after `prepare` (untimed) each time, after a device sync, in a profiling
-    /// window of Burn's.
+    /// window of Burn's: warm-up runs first, by the rule, then the timed ones.
     fn measure<P: Send, T: Send + 'static>(
         &self,
         mut prepare: impl FnMut() -> Result<P, CoreError>,
         mut run: impl FnMut(P) -> Result<T, CoreError> + Send,
     ) -> Result<Vec<f64>, CoreError> {
+        let mut warm = Vec::new();
+        while warm.len() < self.warmup
+            || !(self.rules.is_steady(&warm)
+                || warm.len() >= self.cap_runs
+                || warm.iter().sum::<f64>() >= 10.0 * self.op_seconds)
+        {
+            warm.push(self.once(&mut prepare, &mut run)?);
+        }
         let mut samples = Vec::new();
         let mut spent = 0.0;
-        for i in 0.. {
-            let timed = i >= self.warmup;
-            if timed
-                && (samples.len() >= self.repeats
-                    || (samples.len() >= 3 && spent >= self.op_seconds))
-            {
-                break;
-            }
-            let input = prepare()?;
-            self.sync()?;
-            // Burn's profiling window: device time where the backend has a device clock
-            // (CubeCL), wall-clock time between two syncs elsewhere (flex, ndarray, LibTorch);
-            // flushed, so a lazy backend's queued work falls inside it.
-            let (output, duration) = self
-                .device
-                .profile_with(ProfileOptions::default().flush(), || run(input))
-                .map_err(|e| CoreError::Device(format!("profiling window failed: {e}")))?;
-            let output = output?;
-            // No measurement is not a zero (Burn's docs): it fails the op instead.
-            let seconds = futures_lite::future::block_on(duration.resolve())
-                .map(|ticks| ticks.duration().as_secs_f64())
-                .ok_or_else(|| CoreError::Device("the profiling window measured nothing".into()))?;
-            // Dropped after the clock: freeing the output is not the op's work.
-            drop(output);
-            if timed {
-                samples.push(seconds);
-                spent += seconds;
-            }
+        while samples.len() < self.repeats && (samples.len() < 3 || spent < self.op_seconds) {
+            let seconds = self.once(&mut prepare, &mut run)?;
+            samples.push(seconds);
+            spent += seconds;
         }
         Ok(samples)
+    }
+
+    /// One run of `run` on what `prepare` made: its seconds.
+    fn once<P: Send, T: Send + 'static>(
+        &self,
+        prepare: &mut impl FnMut() -> Result<P, CoreError>,
+        run: &mut (impl FnMut(P) -> Result<T, CoreError> + Send),
+    ) -> Result<f64, CoreError> {
+        let input = prepare()?;
+        self.sync()?;
+        // Burn's profiling window: device time where the backend has a device clock
+        // (CubeCL), wall-clock time between two syncs elsewhere (flex, ndarray, LibTorch);
+        // flushed, so a lazy backend's queued work falls inside it.
+        let (output, duration) = self
+            .device
+            .profile_with(ProfileOptions::default().flush(), || run(input))
+            .map_err(|e| CoreError::Device(format!("profiling window failed: {e}")))?;
+        let output = output?;
+        // No measurement is not a zero (Burn's docs): it fails the op instead.
+        let seconds = futures_lite::future::block_on(duration.resolve())
+            .map(|ticks| ticks.duration().as_secs_f64())
+            .ok_or_else(|| CoreError::Device("the profiling window measured nothing".into()))?;
+        // Dropped after the clock: freeing the output is not the op's work.
+        drop(output);
+        Ok(seconds)
     }
 }
 
@@ -275,6 +287,8 @@ fn explain_on_device(
     let timer = Timer {
         device: &device,
         warmup: request.warmup,
+        rules: request.timing,
+        cap_runs: request.warmup_cap_runs,
         repeats: request.repeats,
         op_seconds: request.op_seconds,
     };

@@ -221,10 +221,10 @@ impl ClockState {
         self.chunk_steps += 1;
         let started = self.started.unwrap_or(now);
         // The budget counts timed steady-state training (validation apart), as Kiln's loop's.
-        let over_budget = crate::warmup::budget_spent(
+        let over_budget = kiln_results::protocol::budget_spent(
             self.budget,
             self.min_timed_steps,
-            &self.chunks,
+            self.chunks.iter().map(|c| (c.steps, c.seconds)),
             (self.chunk_steps, (now - self.mark).as_secs_f64()),
         );
         if self.chunk_steps >= self.chunk_len || now - self.mark >= self.chunk_time || over_budget {

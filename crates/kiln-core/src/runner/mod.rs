@@ -199,6 +199,10 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     };
     set_runtime_env(&request);
     let record = bench_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
+    if request.settings.cold_caches {
+        // The cell's own environment served its one cold measurement.
+        crate::cubecl::remove_environment();
+    }
     debug_assert_eq!(record.schema, SCHEMA_VERSION);
     let failed = record.status == Status::Failed;
     emit(&Event::Final(Box::new(record)));
@@ -245,10 +249,16 @@ fn answer<Q>(
 pub fn set_runtime_env(request: &CellRequest) {
     let mut vars = Vec::new();
     if let Some(level) = request.settings.autotune {
-        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.name()));
+        vars.push(("CUBECL_AUTOTUNE_LEVEL", level.name().to_string()));
     }
     if !request.settings.autotune_cache {
-        vars.push(("CUBECL_AUTOTUNE_CACHE", "false"));
+        vars.push(("CUBECL_AUTOTUNE_CACHE", "false".into()));
+    }
+    if request.settings.cold_caches {
+        vars.push(("CUBECL_ENVIRONMENT", crate::cubecl::fresh_environment_name()));
+        // A Vulkan driver's own shader cache (Mesa's lavapipe and GPU drivers) is part of a
+        // cold start too.
+        vars.push(("MESA_SHADER_CACHE_DISABLE", "true".into()));
     }
     for (key, value) in vars {
         // SAFETY: called from `main` before any device, thread pool or other thread starts,

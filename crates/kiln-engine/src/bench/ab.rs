@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use kiln_report::read::RESULTS_FILE;
+use kiln_results::stats::{Look, Sequential};
 use kiln_results::{ModelKind, Precision, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config};
@@ -30,7 +31,8 @@ pub fn bench_ab(
     precisions: Option<Vec<Precision>>,
 ) -> Result<bool> {
     let (_, mut cfg) = config(common, false)?;
-    // An A/B run compares runs: three each unless --repeats says otherwise.
+    // An A/B run compares runs: three each unless --repeats says otherwise (`auto`: until
+    // decided).
     if common.repeats.is_none() {
         cfg.repeats = cfg.repeats.max(3);
     }
@@ -87,25 +89,31 @@ pub fn bench_ab(
         .zip(&dirs)
         .map(|((_, built), (dir, side_cfg))| (&built[..], dir.as_path(), side_cfg))
         .collect();
-    let all_ok = run_passes(&cells, &runs, cfg.repeats.max(1))?;
-    let text = write_ab(
-        &out,
-        &dirs.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>(),
-    )?;
+    let side_dirs: Vec<PathBuf> = dirs.iter().map(|(d, _)| d.clone()).collect();
+    let all_ok = run_passes(&cells, &runs, cfg.repeats.max(1), cfg.sequential.as_ref())?;
+    let text = write_ab(&out, &side_dirs, cfg.sequential.as_ref())?;
     println!("\n{text}");
     println!("A/B: {}", out.join(AB_FILE).display());
     Ok(all_ok)
 }
 
 /// Run `cells` for each side in turn, one pass of the matrix at a time (A's pass 1, B's pass
-/// 1, A's pass 2, ...), each into its own directory; stops at an interrupt.
+/// 1, A's pass 2, ...), each into its own directory; stops at an interrupt, and under a
+/// `sequential` rule (`--repeats auto`) once every cell is decided.
 pub(super) fn run_passes(
     cells: &[PlannedCell],
     sides: &[(&[Built], &Path, &RunConfig)],
     repeats: usize,
+    sequential: Option<&Sequential>,
 ) -> Result<bool> {
     let mut all_ok = true;
     for k in 1..=repeats {
+        if let Some(rule) = sequential
+            && k > rule.min_pairs
+            && decided(sides, rule, k - 1)?
+        {
+            break;
+        }
         for (built, dir, side_cfg) in sides {
             // This pass only: every other repeat counts as done.
             let others: Vec<_> = cells
@@ -137,8 +145,51 @@ pub(super) fn run_passes(
     Ok(all_ok)
 }
 
-/// Compare every side with the first and write `ab.md` in `out`; returns its text.
-pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
+/// Whether, after `pairs` passes, every cell's epoch time is decided by `rule` between the
+/// first side and each other (printing where each stands).
+fn decided(
+    sides: &[(&[Built], &Path, &RunConfig)],
+    rule: &Sequential,
+    pairs: usize,
+) -> Result<bool> {
+    let load = |dir: &Path| -> Result<Vec<kiln_results::Record>> {
+        Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
+    };
+    let Some((_, first, _)) = sides.first() else {
+        return Ok(true);
+    };
+    let a = load(first)?;
+    let mut all = true;
+    for (_, dir, _) in &sides[1..] {
+        for row in kiln_report::ab::compare(&a, &load(dir)?, Some(rule)) {
+            let Some(epoch) = row.measures.first() else {
+                continue;
+            };
+            let change = epoch
+                .change
+                .map_or("–".into(), |(r, lo, hi)| format!("{r:.3}× ({lo:.3}–{hi:.3})"));
+            eprintln!(
+                "kiln: after {pairs} pairs, {}: B vs A {change}: {}",
+                row.cell, epoch.verdict
+            );
+            all &= matches!(epoch.look, Some(Look::Changed(_) | Look::Within));
+        }
+    }
+    Ok(all)
+}
+
+/// The stopping rule a side's run followed (`--repeats auto`), from its run file.
+pub fn sequential_of(side: &Path) -> Option<Sequential> {
+    let text = std::fs::read_to_string(side.join(super::config::RUN_FILE)).ok()?;
+    serde_json::from_str::<super::config::RunFile>(&text)
+        .ok()?
+        .config
+        .sequential
+}
+
+/// Compare every side with the first and write `ab.md` in `out` (the epoch time by the
+/// `sequential` rule where the run was `--repeats auto`); returns its text.
+pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) -> Result<String> {
     let load = |dir: &PathBuf| -> Result<Vec<kiln_results::Record>> {
         Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
     };
@@ -155,7 +206,7 @@ pub fn write_ab(out: &Path, sides: &[PathBuf]) -> Result<String> {
     let mut text = String::new();
     for other in &sides[1..] {
         let b = load(other)?;
-        let rows = kiln_report::ab::compare(&a, &b);
+        let rows = kiln_report::ab::compare(&a, &b, sequential);
         text.push_str(&kiln_report::ab::markdown(
             &rows,
             &label(&a, first),

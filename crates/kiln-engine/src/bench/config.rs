@@ -53,6 +53,10 @@ pub struct RunConfig {
     /// that no longer fits is recorded as not reached, and none runs past it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_seconds: Option<f64>,
+    /// `--repeats auto` (an A/B only): passes are added until every cell's epoch time is
+    /// decided by this rule, `repeats` at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<kiln_results::stats::Sequential>,
 }
 
 fn yes() -> bool {
@@ -162,6 +166,7 @@ impl RunConfig {
             burn: None,
             calibrate: true,
             time_limit_seconds: None,
+            sequential: None,
         }
     }
 
@@ -177,6 +182,7 @@ impl RunConfig {
             burn: None,
             calibrate: r.calibrate,
             time_limit_seconds: None,
+            sequential: None,
         }
     }
 
@@ -195,8 +201,14 @@ impl RunConfig {
         if let Some(v) = &common.batch {
             self.batch_sizes = batch_sizes(Some(v), self.cell.profile)?;
         }
-        if let Some(n) = common.repeats {
-            self.repeats = n;
+        match common.repeats {
+            Some(crate::options::Repeats::Runs(n)) => self.repeats = n,
+            Some(crate::options::Repeats::Auto) => {
+                let rule = kiln_results::stats::Sequential::KILN;
+                self.repeats = rule.max_pairs;
+                self.sequential = Some(rule);
+            }
+            None => {}
         }
         if let Some(max) = common.wait_quiet {
             self.wait_quiet_seconds = Some(max.as_secs_f64());
@@ -244,6 +256,18 @@ pub struct RunFile {
     pub command: Vec<String>,
     pub config: RunConfig,
     pub cells: Vec<PlannedCell>,
+}
+
+/// Refuse `--repeats auto` outside an A/B run (`for_what`: the command): it stops when B's
+/// difference from A is decided.
+pub(super) fn no_auto(cfg: &RunConfig, for_what: &str) -> Result<()> {
+    if cfg.sequential.is_some() {
+        anyhow::bail!(
+            "--repeats auto adds runs until Burn B's difference from Burn A is decided: it \
+             needs --burn A --burn B; {for_what} takes --repeats N"
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {

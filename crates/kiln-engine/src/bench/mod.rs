@@ -49,6 +49,7 @@ pub fn bench_all(
     remote: bool,
 ) -> Result<bool> {
     let (_, cfg) = config(common, false)?;
+    config::no_auto(&cfg, "bench-all without --burn")?;
     let backends_named = backend_names.is_some();
     let mut wanted = wanted_backends(backend_names.as_deref())?;
     // `--device remote:...` adds the remote backend; its probe reports those devices.

@@ -131,6 +131,7 @@ pub fn one_backend(backend: Option<String>, device: Option<&str>) -> Result<Stri
 /// `cargo xtask bench`: one cell.
 pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     let (_, mut cfg) = config(common, one.bare)?;
+    super::config::no_auto(&cfg, "bench without --burn")?;
     let (backend, model, precision) = (one.backend, one.model, one.precision);
     let b = backends::find(backend)?;
     if let Some(why) = backends::unbuildable(b)

@@ -52,7 +52,7 @@ pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
                 Ok(t) => build_tch(package, &t, extra)?,
                 Err(why) => eprintln!("kiln: not building {package}: {why}"),
             },
-            Some(r @ Requirement::Driver(_)) => {
+            Some(r @ (Requirement::Driver(_) | Requirement::Llvm(_))) => {
                 if let Err(why) = r.met() {
                     eprintln!("kiln: not building {package}: {why}");
                     continue;

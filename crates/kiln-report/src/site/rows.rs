@@ -175,6 +175,7 @@ fn labels(r: &Record, runs: usize) -> Vec<&'static str> {
         }
     };
     add(r.obtained.method == Method::Projected, "projected");
+    add(r.obtained.method == Method::Unjudged, "too short to judge");
     add(low_confidence(r), "low confidence");
     add(r.epoch_seconds.is_some() && runs < 2, "single run");
     let steady = r.warmup.as_ref().is_none_or(|w| w.steady);

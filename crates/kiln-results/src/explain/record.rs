@@ -22,8 +22,16 @@ pub struct ExplainRequest {
     pub precision: Precision,
     pub batch: usize,
     pub seed: u64,
-    /// Untimed runs of each op before it is timed.
+    /// Untimed runs of each op before it is timed, at least; more until the op's times are
+    /// steady by `timing`'s rule (a JIT backend compiles and tunes on the first runs), for at
+    /// most `warmup_cap_runs` runs or `op_seconds` × 10 seconds.
     pub warmup: usize,
+    /// The most warm-up runs an op gets before it is timed, steady or not.
+    #[serde(default = "warmup_cap_runs")]
+    pub warmup_cap_runs: usize,
+    /// The steady-state rule the warm-up runs follow (a cell's: [`crate::TimingRules::KILN`]).
+    #[serde(default)]
+    pub timing: crate::TimingRules,
     /// Timed runs of each op (the median is kept); fewer when an op is slow, see `op_seconds`.
     pub repeats: usize,
     /// An op stops repeating once its timed runs took this long (and at least 3 ran).
@@ -33,6 +41,10 @@ pub struct ExplainRequest {
     /// Adam's learning rate in the timed update and step (the protocol's unless given).
     #[serde(default = "crate::protocol::default_learning_rate")]
     pub learning_rate: f64,
+}
+
+fn warmup_cap_runs() -> usize {
+    40
 }
 
 impl ExplainRequest {
@@ -53,6 +65,8 @@ impl ExplainRequest {
             batch,
             seed: 42,
             warmup: 1,
+            timing: crate::TimingRules::KILN,
+            warmup_cap_runs: warmup_cap_runs(),
             repeats: 7,
             op_seconds: 4.0,
             sites: sites(model, batch),

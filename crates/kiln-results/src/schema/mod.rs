@@ -73,6 +73,10 @@ pub enum Method {
     /// No whole epoch began at steady state within the budget (or the epochs asked for):
     /// the steady-state steps' times were scaled up.
     Projected,
+    /// Training ended before the steady-state rule could judge (fewer steps than its two
+    /// windows, within the warm-up cap): the mean of the steps after the first, scaled up,
+    /// never checked steady.
+    Unjudged,
     /// Not timed (failed, diverged or skipped cells).
     None,
 }
@@ -116,9 +120,11 @@ pub struct Obtained {
 
 mod parts;
 mod replayed;
+mod warmed;
 
 pub use parts::*;
 pub use replayed::*;
+pub use warmed::*;
 
 /// The final record of one cell; every rendered table is derived from these.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -1,6 +1,6 @@
 //! The parts of a record that describe how it was measured and on what: memory, overhead,
 //! calibration, runtime, noise, time to accuracy, repeats, the machine's fingerprint,
-//! data-parallel and remote cells.
+//! data-parallel and remote cells (the warm-up: `warmed.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,9 +80,13 @@ pub struct Runtime {
     pub fusion: Option<bool>,
     /// Autotune level (`minimal`, `balanced`, `extensive`, `full`), `None` when not applicable.
     pub autotune: Option<String>,
-    /// State of the on-disk autotune cache when the cell started: `warm`, `cold` or `disabled`.
+    /// State of CubeCL's on-disk caches (autotune results, compiled kernels) when the cell
+    /// started: `warm` (the CubeCL environment it used existed: an earlier process left it),
+    /// `cold` (it did not; with `--cold-caches` always) or `disabled` (autotune not cached).
+    /// Records before 2026-12-05 said `warm` when the cache folder held any file.
     pub autotune_cache: Option<String>,
-    /// Where that cache lives.
+    /// Where those caches were: the CubeCL environment's database file (records before
+    /// 2026-12-05: its folder).
     pub autotune_cache_dir: Option<String>,
     /// Compute capability (CUDA) or architecture of the device, where the runtime reports it.
     #[serde(default)]
@@ -109,70 +113,6 @@ pub struct LossScaling {
 
 fn dynamic() -> crate::LossScalingMode {
     crate::LossScalingMode::Dynamic
-}
-
-/// A cell's warm-up to steady state (compilation, autotune, caches), measured apart from its
-/// epochs by the rule of [`crate::TimingRules::is_steady`].
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Warmup {
-    /// Whether the step times settled before the warm-up cap.
-    pub steady: bool,
-    /// Training steps from the first to the one that made the times steady (or to the cap).
-    pub steps: usize,
-    /// Synced seconds from the start of the first step to steady state (or to the cap).
-    pub seconds: f64,
-    /// Seconds from the runner's process start to steady state: what a user waits before
-    /// training runs at full speed (device setup and data loading included).
-    pub process_seconds: Option<f64>,
-    /// The epoch (from 1) in which the times settled: whole epochs after it are timed.
-    pub epoch: usize,
-    /// The cap it ran under, in seconds.
-    pub cap_seconds: f64,
-    /// Each warm-up step's synced seconds, in order (the first 200 at most).
-    pub step_seconds: Vec<f64>,
-    /// Steps after steady state that the late-compile rule caught (a batch shape compiling
-    /// the first time it is seen: the epoch's short last batch): their excess over the steady
-    /// step is kept out of the chunks and epochs and counted here, with the warm-up.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub late_compiles: usize,
-    /// Their excess seconds, added up.
-    #[serde(default, skip_serializing_if = "is_zero_seconds")]
-    pub late_compile_seconds: f64,
-    /// The first 200 of them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub late_compile_steps: Vec<LateCompile>,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-fn is_zero_seconds(s: &f64) -> bool {
-    *s == 0.0
-}
-
-/// One late compile: the step (from 1, counted over the cell), its epoch, its host seconds and
-/// their excess over the steady step.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct LateCompile {
-    pub step: usize,
-    pub epoch: usize,
-    pub seconds: f64,
-    pub excess_seconds: f64,
-}
-
-impl Warmup {
-    /// Step times kept in a record.
-    pub const KEPT_STEPS: usize = 200;
-
-    /// The warm-up as a user pays it: to steady state, and every late compile after it.
-    pub fn total_seconds(&self) -> f64 {
-        self.seconds + self.late_compile_seconds
-    }
 }
 
 /// The CPU's identity and the capabilities that decide training speed.
@@ -214,7 +154,8 @@ pub struct TrainingMemory {
     /// Resident set size when model, optimizer and data were ready, before the first step.
     pub baseline_bytes: Option<u64>,
     /// The highest resident set size from then to the end of training (the process's
-    /// high-water mark, reset at the baseline where the OS allows it).
+    /// high-water mark, reset at the baseline where the OS allows it); from steady state on
+    /// where the warm-up's own peak was read and reset (`warmup.peak_rss_bytes`).
     pub peak_bytes: Option<u64>,
     /// True when the peak was measured from the baseline on (Linux resets the high-water mark);
     /// false when it is the whole process's peak.
@@ -237,8 +178,9 @@ impl TrainingMemory {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Noise {
     /// Share of the machine's CPU time (all cores) used by processes other than the cell's
-    /// runner in its timed window; `None`: unknown on this OS. Not clamped: a value within
-    /// [`Noise::resolution`] of 0 (even below it) means "quiet at this resolution", not "0".
+    /// runner in its timed window; `None`: unknown on this OS. Never negative (records before
+    /// 2026-12-05 can read below 0: the counters tick apart); a value within
+    /// [`Noise::resolution`] of 0 means "quiet at this resolution", not "0".
     pub other_cpu_share: Option<f64>,
     /// The window's length in the OS's CPU-time ticks, all cores together: one tick of it is
     /// the share's resolution.

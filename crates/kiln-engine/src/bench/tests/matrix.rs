@@ -187,6 +187,7 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     s.fallback = Some(FallbackTarget::Cpu);
     s.autotune = Some(AutotuneLevel::Full);
     s.autotune_cache = Some(false);
+    s.cold_caches = Some(true);
     s.warmup_cap_seconds = Some(77.0);
     s.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
     s.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
@@ -367,7 +368,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         (&a_built[..], dirs[0].as_path(), &cfgs[0]),
         (&b_built[..], dirs[1].as_path(), &cfgs[1]),
     ];
-    assert!(ab::run_passes(&[cell("flex")], &sides, 2).unwrap());
+    assert!(ab::run_passes(&[cell("flex")], &sides, 2, None).unwrap());
     // Each pass: the side's calibration, then its cell.
     let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
     assert_eq!(calls, "AABBAABB");
@@ -379,7 +380,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         b.iter()
             .all(|r| r.burn.as_ref().is_some_and(|x| x.spec == "path:/src/burn"))
     );
-    let text = ab::write_ab(&out, &dirs).unwrap();
+    let text = ab::write_ab(&out, &dirs, None).unwrap();
     assert!(
         text.contains("A = 0.22.1, B = path:/src/burn (0.22.1, not a git checkout)"),
         "{text}"
@@ -390,7 +391,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
     );
     assert!(out.join(ab::AB_FILE).is_file());
     // A run left with one Burn (the other could not be built) says there is nothing to compare.
-    let alone = ab::write_ab(&out, &dirs[..1]).unwrap();
+    let alone = ab::write_ab(&out, &dirs[..1], None).unwrap();
     assert!(
         alone.contains("Only Burn 0.22.1 could be built: nothing to compare"),
         "{alone}"

@@ -1,0 +1,117 @@
+//! Kiln's binding of Burn's CubeCL CPU backend (`burn`'s `cpu` feature, the burn-cpu crate):
+//! CubeCL's kernels, fusion and autotune, the stack every Burn GPU backend shares, JIT-compiled
+//! through LLVM for the host CPU. One device, the CPU, `cpu`.
+//!
+//! Its LLVM comes from cubecl-llvm's build script (a download from github.com), or from a
+//! system LLVM put in its place by `cargo xtask setup-cubecl-llvm`. Built without the `cpu`
+//! feature (the workspace's default build), the crate still compiles and its probe says how to
+//! build it.
+
+use kiln_core::Binding;
+use kiln_core::device::Selected;
+#[cfg(feature = "cpu")]
+use kiln_core::device::supported_precisions;
+#[cfg(any(test, not(feature = "cpu")))]
+use kiln_results::DeviceKind;
+use kiln_results::DeviceReport;
+
+/// The burn-cpu backend: one device, the host CPU.
+pub struct CpuBinding;
+
+/// Kiln's name of the backend (its crate's name in Burn; `cpu` alone would read as a device).
+pub const NAME: &str = "burn-cpu";
+
+/// Why the runner has no backend, when it was built without the `cpu` feature.
+#[cfg(not(feature = "cpu"))]
+const NOT_BUILT: &str = "this runner was built without Burn's CubeCL CPU backend: xtask builds \
+     kiln-cpu with its `cpu` feature where CubeCL's LLVM is set up (`cargo xtask \
+     setup-cubecl-llvm`, docs/backends.md); KILN_BUILD_CPU=1 builds it anyway";
+
+impl Binding for CpuBinding {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> &'static str {
+        kiln_core::BURN_VERSION
+    }
+
+    fn probe(&self) -> Vec<DeviceReport> {
+        vec![report()]
+    }
+
+    fn device(&self, spec: &str) -> Result<Selected, String> {
+        match spec {
+            "default" | "cpu" => selected(),
+            other => Err(format!("{NAME} has one device, `cpu`; {other:?} is not one")),
+        }
+    }
+
+    /// CubeCL's CPU runtime runs one worker per logical CPU the process may use.
+    fn threads(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// How CubeCL is set up: LLVM's JIT on the host, fusion on (Burn's default features), the
+/// autotune level and cache.
+fn runtime() -> kiln_results::Runtime {
+    kiln_core::cubecl::runtime("llvm", "", false, true)
+}
+
+#[cfg(feature = "cpu")]
+fn report() -> DeviceReport {
+    let device = burn::tensor::Device::cpu();
+    DeviceReport {
+        runtime: Some(runtime()),
+        precisions: supported_precisions(&device),
+        ..kiln_core::device::cpu_device_report(&device)
+    }
+}
+
+#[cfg(not(feature = "cpu"))]
+fn report() -> DeviceReport {
+    DeviceReport {
+        spec: "cpu".into(),
+        name: kiln_machine::cpu_model(),
+        kind: DeviceKind::Cpu,
+        available: false,
+        reason: Some(NOT_BUILT.into()),
+        precisions: Vec::new(),
+        default: true,
+        memory_bytes: kiln_machine::memory_bytes(),
+        runtime: Some(runtime()),
+    }
+}
+
+#[cfg(feature = "cpu")]
+fn selected() -> Result<Selected, String> {
+    Ok(Selected {
+        runtime: Some(runtime()),
+        ..Selected::cpu(burn::tensor::Device::cpu())
+    })
+}
+
+#[cfg(not(feature = "cpu"))]
+fn selected() -> Result<Selected, String> {
+    Err(NOT_BUILT.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_names_the_cpu_and_says_why_it_is_unavailable() {
+        let devices = CpuBinding.probe();
+        assert_eq!(devices.len(), 1);
+        let d = &devices[0];
+        assert_eq!(d.spec, "cpu");
+        assert_eq!(d.kind, DeviceKind::Cpu);
+        if !d.available {
+            let why = d.reason.as_deref().unwrap_or_default();
+            assert!(why.contains("setup-cubecl-llvm"), "{why}");
+        }
+        assert!(CpuBinding.device("gpu:0").is_err());
+    }
+}
