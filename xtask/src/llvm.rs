@@ -99,8 +99,10 @@ fn undo_stand_in(dir: &Path, ours: bool) -> Result<bool> {
             .filter_map(|b| match &b.source {
                 crate::backends::Source::Cargo {
                     requires:
-                        Some(r @ (crate::backends::Requirement::Driver(_)
-                        | crate::backends::Requirement::Llvm(_))),
+                        Some(
+                            r @ (crate::backends::Requirement::Driver(_)
+                            | crate::backends::Requirement::Llvm(_)),
+                        ),
                     ..
                 } => Some(format!(
                     "`cargo clean -p cubecl-llvm --release --target-dir {}` ({})",

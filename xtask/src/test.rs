@@ -361,7 +361,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("no test group {name}"))
                 .args
         };
-        let cpu = below("burn-flex", args("kiln-flex, kiln-cpu, kiln-cuda, kiln-rocm"));
+        let cpu = below(
+            "burn-flex",
+            args("kiln-flex, kiln-cpu, kiln-cuda, kiln-rocm"),
+        );
         assert!(cpu.len() > 50, "{cpu:?}");
         for group in ["kiln-core (Learner)", "kiln-flex (Learner)", "kiln-remote"] {
             let other = below("burn-flex", args(group));

@@ -31,7 +31,7 @@ from common import emit, fail, finite_or_null, note, read_request  # noqa: E402
 import contract  # noqa: E402
 from models import Net, input_shape, models  # noqa: E402
 from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
-from cell import Cell, load_data, train  # noqa: E402
+from cell import Cell, load_data, train, weights_dtype  # noqa: E402
 from explain import explain  # noqa: E402
 from verify import verify  # noqa: E402
 
@@ -67,11 +67,9 @@ def read_cell(path):
                          "training_loop %r and devices %r are for Burn's runners"
                          % (path, cell.get("training_loop"), cell.get("devices")))
     # Every key of the request (every setting of CellSettings among them) by its own name, so
-    # a new setting reaches this runner as it reaches the Rust ones; then the few names this
-    # runner's loop reads differently, and the optional keys' defaults.
+    # a new setting reaches this runner as it reaches the Rust ones; then the optional keys'
+    # defaults.
     args = argparse.Namespace(**cell)
-    args.batch, args.budget = cell["batch_size"], cell["budget_seconds"]
-    args.quick, args.no_calibrate = cell["profile"] == "quick", not cell["calibrate"]
     for key, default in (("calibrate_only", False), ("given_peak", None), ("loss_scaling", None),
                          ("inject_slow_steps", None)):
         setattr(args, key, cell.get(key, default))
@@ -98,11 +96,10 @@ def run(args, record):
         record["device_memory_bytes"] = torch.cuda.get_device_properties(device).total_memory
     # The peak in the type the weights live in, as the Rust runners measure it: the pure type,
     # else f32 (amp keeps f32 master weights).
-    weights_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision, torch.float32)
     if args.given_peak is not None:
         record["peak"] = args.given_peak
-    elif not args.no_calibrate or args.calibrate_only:
-        record["peak"] = gemm_peak(device, weights_dtype)
+    elif args.calibrate or args.calibrate_only:
+        record["peak"] = gemm_peak(device, weights_dtype(args.precision))
         note("GEMM peak %.1f GFLOP/s" % record["peak"]["gflops"])
     if args.calibrate_only:
         record.update(status="ok", reason="GEMM calibration only", wall_seconds=time.perf_counter() - wall0)
@@ -114,8 +111,7 @@ def run(args, record):
             header["channels"], header["height"], header["width"], args.model, *shape))
     torch.manual_seed(args.seed)
     model = Net(args.model)
-    pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
+    model = model.to(device=device, dtype=weights_dtype(args.precision))
     x, y, tx, ty = x.to(device), y.to(device), tx.to(device), ty.to(device)
     record.update(dataset=header["name"], data=header["origin"])
     if header.get("note"):
@@ -124,7 +120,7 @@ def run(args, record):
     emit({"event": "start", "model": args.model, "backend": "pytorch", "device": spec,
           "device_name": d["name"], "precision": args.precision, "dataset": header["name"],
           "train_samples": x.shape[0], "test_samples": tx.shape[0],
-          "steps_per_epoch": cell.steps_per_epoch, "epochs": args.epochs, "budget_seconds": args.budget})
+          "steps_per_epoch": cell.steps_per_epoch, "epochs": args.epochs, "budget_seconds": args.budget_seconds})
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     measured = train(cell)

@@ -1,6 +1,7 @@
 """One cell under the protocol: the sample order of kiln-data (SplitMix64 Fisher-Yates per
 epoch), the data file xtask exports, and the timed training loop."""
 
+import argparse
 import json
 import math
 import time
@@ -76,14 +77,33 @@ def load_data(path, train_limit, eval_limit):
 
 
 # ---------------------------------------------------------------- the protocol
+# Kiln's precisions in torch's types, written once: the type pure f16/bf16 weights live in,
+# and the type amp-* autocasts to (its master weights stay f32).
+PURE = {"f16": torch.float16, "bf16": torch.bfloat16}
+AMP = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}
+
+
+def weights_dtype(precision):
+    """The type the weights live in at `precision`: the pure type, else f32."""
+    return PURE.get(precision, torch.float32)
+
+
+def step_args(batch, precision, learning_rate):
+    """The loop's arguments for single steps outside a timed cell (explain's whole step,
+    verify's steps): every key Cell reads, the cell-only ones (budget, timing, warm-up) off."""
+    return argparse.Namespace(batch_size=batch, budget_seconds=None, precision=precision,
+                              accum_steps=1, learning_rate=learning_rate, timing=None,
+                              warmup_cap_seconds=None, loss_scaling=None, inject_slow_steps=None)
+
+
 class Cell:
     def __init__(self, args, device, model, x, y, tx, ty):
         self.args, self.device, self.model = args, device, model
         self.x, self.y, self.tx, self.ty = x, y, tx, ty
         self.n = x.shape[0]
-        self.batch = args.batch
+        self.batch = args.batch_size
         self.steps_per_epoch = -(-self.n // self.batch)
-        self.budget = args.budget
+        self.budget = args.budget_seconds
         self.started = time.perf_counter()
         self.last_progress = self.started
         self.warmup = Warmup(args.timing, args.warmup_cap_seconds, args.inject_slow_steps)
@@ -91,8 +111,8 @@ class Cell:
         self.steps_done = 0
         self.opt = torch.optim.Adam(model.parameters(), lr=self.args.learning_rate, eps=1e-8)
         p = args.precision
-        self.amp = {"amp-f16": torch.float16, "amp-bf16": torch.bfloat16}.get(p)
-        self.pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(p)
+        self.amp = AMP.get(p)
+        self.pure = PURE.get(p)
         # --loss-scaling: dynamic (GradScaler) for amp-f16, none for amp-bf16 unless asked.
         scaling = args.loss_scaling or ("dynamic" if p == "amp-f16" else "none")
         self.scaling = scaling if self.amp else None

@@ -1,6 +1,5 @@
 """`--explain FILE`: one training step taken apart into the ops kiln-results lists."""
 
-import argparse
 import time
 
 import torch
@@ -10,7 +9,7 @@ from common import fail, note, read_request
 import contract
 from models import Net, input_shape, layer, models
 from machine import open_device, sync
-from cell import Cell
+from cell import Cell, step_args, weights_dtype
 from warmup import steady
 
 
@@ -125,7 +124,7 @@ def explain(path):
         device = open_device(record, spec, req["precision"], amp=False)
         if device is None:
             return record
-        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"], torch.float32)
+        dtype = weights_dtype(req["precision"])
         torch.manual_seed(req["seed"])
         timer = Timer(req, device)
         shape = input_shape(req["model"])
@@ -150,10 +149,7 @@ def explain(path):
         # A new batch every step, as in training: STEP_BATCHES batches, cycled (as kiln-core).
         x = torch.rand((batch * STEP_BATCHES,) + shape, device=device)
         y = torch.arange(batch * STEP_BATCHES, device=device) % classes
-        args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
-                                  learning_rate=req["learning_rate"], timing=None, warmup_cap_seconds=None,
-                                  loss_scaling=None, inject_slow_steps=None)
-        cell = Cell(args, device, Net(req["model"]).to(device=device, dtype=dtype), x, y, x, y)
+        cell = Cell(step_args(batch, req["precision"], req["learning_rate"]), device, Net(req["model"]).to(device=device, dtype=dtype), x, y, x, y)
         batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]
         order = iter(range(10 ** 9))
         record["step"] = timing(timer.measure(lambda: batches[next(order) % STEP_BATCHES],

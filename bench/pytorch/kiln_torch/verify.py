@@ -1,6 +1,5 @@
 """`--verify FILE`: train K steps from given weights and write the loss curve and final weights."""
 
-import argparse
 import ctypes
 import json
 import math
@@ -13,7 +12,7 @@ from common import fail, read_request
 import contract
 from models import Net
 from machine import open_device
-from cell import Cell, load_data
+from cell import Cell, load_data, step_args, weights_dtype
 
 
 VERIFY_VERSION = 1
@@ -99,13 +98,9 @@ def verify(path):
                     raise ValueError("tensor %d (%s) has shape %s; the model's %s is %s"
                                      % (i, theirs, list(t.shape), name, list(p.shape)))
                 p.copy_(t)
-        pure = {"f16": torch.float16, "bf16": torch.bfloat16}.get(req["precision"])
-        model = model.to(device=device, dtype=pure) if pure is not None else model.to(device)
+        model = model.to(device=device, dtype=weights_dtype(req["precision"]))
         x, y = x[:steps * batch].to(device), y[:steps * batch].to(device)
-        args = argparse.Namespace(batch=batch, budget=None, precision=req["precision"], accum_steps=1,
-                                  learning_rate=req["learning_rate"], timing=None, warmup_cap_seconds=None,
-                                  loss_scaling=None, inject_slow_steps=None)
-        cell = Cell(args, device, model, x, y, x, y)
+        cell = Cell(step_args(batch, req["precision"], req["learning_rate"]), device, model, x, y, x, y)
         for k in range(steps):
             loss = float(cell.step(torch.arange(k * batch, (k + 1) * batch, device=device)))
             record["losses"].append(loss if math.isfinite(loss) else None)

@@ -3,7 +3,7 @@
 //! first step takes seconds or minutes. Only environment variables and files are read, so this
 //! names no backend.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kiln_results::{AutotuneLevel, Runtime};
 
@@ -83,18 +83,73 @@ pub fn fresh_environment_name() -> String {
 }
 
 /// Remove the environment in use (a cold cell's own, once it ended), with the files its
-/// database keeps beside it (`-wal`, `-shm`).
+/// database keeps beside it (`-wal`, and `-tshm` or `-shm`).
 pub fn remove_environment() {
     let file = environment_file();
-    for suffix in ["", "-wal", "-shm"] {
+    for suffix in ["", "-wal", "-tshm", "-shm", ".kiln-cells"] {
         let mut path = file.clone().into_os_string();
         path.push(suffix);
         let _ = std::fs::remove_file(path);
     }
 }
 
+/// The cells that ran in the environment in use, one key a line, in a file beside its database:
+/// what tells a warm cell from one that only shares an environment with others.
+fn ran_here() -> PathBuf {
+    let mut path = environment_file().into_os_string();
+    path.push(".kiln-cells");
+    path.into()
+}
+
+/// The state of CubeCL's caches for the cell `key` (its model, backend, device, precision and
+/// batch): `cold` (the environment in use does not exist yet), `warm` (this cell ran in it
+/// before: its kernels are compiled and tuned), `shared` (it exists, but only other processes'
+/// work is in it: other cells', the GEMM calibration's), or `disabled`.
+pub fn cache_state_for(key: &str) -> &'static str {
+    match autotune_cache_state() {
+        "warm" => warm_or_shared(&ran_here(), key),
+        state => state,
+    }
+}
+
+/// `warm` when the list of cells at `ran` holds `key`, else `shared`.
+fn warm_or_shared(ran: &Path, key: &str) -> &'static str {
+    let text = std::fs::read_to_string(ran).unwrap_or_default();
+    if text.lines().any(|l| l == key) {
+        "warm"
+    } else {
+        "shared"
+    }
+}
+
+/// The key of a cell in [`cache_state_for`] and [`ran`].
+pub fn cell_key(model: &str, backend: &str, device: &str, precision: &str, batch: usize) -> String {
+    format!("{model}/{backend}/{device}/{precision}/b{batch}")
+}
+
+/// Note that the cell `key` ran in the environment in use (its caches now hold its kernels).
+pub fn ran(key: &str) {
+    note_ran(&ran_here(), key);
+}
+
+/// Add `key` to the list of cells at `ran`, once.
+fn note_ran(ran: &Path, key: &str) {
+    use std::io::Write;
+    if warm_or_shared(ran, key) == "warm" {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ran)
+    {
+        let _ = writeln!(f, "{key}");
+    }
+}
+
 /// `disabled` (CUBECL_AUTOTUNE_CACHE off), `warm` (the environment in use exists: an earlier
 /// process left its caches there) or `cold` (it does not: every kernel compiles and tunes).
+/// A cell's record says more: [`cache_state_for`].
 pub fn autotune_cache_state() -> &'static str {
     if matches!(
         std::env::var("CUBECL_AUTOTUNE_CACHE").as_deref(),
@@ -104,4 +159,25 @@ pub fn autotune_cache_state() -> &'static str {
     }
     let warm = std::fs::metadata(environment_file()).is_ok_and(|m| m.len() > 0);
     if warm { "warm" } else { "cold" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_is_warm_only_where_it_ran_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("default.db.kiln-cells");
+        let mlp = cell_key("mlp", "wgpu", "vulkan:cpu", "f32", 128);
+        let cnn = cell_key("mnist-cnn", "wgpu", "vulkan:cpu", "f32", 128);
+        // An environment other work filled (another cell, the GEMM calibration): shared.
+        assert_eq!(warm_or_shared(&ran, &mlp), "shared");
+        note_ran(&ran, &cnn);
+        assert_eq!(warm_or_shared(&ran, &mlp), "shared");
+        note_ran(&ran, &mlp);
+        note_ran(&ran, &mlp);
+        assert_eq!(warm_or_shared(&ran, &mlp), "warm");
+        assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 2);
+    }
 }

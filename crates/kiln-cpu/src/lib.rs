@@ -43,7 +43,9 @@ impl Binding for CpuBinding {
     fn device(&self, spec: &str) -> Result<Selected, String> {
         match spec {
             "default" | "cpu" => selected(),
-            other => Err(format!("{NAME} has one device, `cpu`; {other:?} is not one")),
+            other => Err(format!(
+                "{NAME} has one device, `cpu`; {other:?} is not one"
+            )),
         }
     }
 

@@ -12,7 +12,9 @@ pub fn rewrite(dir: &Path, sides: &[PathBuf]) -> Result<String> {
         .first()
         .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
     {
-        let sequential = sides.first().and_then(|s| crate::bench::ab::sequential_of(s));
+        let sequential = sides
+            .first()
+            .and_then(|s| crate::bench::ab::sequential_of(s));
         return crate::bench::ab::write_ab(dir, sides, sequential.as_ref());
     }
     let mut labelled = Vec::new();

@@ -208,7 +208,13 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
 }
 
 /// The epoch time's verdict by `seq` where the runs pair (unpaired runs keep Welch's).
-fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, a: &[&Record], b: &[&Record]) {
+fn judge_sequentially(
+    m: &mut Measure,
+    rule: &Rule,
+    seq: &Sequential,
+    a: &[&Record],
+    b: &[&Record],
+) {
     let Some(p) = pairs(rule, a, b) else {
         return;
     };
@@ -227,7 +233,8 @@ fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, a: &[&Reco
         Look::Undecided => format!(
             "undecided after {} pairs: {}",
             p.len(),
-            m.verdict.replace("no difference beyond the noise", "no difference shown")
+            m.verdict
+                .replace("no difference beyond the noise", "no difference shown")
         ),
     };
     m.look = Some(look);
@@ -406,7 +413,11 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
          Unpaired runs (a side with failed runs): Welch's t-test, and a change must also exceed \
          the larger of the sides' between-run variation and the machine's drift.\n",
     );
-    if rows.iter().flat_map(|r| &r.measures).any(|m| m.look.is_some()) {
+    if rows
+        .iter()
+        .flat_map(|r| &r.measures)
+        .any(|m| m.look.is_some())
+    {
         out.push_str(
             "\nThe runs were added a pair at a time until every epoch time was decided \
              (`--repeats auto`): after each pair from the third, a paired t-test at 5% split \
@@ -490,7 +501,10 @@ mod tests {
         // The machine's drift raises the threshold: a 3% change under a 5% drift does not count.
         let mut a = runs("flex", &[100.0, 100.1, 99.9], 0.8);
         let b = runs("flex", &[97.0, 97.1, 96.9], 0.8);
-        assert_eq!(verdict(&compare(&a, &b, None), "flex", "epoch time"), "B faster");
+        assert_eq!(
+            verdict(&compare(&a, &b, None), "flex", "epoch time"),
+            "B faster"
+        );
         a[0].run_drift = Some(0.05);
         assert_eq!(
             verdict(&compare(&a, &b, None), "flex", "epoch time"),

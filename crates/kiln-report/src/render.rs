@@ -288,7 +288,11 @@ fn run_and_noise(r: &Record) -> Vec<(&'static str, String)> {
         ("projection_chunks", r.obtained.chunks.to_string()),
         (
             "other_cpu_share",
-            opt(r.noise.as_ref().and_then(|n| n.other_cpu_share).map(|s| s.max(0.0))),
+            opt(r
+                .noise
+                .as_ref()
+                .and_then(|n| n.other_cpu_share)
+                .map(|s| s.max(0.0))),
         ),
         (
             "other_cpu_share_resolution",

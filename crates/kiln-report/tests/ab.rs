@@ -13,7 +13,11 @@ fn fixture(file: &str) -> Vec<kiln_results::Record> {
 
 #[test]
 fn the_maxpool_runs_read_as_their_pairs_are_b_slower() {
-    let rows = kiln_report::ab::compare(&fixture("a-results.jsonl"), &fixture("b-results.jsonl"), None);
+    let rows = kiln_report::ab::compare(
+        &fixture("a-results.jsonl"),
+        &fixture("b-results.jsonl"),
+        None,
+    );
     assert_eq!(rows.len(), 1);
     let epoch = &rows[0].measures[0];
     assert_eq!(epoch.name, "epoch time");
@@ -62,13 +66,19 @@ fn under_the_sequential_rule_the_maxpool_pairs_are_never_called_faster_or_equal(
         Some(&rule),
     );
     let epoch = &rows[0].measures[0];
-    assert!(epoch.test.starts_with("sequential paired t, 5 pairs"), "{epoch:?}");
+    assert!(
+        epoch.test.starts_with("sequential paired t, 5 pairs"),
+        "{epoch:?}"
+    );
     // Five pairs at p about 0.004 sit at the edge of a look's level (0.05 / 14): slower, or
     // not decided yet (the run would add a pair), never the other way.
     match epoch.look {
         Some(kiln_results::stats::Look::Changed(true)) => assert_eq!(epoch.verdict, "B slower"),
         Some(kiln_results::stats::Look::Undecided) => {
-            assert!(epoch.verdict.starts_with("undecided after 5 pairs"), "{epoch:?}")
+            assert!(
+                epoch.verdict.starts_with("undecided after 5 pairs"),
+                "{epoch:?}"
+            )
         }
         other => panic!("{other:?}: {epoch:?}"),
     }

@@ -66,6 +66,9 @@ fn constant(name: &str) -> Option<f64> {
         "kiln_results::BUSY_SHARE" => kiln_results::BUSY_SHARE,
         "kiln_results::stats::PREDICTION_LEVEL" => kiln_results::stats::PREDICTION_LEVEL,
         "kiln_report::ab::P_VALUE" => kiln_report::ab::P_VALUE,
+        "kiln_results::TimingRules::KILN.late_floor_seconds" => {
+            kiln_results::TimingRules::KILN.late_floor_seconds
+        }
         _ => return None,
     })
 }

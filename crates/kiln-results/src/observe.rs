@@ -159,9 +159,7 @@ pub fn summarize(
 /// cell is not called unsteady; what it timed is reported, labelled
 /// ([`Method::Unjudged`]).
 pub fn too_short_to_judge(w: &Warmup) -> bool {
-    !w.steady
-        && w.steps < 2 * crate::TimingRules::KILN.steady_window
-        && w.seconds < w.cap_seconds
+    !w.steady && w.steps < 2 * crate::TimingRules::KILN.steady_window && w.seconds < w.cap_seconds
 }
 
 /// A too-short cell's epoch time: the mean of its synced steps after the first (the first

@@ -93,7 +93,7 @@ impl TimingRules {
 
     /// Whether the synced step times `steps` (every warm-up step so far, in order) have
     /// settled: the rule every runner applies after each warm-up step (the PyTorch reference's
-    /// `steady` in cell.py is the same rule; a test runs both on the same series).
+    /// `steady` in warmup.py is the same rule; a test runs both on the same series).
     pub fn is_steady(&self, steps: &[f64]) -> bool {
         let k = self.steady_window.max(1);
         if steps.len() < 2 * k {
@@ -131,7 +131,7 @@ impl TimingRules {
 }
 
 /// Whether a steady cell's `budget` has run out, by the rule every loop shares (Kiln's, the
-/// Learner's clock, cell.py's `budget_spent`): the seconds of steady-state training timed in
+/// Learner's clock, warmup.py's `budget_spent`): the seconds of steady-state training timed in
 /// the closed chunks (their steps and seconds) and the `open` one (late compiles apart) reach
 /// it, with at least `min_timed_steps` steps timed. Evaluation and late compiles never count.
 pub fn budget_spent(

@@ -511,12 +511,18 @@ mod tests {
         let false_changes = (0..runs)
             .filter(|_| matches!(sequence(&rule, &mut rng, 0.0, 0.02).0, Look::Changed(_)))
             .count();
-        assert!(false_changes as f64 / runs as f64 <= 0.05, "{false_changes} of {runs}");
+        assert!(
+            false_changes as f64 / runs as f64 <= 0.05,
+            "{false_changes} of {runs}"
+        );
         // A change at the band's edge is called "within the band" at most 5% of the time.
         let false_within = (0..runs)
             .filter(|_| sequence(&rule, &mut rng, 0.03, 0.02).0 == Look::Within)
             .count();
-        assert!(false_within as f64 / runs as f64 <= 0.05, "{false_within} of {runs}");
+        assert!(
+            false_within as f64 / runs as f64 <= 0.05,
+            "{false_within} of {runs}"
+        );
         // A 4.6% slowdown with that noise is found, mostly well before the most pairs.
         let found: Vec<usize> = (0..200)
             .filter_map(|_| match sequence(&rule, &mut rng, 0.046, 0.02) {
@@ -527,7 +533,11 @@ mod tests {
         assert!(found.len() >= 180, "{} of 200", found.len());
         let mut sorted = found.clone();
         sorted.sort_unstable();
-        assert!(sorted[sorted.len() / 2] <= 8, "median pairs {}", sorted[sorted.len() / 2]);
+        assert!(
+            sorted[sorted.len() / 2] <= 8,
+            "median pairs {}",
+            sorted[sorted.len() / 2]
+        );
         // Quiet pairs (0.5% noise, no change) end inside the band.
         assert_eq!(sequence(&rule, &mut rng, 0.0, 0.005).0, Look::Within);
     }

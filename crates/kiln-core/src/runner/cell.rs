@@ -182,6 +182,20 @@ fn open_first(
     };
     cell.device_kind = Some(selected.kind);
     cell.runtime = selected.runtime;
+    if let Some(rt) = cell
+        .runtime
+        .as_mut()
+        .filter(|rt| rt.autotune_cache.is_some())
+    {
+        let key = crate::cubecl::cell_key(
+            &request.model.to_string(),
+            binding.name(),
+            &cell.device,
+            &precision.to_string(),
+            request.batch_size,
+        );
+        rt.autotune_cache = Some(crate::cubecl::cache_state_for(&key).to_string());
+    }
     cell.remote = selected.remote;
     if let Some(replay) = &request.replay {
         cell.device = request.device.clone();

@@ -202,6 +202,20 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     if request.settings.cold_caches {
         // The cell's own environment served its one cold measurement.
         crate::cubecl::remove_environment();
+    } else if record.status == Status::Ok
+        && record
+            .runtime
+            .as_ref()
+            .is_some_and(|rt| rt.autotune_cache.is_some())
+    {
+        // Its kernels are in the environment now: the same cell starts warm next time.
+        crate::cubecl::ran(&crate::cubecl::cell_key(
+            &record.model,
+            &record.backend,
+            &record.device,
+            &record.precision,
+            record.batch_size,
+        ));
     }
     debug_assert_eq!(record.schema, SCHEMA_VERSION);
     let failed = record.status == Status::Failed;
@@ -255,7 +269,10 @@ pub fn set_runtime_env(request: &CellRequest) {
         vars.push(("CUBECL_AUTOTUNE_CACHE", "false".into()));
     }
     if request.settings.cold_caches {
-        vars.push(("CUBECL_ENVIRONMENT", crate::cubecl::fresh_environment_name()));
+        vars.push((
+            "CUBECL_ENVIRONMENT",
+            crate::cubecl::fresh_environment_name(),
+        ));
         // A Vulkan driver's own shader cache (Mesa's lavapipe and GPU drivers) is part of a
         // cold start too.
         vars.push(("MESA_SHADER_CACHE_DISABLE", "true".into()));

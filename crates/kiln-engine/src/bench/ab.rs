@@ -165,9 +165,9 @@ fn decided(
             let Some(epoch) = row.measures.first() else {
                 continue;
             };
-            let change = epoch
-                .change
-                .map_or("–".into(), |(r, lo, hi)| format!("{r:.3}× ({lo:.3}–{hi:.3})"));
+            let change = epoch.change.map_or("–".into(), |(r, lo, hi)| {
+                format!("{r:.3}× ({lo:.3}–{hi:.3})")
+            });
             eprintln!(
                 "kiln: after {pairs} pairs, {}: B vs A {change}: {}",
                 row.cell, epoch.verdict

@@ -81,9 +81,11 @@ pub struct Runtime {
     /// Autotune level (`minimal`, `balanced`, `extensive`, `full`), `None` when not applicable.
     pub autotune: Option<String>,
     /// State of CubeCL's on-disk caches (autotune results, compiled kernels) when the cell
-    /// started: `warm` (the CubeCL environment it used existed: an earlier process left it),
-    /// `cold` (it did not; with `--cold-caches` always) or `disabled` (autotune not cached).
-    /// Records before 2026-12-05 said `warm` when the cache folder held any file.
+    /// started: `warm` (this cell ran in the CubeCL environment it used before: its kernels
+    /// are compiled and tuned there), `shared` (the environment held only other processes'
+    /// work: other cells', the GEMM calibration's), `cold` (it did not exist; with
+    /// `--cold-caches` always) or `disabled` (autotune not cached). Records before 2026-12-05
+    /// said `warm` when the cache folder held any file.
     pub autotune_cache: Option<String>,
     /// Where those caches were: the CubeCL environment's database file (records before
     /// 2026-12-05: its folder).
