@@ -215,6 +215,9 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
                 human_seconds(w.late_compile_seconds)
             ),
             (Some(w), _) if w.steady => human_seconds(w.seconds),
+            (Some(w), _) if kiln_results::observe::too_short_to_judge(w) => {
+                format!("too short ({} steps)", w.steps)
+            }
             (Some(_), _) => "not steady".into(),
             (None, Some(s)) => human_seconds(s),
             (None, None) => "–".into(),

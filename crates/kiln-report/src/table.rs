@@ -363,6 +363,14 @@ pub fn warmup_cell(r: &Record) -> Cell {
             format!("{} ({} steps)", human_seconds(w.seconds), w.steps),
             Some(w.seconds),
         ),
+        (Some(w), _) if kiln_results::observe::too_short_to_judge(w) => Cell::number(
+            format!(
+                "too short to judge: {} ({} steps)",
+                human_seconds(w.seconds),
+                w.steps
+            ),
+            Some(f64::MAX),
+        ),
         (Some(w), _) => Cell::number(
             format!(
                 "not steady after {} ({} steps)",

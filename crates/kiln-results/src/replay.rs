@@ -15,10 +15,11 @@ use crate::ModelKind;
 use crate::schema::Record;
 use crate::vocab::{Precision, TrainingLoop};
 
-/// A profile's times for the cells of one model, backend, precision and loop.
+/// A profile's times for the cells of one model, backend, precision and loop. Keys it does not
+/// know are kept out and named ([`ReplayProfile::read`]): a profile written elsewhere may say
+/// more.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct ProfileCell {
     pub model: ModelKind,
     pub backend: String,
@@ -40,7 +41,6 @@ fn f32() -> Precision {
 /// Step times measured on a device, to replay on this CPU (`cargo xtask gpu-kit --replay`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct ReplayProfile {
     /// Every time of the profile (and every cap and budget of the replayed plan) is
     /// multiplied by this: 0.1 replays an 8-minute plan in 48 s plus this machine's start-ups.
@@ -55,10 +55,38 @@ pub struct ReplayProfile {
     pub default: StepTimes,
     #[serde(default)]
     pub cells: Vec<ProfileCell>,
+    /// The keys of the file this Kiln does not know (`cells[2].note`), read past: `read`
+    /// fills it, and the kit names them.
+    #[serde(skip)]
+    pub ignored: Vec<String>,
 }
 
 fn one() -> usize {
     1
+}
+
+/// The keys of `given` (a profile's JSON) that `profile`, read from it, does not have.
+fn unknown_keys(given: &serde_json::Value, profile: &ReplayProfile) -> Vec<String> {
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let known = serde_json::to_value(profile).unwrap_or_default();
+    let missing = |given: &serde_json::Value, known: &serde_json::Value, at: &str| {
+        let have = keys(known);
+        keys(given)
+            .into_iter()
+            .filter(|k| !have.contains(k))
+            .map(|k| format!("{at}{k}"))
+            .collect::<Vec<_>>()
+    };
+    let mut out = missing(given, &known, "");
+    out.extend(missing(&given["default"], &known["default"], "default."));
+    for (i, cell) in given["cells"].as_array().into_iter().flatten().enumerate() {
+        out.extend(missing(cell, &known["cells"][i], &format!("cells[{i}].")));
+    }
+    out
 }
 
 impl ReplayProfile {
@@ -66,12 +94,15 @@ impl ReplayProfile {
     pub fn read(path: &Path) -> Result<ReplayProfile, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("replay profile {}: cannot read it: {e}", path.display()))?;
-        let profile: ReplayProfile = serde_json::from_str(&text).map_err(|e| {
+        let bad = |e: serde_json::Error| {
             format!(
                 "replay profile {}: {e} (the format: docs/gpu.md, \"Replaying a GPU\")",
                 path.display()
             )
-        })?;
+        };
+        let given: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+        let mut profile: ReplayProfile = serde_json::from_value(given.clone()).map_err(bad)?;
+        profile.ignored = unknown_keys(&given, &profile);
         profile
             .check()
             .map_err(|e| format!("replay profile {}: {e}", path.display()))?;
@@ -170,6 +201,7 @@ impl ReplayProfile {
         }
         cells.retain(|c| c.times.steady_step_s.is_finite());
         ReplayProfile {
+            ignored: Vec::new(),
             scale,
             device: records.iter().find_map(|r| r.fingerprint.gpu_name.clone()),
             devices: 1,
@@ -281,9 +313,36 @@ mod tests {
             ),
             "mnist-cnn cuda f32 kiln: steady_step_s must be over 0",
         );
-        bad(
-            &format!(r#"{{"scale": 1, {default}, "steady": 3}}"#),
-            "unknown field `steady`",
+        bad(r#"{"scale": 1}"#, "missing field `default`");
+    }
+
+    #[test]
+    fn a_profile_written_elsewhere_is_read_past_what_it_adds_and_says_so() {
+        // Another writer's A100 profile: a name and notes of its own, a typo'd optional key.
+        let dir = std::env::temp_dir().join(format!("kiln-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a100.json");
+        std::fs::write(
+            &path,
+            r#"{"name": "a100-sxm", "scale": 0.2, "device": "NVIDIA A100",
+                "default": {"first_step_s": 8, "new_shape_s": 3, "steady_step_s": 0.004,
+                            "measured": "by hand"},
+                "cells": [{"model": "resnet18", "backend": "cuda", "first_step_s": 40,
+                           "new_shape_s": 9, "steady_step_s": 0.012, "eval_new_shape": 2}]}"#,
+        )
+        .unwrap();
+        let p = ReplayProfile::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            p.ignored,
+            ["name", "default.measured", "cells[0].eval_new_shape"]
         );
+        let (times, listed) = p.times(
+            ModelKind::ResNet18,
+            "cuda",
+            Precision::F32,
+            TrainingLoop::Kiln,
+        );
+        assert!(listed && times.first_step_s == 40.0 && times.eval_new_shape_s.is_none());
     }
 }

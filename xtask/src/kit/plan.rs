@@ -103,10 +103,17 @@ pub fn measured() -> Result<ReplayProfile> {
 /// name.
 pub fn profile_of(path: Option<&std::path::Path>) -> Result<(ReplayProfile, String)> {
     match path {
-        Some(p) => Ok((
-            ReplayProfile::read(p).map_err(|e| anyhow::anyhow!(e))?,
-            p.display().to_string(),
-        )),
+        Some(p) => {
+            let profile = ReplayProfile::read(p).map_err(|e| anyhow::anyhow!(e))?;
+            if !profile.ignored.is_empty() {
+                eprintln!(
+                    "kiln: replay profile {}: read past keys this Kiln does not know: {}",
+                    p.display(),
+                    profile.ignored.join(", ")
+                );
+            }
+            Ok((profile, p.display().to_string()))
+        }
         None => Ok((measured()?, MEASURED.to_string())),
     }
 }

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One cell's step times on the replayed device, in seconds.
+/// One cell's step times on the replayed device, in seconds. (No `deny_unknown_fields`: a
+/// profile's cell flattens it beside keys of its own and of other writers.)
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct StepTimes {
     /// The process's first training step: compilation, autotune, caches.
     pub first_step_s: f64,
