@@ -3,7 +3,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use kiln_results::DeviceReport;
+use kiln_contract::DeviceReport;
 
 use crate::backends;
 

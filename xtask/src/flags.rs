@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use kiln_contract::{ModelKind, Precision};
 pub use kiln_engine::options::{CommonArgs, ExplainArgs, VerifyArgs};
-use kiln_results::{ModelKind, Precision};
 
 #[derive(Parser)]
 #[command(

@@ -53,10 +53,10 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
     // SAFETY: called first in main, before any thread exists (the interrupt handler's included).
     unsafe {
         if let Some(t) = &common.token {
-            std::env::set_var(kiln_results::REMOTE_TOKEN_VAR, t);
+            std::env::set_var(kiln_contract::REMOTE_TOKEN_VAR, t);
         }
         if !devices.is_empty() {
-            std::env::set_var(kiln_results::REMOTE_DEVICES_VAR, devices.join(","));
+            std::env::set_var(kiln_contract::REMOTE_DEVICES_VAR, devices.join(","));
         }
     }
     Ok(())

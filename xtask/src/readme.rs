@@ -216,7 +216,7 @@ mod tests {
                     .unwrap();
                 let next = b.epoch_seconds.as_ref().unwrap().median;
                 let mut stats = a.epoch_seconds.clone().unwrap();
-                let inside = |s: &kiln_results::Stats| {
+                let inside = |s: &kiln_contract::Stats| {
                     let (lo, hi) = s.prediction_interval().unwrap();
                     usize::from(lo <= next && next <= hi)
                 };
@@ -266,7 +266,7 @@ mod tests {
             #[serde(default)]
             started_at: u64,
             #[serde(default)]
-            fingerprint: Option<kiln_results::Fingerprint>,
+            fingerprint: Option<kiln_contract::Fingerprint>,
         }
         let results = crate::workspace::workspace_root().join("docs/results");
         let mut wrong = Vec::new();
@@ -289,7 +289,7 @@ mod tests {
             if lines.is_empty() {
                 continue;
             }
-            let blank = kiln_results::Fingerprint::default();
+            let blank = kiln_contract::Fingerprint::default();
             let origin = run_origin(
                 lines
                     .iter()

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use kiln_contract::Record;
 use kiln_report::export::Inputs;
 use kiln_report::html::HtmlParts;
-use kiln_results::Record;
 
 use crate::flags::ReportOutputs;
 use kiln_report::chart;

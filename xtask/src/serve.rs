@@ -21,8 +21,8 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
     let addr: IpAddr = text.parse().with_context(|| {
         format!("--bind {text:?}: give an IP address (127.0.0.1, 0.0.0.0, 192.168.1.4, ::)")
     })?;
-    let token = kiln_results::remote_token(token.map(str::to_string));
-    if let Some(why) = kiln_results::remote_bind_refusal(addr, token.as_deref()) {
+    let token = kiln_contract::remote_token(token.map(str::to_string));
+    if let Some(why) = kiln_contract::remote_bind_refusal(addr, token.as_deref()) {
         bail!("{why}");
     }
     Ok(())
@@ -71,7 +71,7 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
     }
     if let Some(token) = &s.token {
         // In the environment, not the arguments `ps` shows.
-        cmd.env(kiln_results::REMOTE_TOKEN_VAR, token);
+        cmd.env(kiln_contract::REMOTE_TOKEN_VAR, token);
     }
     let status = cmd
         .status()
@@ -85,8 +85,8 @@ mod tests {
 
     #[test]
     fn an_open_address_without_a_token_is_refused_before_any_build() {
-        if std::env::var_os(kiln_results::REMOTE_TOKEN_VAR).is_some() {
-            kiln_results::testing::skip(
+        if std::env::var_os(kiln_contract::REMOTE_TOKEN_VAR).is_some() {
+            kiln_contract::testing::skip(
                 "an_open_address_without_a_token_is_refused_before_any_build",
                 "KILN_REMOTE_TOKEN is set in this environment (unset it)",
             );

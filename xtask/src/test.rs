@@ -18,7 +18,7 @@ use crate::workspace::workspace_root;
 const TOOLS: &[&str] = &[
     "xtask",
     "kiln-engine",
-    "kiln-results",
+    "kiln-contract",
     "kiln-machine",
     "kiln-report",
     "kiln-data",
@@ -196,7 +196,7 @@ fn run_groups(
         let mut cmd = crate::workspace::cargo();
         cmd.current_dir(workspace_root())
             .args(&g.args)
-            .env(kiln_results::testing::SKIP_LOG_VAR, skip_log);
+            .env(kiln_contract::testing::SKIP_LOG_VAR, skip_log);
         if let Ok(t) = torch
             && let Some(py) = &t.python
         {
@@ -219,7 +219,7 @@ fn run_groups(
             let mut cmd = crate::workspace::cargo();
             cmd.current_dir(workspace_root())
                 .args(crate::build::tch_build_args("test", "kiln-tch", &[]))
-                .env(kiln_results::testing::SKIP_LOG_VAR, skip_log);
+                .env(kiln_contract::testing::SKIP_LOG_VAR, skip_log);
             for (k, v) in t.build_env().into_iter().chain(t.run_env()) {
                 cmd.env(k, v);
             }
@@ -236,7 +236,7 @@ fn run_groups(
         }
         Err(why) => {
             // This process is not a test: the skip goes to the log the summary reads.
-            kiln_results::testing::log_skip(skip_log, "kiln-tch's tests", why)?;
+            kiln_contract::testing::log_skip(skip_log, "kiln-tch's tests", why)?;
             true
         }
     };

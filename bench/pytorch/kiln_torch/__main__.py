@@ -4,7 +4,7 @@
 Same models layer for layer, same Adam (1e-3, eps 1e-8), same batch, same sample order
 (SplitMix64 Fisher-Yates per epoch), same synced timing (first step and first epoch apart,
 chunks of a tenth of an epoch, stop when the budget ends), same test evaluation. It reports
-what it observed (kiln-results' Observed, as JSON); xtask derives the record with the rules and
+what it observed (kiln-contract' Observed, as JSON); xtask derives the record with the rules and
 the fingerprint code every Rust runner's records use, so statistics, projection and labels are
 never computed twice. `cargo xtask bench-all` starts it with
 the torch environment's Python and `--cell FILE`, the same cell request every Rust runner takes,
@@ -37,7 +37,7 @@ from verify import verify  # noqa: E402
 
 
 def observed(args, status, reason):
-    """kiln-results' Observed: the facts of this cell; xtask adds the machine's fingerprint."""
+    """kiln-contract' Observed: the facts of this cell; xtask adds the machine's fingerprint."""
     return {
         "status": status, "reason": reason, "device": args.device, "device_name": args.device,
         "device_kind": None, "runtime": None, "device_memory_bytes": None,
@@ -54,7 +54,7 @@ CELL_VERSION = 1
 
 
 def read_cell(path):
-    """The cell request xtask wrote (kiln-results' CellRequest, validated on the Rust side and
+    """The cell request xtask wrote (kiln-contract' CellRequest, validated on the Rust side and
     against the contract's schema here)."""
     cell = read_request(path, "cell request", "kiln_cell", CELL_VERSION)
     contract.check(cell, "cell_request", path)

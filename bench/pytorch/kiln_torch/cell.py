@@ -163,7 +163,7 @@ class Cell:
 
     def epoch(self, epoch):
         order = torch.tensor(epoch_permutation(self.n, self.args.seed, epoch), device=self.device)
-        # The request's timing rules (kiln-results' TimingRules), the Rust runners' own: chunks of
+        # The request's timing rules (kiln-contract' TimingRules), the Rust runners' own: chunks of
         # an epoch's tenth, closed by time too (a twelfth of the budget) in a slow cell.
         timing = self.args.timing
         chunk_len = max(self.steps_per_epoch // max(timing["chunks_per_epoch"], 1), 1)
@@ -268,7 +268,7 @@ class Cell:
 
 
 def train(cell):
-    """Train the cell; return what was measured (kiln-results' Measurements): Kiln derives the
+    """Train the cell; return what was measured (kiln-contract' Measurements): Kiln derives the
     statistics, the projection and the record from it, with the same rules as for Rust cells."""
     # Model, optimizer and data are ready: the baseline; the peak from here on is training's.
     since_baseline = reset_peak_rss()

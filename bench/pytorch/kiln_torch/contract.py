@@ -1,4 +1,4 @@
-"""The runner boundary's JSON Schema (contract.schema.json, generated from kiln-results' types:
+"""The runner boundary's JSON Schema (contract.schema.json, generated from kiln-contract' types:
 `cell_request`, `observed`, `explain_request`, `explain_record`, `verify_request`,
 `verify_record`; and `models`, every model's description, which models.py builds) and a validator of the part of JSON Schema that schemars writes
 (type, enum, const, properties, required, additionalProperties, items, $ref, anyOf, oneOf,
@@ -103,4 +103,4 @@ def check(value, message, what):
     found = errors(value, message)
     if found:
         raise SystemExit("error: %s is not a valid %s (contract.schema.json, generated from "
-                         "kiln-results): %s" % (what, message, "; ".join(found[:5])))
+                         "kiln-contract): %s" % (what, message, "; ".join(found[:5])))

@@ -1,4 +1,4 @@
-"""`--explain FILE`: one training step taken apart into the ops kiln-results lists."""
+"""`--explain FILE`: one training step taken apart into the ops kiln-contract lists."""
 
 import time
 
@@ -65,7 +65,7 @@ class Timer:
 
 def timing(samples):
     """The runs' seconds as they are: Kiln summarizes them with its one median
-    (kiln-results' `Timing`)."""
+    (kiln-contract' `Timing`)."""
     return {"samples_seconds": list(samples)}
 
 

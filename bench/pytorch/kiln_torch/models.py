@@ -1,4 +1,4 @@
-"""The models, built from their one description: kiln-results' models/ (a file per model),
+"""The models, built from their one description: kiln-contract' models/ (a file per model),
 written into contract.schema.json's `models` entry. Each is the network kiln-core builds from
 the same description, layer for layer and parameter for parameter in the same order, so a new
 model needs nothing here. Their FLOPs are Rust's, walked from the same description."""

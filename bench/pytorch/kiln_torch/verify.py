@@ -36,7 +36,7 @@ def read_weights(path):
 
 
 def write_weights(path, tensors):
-    """The safetensors layout kiln-results reads: names prefixed with their position."""
+    """The safetensors layout kiln-contract reads: names prefixed with their position."""
     header, chunks, offset = {}, [], 0
     for i, (name, t) in enumerate(tensors):
         t = t.detach().to("cpu", torch.float32).contiguous()

@@ -1,4 +1,4 @@
-"""Warm-up to steady state, as kiln-core's warmup.rs and kiln-results' TimingRules::is_steady:
+"""Warm-up to steady state, as kiln-core's warmup.rs and kiln-contract' TimingRules::is_steady:
 each warm-up step's synced time, until the rule says steady or the cap runs out. No torch here:
 xtask's tests run this file's rule against Rust's on the same series."""
 
@@ -27,7 +27,7 @@ def median(values):
 
 
 def steady(timing, steps):
-    """kiln-results' TimingRules::is_steady, the same rule on the same keys: the median of the
+    """kiln-contract' TimingRules::is_steady, the same rule on the same keys: the median of the
     last window of synced step times within the tolerance of the window before, and no step
     of the last window over the spike factor times its median."""
     k = max(timing["steady_window"], 1)
@@ -42,7 +42,7 @@ def steady(timing, steps):
 
 
 def late_compile(timing, seconds, reference):
-    """kiln-results' TimingRules::late_compile: the excess over `reference` (the steady step) of
+    """kiln-contract' TimingRules::late_compile: the excess over `reference` (the steady step) of
     a step after steady state that took `seconds`, when it is a late compile; else None."""
     excess = seconds - reference
     if seconds > timing["late_factor"] * reference and excess > timing["late_floor_seconds"]:
@@ -51,7 +51,7 @@ def late_compile(timing, seconds, reference):
 
 
 def budget_spent(budget, min_timed_steps, chunks, open_steps, open_seconds):
-    """kiln-results' protocol::budget_spent: the closed chunks' (steps, seconds) and the open
+    """kiln-contract' protocol::budget_spent: the closed chunks' (steps, seconds) and the open
     one's reach the budget with at least `min_timed_steps` steps timed."""
     steps = sum(c[0] for c in chunks) + open_steps
     seconds = sum(c[1] for c in chunks) + open_seconds

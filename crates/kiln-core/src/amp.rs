@@ -17,7 +17,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
-use kiln_results::LossScaling;
+use kiln_contract::LossScaling;
 
 /// Casts every float tensor of a module to one type; on tracked parameters the cast is part of
 /// the autodiff graph, so gradients reach the original (master) parameters.
@@ -126,7 +126,7 @@ impl LossScaler {
     /// What the record says about the scaling.
     pub fn summary(&self) -> LossScaling {
         LossScaling {
-            mode: kiln_results::LossScalingMode::Dynamic,
+            mode: kiln_contract::LossScalingMode::Dynamic,
             initial_scale: self.initial,
             final_scale: self.scale,
             skipped_steps: self.skipped,

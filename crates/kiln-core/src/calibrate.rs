@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
-use kiln_results::Calibration;
+use kiln_contract::Calibration;
 
 use crate::CoreError;
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_results::{AutotuneLevel, Runtime};
+use kiln_contract::{AutotuneLevel, Runtime};
 
 /// The report of a CubeCL device: `api` and `driver` as the backend sees them.
 pub fn runtime(api: &str, driver: &str, cpu_emulated: bool, fusion: bool) -> Runtime {

@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 
 use burn::prelude::*;
 use burn::tensor::FloatDType;
-use kiln_results::{DeviceKind, DeviceReport, FloatKind, Precision, Status, Vocabulary};
+use kiln_contract::{DeviceKind, DeviceReport, FloatKind, Precision, Status, Vocabulary};
 
 use crate::CoreError;
 
@@ -38,9 +38,9 @@ pub struct Selected {
     pub name: String,
     pub kind: DeviceKind,
     /// How a GPU runtime is set up (API, driver, fusion, autotune).
-    pub runtime: Option<kiln_results::Runtime>,
+    pub runtime: Option<kiln_contract::Runtime>,
     /// A device another machine serves: that machine and the link.
-    pub remote: Option<kiln_results::Remote>,
+    pub remote: Option<kiln_contract::Remote>,
 }
 
 impl Selected {

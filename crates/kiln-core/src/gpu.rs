@@ -8,7 +8,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::tensor::Device;
-use kiln_results::{DeviceKind, DeviceReport, Runtime};
+use kiln_contract::{DeviceKind, DeviceReport, Runtime};
 
 use crate::device::{Binding, Selected, supported_precisions};
 

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
-use kiln_data::rng;
-use kiln_results::{
+use kiln_contract::{
     Chunk, DeviceMemory, EpochSummary, Event, LoopOverhead, Measurements, Progress, Stats,
 };
+use kiln_data::rng;
 
 use crate::CoreError;
 use crate::amp::LossScaler;
@@ -54,7 +54,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                 match protocol.amp {
                     Some(dtype) => t.with_amp(
                         dtype,
-                        (protocol.loss_scaling != Some(kiln_results::LossScalingMode::None))
+                        (protocol.loss_scaling != Some(kiln_contract::LossScalingMode::None))
                             .then(LossScaler::default),
                     ),
                     None => t,
@@ -124,11 +124,11 @@ impl<'a, M: Classifier> Run<'a, M> {
         self.mark.elapsed().as_secs_f64() - excluded
     }
 
-    /// True when a steady cell's budget has run out ([`kiln_results::protocol::budget_spent`]); `open`
+    /// True when a steady cell's budget has run out ([`kiln_contract::protocol::budget_spent`]); `open`
     /// is the chunk not closed yet: its steps and its late compiles' seconds.
     fn budget_exhausted(&self, (open_steps, open_excluded): (usize, f64)) -> bool {
         self.warmup.settled()
-            && kiln_results::protocol::budget_spent(
+            && kiln_contract::protocol::budget_spent(
                 self.protocol.settings.budget(),
                 self.protocol.timing.min_timed_steps,
                 self.chunks.iter().map(|c| (c.steps, c.seconds)),
@@ -294,7 +294,7 @@ impl<'a, M: Classifier> Run<'a, M> {
 }
 
 /// Train `model` under `protocol` on `data` (already on `device`), reporting to `sink`, and
-/// return what was measured (`kiln_results::summarize` derives the numbers of a record).
+/// return what was measured (`kiln_contract::summarize` derives the numbers of a record).
 pub fn train<M: Classifier>(
     model: M,
     device: &Device,

@@ -20,7 +20,7 @@ pub mod verify;
 mod warmup;
 
 pub use device::Binding;
-pub use kiln_results::{CellRequest, Precision, Record};
+pub use kiln_contract::{CellRequest, Precision, Record};
 pub use models::{Classifier, ModelKind, Net};
 pub use protocol::{DeviceData, Protocol};
 pub use runner::bench;

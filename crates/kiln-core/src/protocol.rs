@@ -10,8 +10,8 @@ use burn::optim::{AdamConfig, ModuleOptimizer};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
+use kiln_contract::{DeviceMemory, Event, Start};
 use kiln_data::Dataset;
-use kiln_results::{DeviceMemory, Event, Start};
 
 use crate::CoreError;
 
@@ -19,10 +19,10 @@ use crate::CoreError;
 #[derive(Debug, Clone)]
 pub struct Protocol {
     /// The run's settings (epochs, budget, seed, learning rate, eval limit, accumulation).
-    pub settings: kiln_results::CellSettings,
+    pub settings: kiln_contract::CellSettings,
     pub batch_size: usize,
     /// When the clocks are read (chunks, the budget's minimum of timed steps).
-    pub timing: kiln_results::TimingRules,
+    pub timing: kiln_contract::TimingRules,
     /// Fault injection for tests: the loss of this (1-based) step of the cell is made NaN.
     pub inject_nan_at_step: Option<usize>,
     /// Fault injection for tests: bytes leaked after each epoch (kept, touched, never freed).
@@ -31,16 +31,16 @@ pub struct Protocol {
     /// computes in the device's float type.
     pub amp: Option<FloatDType>,
     /// Loss scaling of a mixed-precision cell (`--loss-scaling`; its precision's default).
-    pub loss_scaling: Option<kiln_results::LossScalingMode>,
+    pub loss_scaling: Option<kiln_contract::LossScalingMode>,
     /// Fault injection for tests: slow warm-up steps.
-    pub inject_slow_steps: Option<kiln_results::SlowSteps>,
+    pub inject_slow_steps: Option<kiln_contract::SlowSteps>,
     /// A replayed cell: its steps take these times instead of training.
-    pub replay: Option<kiln_results::replay::Replay>,
+    pub replay: Option<kiln_contract::replay::Replay>,
 }
 
 impl Protocol {
     /// The protocol a cell request asks for.
-    pub fn from_request(request: &kiln_results::CellRequest) -> Protocol {
+    pub fn from_request(request: &kiln_contract::CellRequest) -> Protocol {
         Protocol {
             settings: request.settings.clone(),
             batch_size: request.batch_size,
@@ -59,10 +59,10 @@ impl Default for Protocol {
     /// A request's defaults (their one home is `CellRequest::new`, the full profile's), without
     /// a budget.
     fn default() -> Self {
-        let mut request = kiln_results::CellRequest::new(
-            kiln_results::ModelKind::MnistCnn,
+        let mut request = kiln_contract::CellRequest::new(
+            kiln_contract::ModelKind::MnistCnn,
             "",
-            kiln_results::Profile::Full,
+            kiln_contract::Profile::Full,
         );
         request.settings.budget_seconds = None;
         Protocol::from_request(&request)

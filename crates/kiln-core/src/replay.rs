@@ -1,4 +1,4 @@
-//! A replayed device (`kiln_results::replay`): Kiln's loop runs as it does on a GPU, but each
+//! A replayed device (`kiln_contract::replay`): Kiln's loop runs as it does on a GPU, but each
 //! step takes the time a profile measured instead of training. It behaves like an asynchronous
 //! device: a step's compile (the first step, a batch shape not seen before) blocks the host,
 //! as a JIT compile does; its compute is queued and only a sync waits for it, so the loop's own
@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use kiln_results::replay::{Replay, StepTimes};
+use kiln_contract::replay::{Replay, StepTimes};
 
 /// The device a replayed cell runs on: its queue and the shapes it has compiled.
 #[derive(Debug)]

@@ -51,12 +51,12 @@ impl<M: Classifier> Trainer<M> {
     }
 
     /// What a mixed-precision cell's record says of its loss scaling (`None` outside amp).
-    pub fn loss_scaling(&self) -> Option<kiln_results::LossScaling> {
+    pub fn loss_scaling(&self) -> Option<kiln_contract::LossScaling> {
         let (_, scaler) = self.amp.as_ref()?;
         Some(match scaler {
             Some(s) => s.summary(),
-            None => kiln_results::LossScaling {
-                mode: kiln_results::LossScalingMode::None,
+            None => kiln_contract::LossScaling {
+                mode: kiln_contract::LossScalingMode::None,
                 initial_scale: 1.0,
                 final_scale: 1.0,
                 skipped_steps: 0,

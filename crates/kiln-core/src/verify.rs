@@ -8,9 +8,9 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 
+use kiln_contract::Profile;
+use kiln_contract::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
 use kiln_data::Request;
-use kiln_results::Profile;
-use kiln_results::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Weights};
 
 use crate::amp::LossScaler;
 use crate::device::{Binding, amp_dtype, one_shot, open_device};
@@ -23,7 +23,7 @@ use crate::{BURN_VERSION, CoreError};
 /// ([`parameter_name`]), in visiting order.
 pub fn weights_of(model: &Net) -> Weights {
     struct Collect {
-        described: Vec<kiln_results::models::Layer>,
+        described: Vec<kiln_contract::models::Layer>,
         path: Vec<String>,
         out: Vec<NamedTensor>,
     }
@@ -60,7 +60,7 @@ pub fn weights_of(model: &Net) -> Weights {
 /// tensor.
 pub fn load_weights(model: Net, weights: &Weights) -> Result<Net, CoreError> {
     struct Load<'a> {
-        described: Vec<kiln_results::models::Layer>,
+        described: Vec<kiln_contract::models::Layer>,
         weights: &'a Weights,
         next: usize,
         path: Vec<String>,

@@ -1,6 +1,6 @@
 //! Warm-up to steady state, shared by Kiln's loop and the Learner's clock: every step before
 //! steady state is synced and its time kept; the protocol's rule
-//! ([`kiln_results::TimingRules::is_steady`]) says when the times have settled; from then on
+//! ([`kiln_contract::TimingRules::is_steady`]) says when the times have settled; from then on
 //! the loops time chunks and epochs, and the budget counts. A cell whose times do not settle
 //! within the warm-up cap stops, `not steady`. After steady state every step is still checked
 //! (by its host time, no sync): one far beyond the steady step is a late compile
@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use kiln_results::{LateCompile, SlowSteps, TimingRules, Warmup};
+use kiln_contract::{LateCompile, SlowSteps, TimingRules, Warmup};
 
 /// Where a cell's warm-up stands after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ impl WarmupClock {
             self.steady_at = Some(now);
             let window = self.rules.steady_window.max(1);
             let last = &self.step_seconds[self.step_seconds.len() - window..];
-            self.steady_step = kiln_results::stats::median(last).unwrap_or(0.0);
+            self.steady_step = kiln_contract::stats::median(last).unwrap_or(0.0);
             // The warm-up's peak apart: from here on the high-water mark is steady state's.
             let peak = kiln_machine::process::peak_rss_bytes();
             self.peak_rss = peak.filter(|_| kiln_machine::process::reset_peak());
@@ -126,7 +126,7 @@ impl WarmupClock {
     /// epoch `epoch`): its excess over the steady step when the rule calls it a late compile
     /// (counted here; the loop keeps it out of its chunk), else 0.
     pub(crate) fn timed_step(&mut self, seconds: f64, step: usize, epoch: usize) -> f64 {
-        let running = kiln_results::stats::median(self.recent.make_contiguous()).unwrap_or(0.0);
+        let running = kiln_contract::stats::median(self.recent.make_contiguous()).unwrap_or(0.0);
         let reference = self.steady_step.max(running);
         match self.rules.late_compile(seconds, reference) {
             Some(excess) => {

@@ -6,10 +6,10 @@ mod common;
 
 use burn::prelude::*;
 use common::FLEX;
+use kiln_contract::explain::{ExplainRequest, LayerOp, Phase, sites};
+use kiln_contract::{Precision, Status, Vocabulary};
 use kiln_core::explain::explain;
 use kiln_core::models::{ModelKind, Net, trainable_parameters};
-use kiln_results::explain::{ExplainRequest, LayerOp, Phase, sites};
-use kiln_results::{Precision, Status, Vocabulary};
 
 /// The model's trainable parameters, built as every runner builds it.
 fn parameters(kind: ModelKind) -> usize {
@@ -33,7 +33,7 @@ fn the_op_list_holds_the_parameters_of_each_network() {
         assert_eq!(
             listed, built,
             "{kind}: the op list's layers hold {listed} parameters, the network built from the \
-             same description {built}: a LayerOp's parameter count (kiln-results models/op.rs) \
+             same description {built}: a LayerOp's parameter count (kiln-contract models/op.rs) \
              and its Burn layer (kiln-core models/layer.rs) disagree"
         );
     }

@@ -3,11 +3,11 @@
 
 use burn::module::Module;
 use burn::prelude::*;
+use kiln_contract::Vocabulary;
+use kiln_contract::explain::training_flops_per_sample;
 use kiln_core::Trainer;
 use kiln_core::models::{Classifier, ModelKind, Net, trainable_parameters};
 use kiln_core::protocol::DeviceData;
-use kiln_results::Vocabulary;
-use kiln_results::explain::training_flops_per_sample;
 
 fn device() -> Device {
     let d = Device::flex();
@@ -127,7 +127,7 @@ fn pytorch_layout(python: &std::ffi::OsStr) -> serde_json::Value {
 #[test]
 fn the_pytorch_reference_builds_every_model_with_burns_parameters() {
     let Some(python) = std::env::var_os("KILN_TORCH_PYTHON") else {
-        kiln_results::testing::skip(
+        kiln_contract::testing::skip(
             "the PyTorch reference's models",
             "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
         );

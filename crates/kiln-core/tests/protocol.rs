@@ -1,12 +1,12 @@
 //! The protocol on tiny inputs: what it measures, projects and reports (never how fast).
 
 use burn::prelude::*;
+use kiln_contract::{Event, Measurements, Method, SlowSteps, Summary, TimingRules, summarize};
 use kiln_core::Net;
 use kiln_core::kiln_loop;
 use kiln_core::models::ModelKind;
 use kiln_core::protocol::{DeviceData, Protocol};
 use kiln_data::Geometry;
-use kiln_results::{Event, Measurements, Method, SlowSteps, Summary, TimingRules, summarize};
 
 fn setup(train: usize) -> (Device, DeviceData) {
     let device = Device::flex();

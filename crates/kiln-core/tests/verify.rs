@@ -7,12 +7,12 @@ use std::path::Path;
 
 use burn::prelude::*;
 use common::{Cpu, FLEX};
+use kiln_contract::{DatasetName, Precision, Status};
 use kiln_core::models::{ModelKind, Net};
 use kiln_core::verify::{load_weights, verify, weights_of};
 use kiln_report::verify::{
     Fault, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights, compare,
 };
-use kiln_results::{DatasetName, Precision, Status};
 
 #[allow(deprecated)] // ndarray is deprecated upstream; it stays in Kiln's matrix.
 fn ndarray() -> Device {
@@ -36,7 +36,7 @@ fn request(dir: &Path, backend: &str, model: ModelKind, reference: bool) -> Veri
         init_out: reference.then(|| dir.join("init.safetensors")),
         final_out: dir.join(format!("{backend}.safetensors")),
         fault: None,
-        learning_rate: kiln_results::protocol::LEARNING_RATE,
+        learning_rate: kiln_contract::protocol::LEARNING_RATE,
     }
 }
 

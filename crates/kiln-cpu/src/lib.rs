@@ -7,13 +7,13 @@
 //! feature (the workspace's default build), the crate still compiles and its probe says how to
 //! build it.
 
+#[cfg(any(test, not(feature = "cpu")))]
+use kiln_contract::DeviceKind;
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
 use kiln_core::device::Selected;
 #[cfg(feature = "cpu")]
 use kiln_core::device::supported_precisions;
-#[cfg(any(test, not(feature = "cpu")))]
-use kiln_results::DeviceKind;
-use kiln_results::DeviceReport;
 
 /// The burn-cpu backend: one device, the host CPU.
 pub struct CpuBinding;
@@ -57,7 +57,7 @@ impl Binding for CpuBinding {
 
 /// How CubeCL is set up: LLVM's JIT on the host, fusion on (Burn's default features), the
 /// autotune level and cache.
-fn runtime() -> kiln_results::Runtime {
+fn runtime() -> kiln_contract::Runtime {
     kiln_core::cubecl::runtime("llvm", "", false, true)
 }
 

@@ -33,10 +33,10 @@ pub enum DataError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Unknown(#[from] kiln_results::UnknownName),
+    Unknown(#[from] kiln_contract::UnknownName),
 }
 
-pub use kiln_results::{DatasetName, Geometry, Vocabulary};
+pub use kiln_contract::{DatasetName, Geometry, Vocabulary};
 
 /// One split held in host memory as bytes, planar per image.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -374,7 +374,7 @@ fn custom_dir(name: DatasetName, data_dir: Option<&Path>) -> Result<&Path, DataE
 /// The manifest entry of a real dataset that is read from files.
 fn manifest_entry(name: DatasetName) -> Result<&'static manifest::ManifestDataset, DataError> {
     manifest::dataset(name.name()).ok_or_else(|| {
-        DataError::Unknown(kiln_results::UnknownName {
+        DataError::Unknown(kiln_contract::UnknownName {
             what: "dataset in datasets/manifest.json",
             given: name.to_string(),
             known: "mnist, fashion-mnist, cifar-10".into(),
@@ -565,7 +565,7 @@ mod locate_tests {
     fn the_system_fashion_mnist_is_found_and_verified_when_installed() {
         let system = Path::new("/usr/share/datasets/fashion-mnist");
         if !system.join("train-images-idx3-ubyte.gz").is_file() {
-            kiln_results::testing::skip(
+            kiln_contract::testing::skip(
                 "the_system_fashion_mnist_is_found_and_verified_when_installed",
                 "dataset-fashion-mnist is not installed (apt-get install dataset-fashion-mnist)",
             );

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use kiln_contract::ModelKind;
 use kiln_engine::options::CommonArgs;
-use kiln_results::ModelKind;
 
 /// The run's options, as flags: the same ones `cargo xtask bench-all` takes.
 #[derive(Parser)]

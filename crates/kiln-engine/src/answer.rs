@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use kiln_results::question::{Answer, Question};
-use kiln_results::{DeviceReport, ProbeReport, Status};
+use kiln_contract::question::{Answer, Question};
+use kiln_contract::{DeviceReport, ProbeReport, Status};
 
 use crate::runners::Runner;
 use crate::time;
@@ -168,10 +168,10 @@ impl Asking<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::explain::ExplainRequest;
-    use kiln_results::question::Question;
-    use kiln_results::verify::VerifyRequest;
-    use kiln_results::{ModelKind, Precision};
+    use kiln_contract::explain::ExplainRequest;
+    use kiln_contract::question::Question;
+    use kiln_contract::verify::VerifyRequest;
+    use kiln_contract::{ModelKind, Precision};
 
     fn runner(script: &str) -> Runner {
         Runner {
@@ -202,7 +202,7 @@ mod tests {
         assert!(!tmp.path().join("ran").exists() && !tmp.path().join("logs").exists());
         assert_eq!(r.fingerprint.map(|f| f.kiln_commit), Some("abc".into()));
         let verify = VerifyRequest {
-            kiln_verify: kiln_results::verify::VERIFY_VERSION,
+            kiln_verify: kiln_contract::verify::VERIFY_VERSION,
             model: ModelKind::Mlp,
             backend: "flex".into(),
             device: "cpu".into(),
@@ -210,14 +210,14 @@ mod tests {
             steps: 2,
             batch: 2,
             seed: 1,
-            dataset: kiln_results::DatasetName::FashionMnistSample,
+            dataset: kiln_contract::DatasetName::FashionMnistSample,
             data_dir: None,
             data_file: None,
             weights_in: None,
             init_out: Some(tmp.path().join("init.safetensors")),
             final_out: tmp.path().join("final.safetensors"),
             fault: None,
-            learning_rate: kiln_results::LEARNING_RATE,
+            learning_rate: kiln_contract::LEARNING_RATE,
         };
         let r = asking.row(
             &runner("echo kiln: broken >&2; exit 3"),

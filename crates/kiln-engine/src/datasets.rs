@@ -9,8 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use kiln_contract::{CellRequest, Profile};
 use kiln_data::{Origin, Request};
-use kiln_results::{CellRequest, Profile};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -104,7 +104,7 @@ pub fn export_data(request: &CellRequest, out: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{DatasetName, Event, ModelKind, Record, Status};
+    use kiln_contract::{DatasetName, Event, ModelKind, Record, Status};
     use std::process::Command;
 
     use crate::testing::test_python as python;
@@ -145,7 +145,7 @@ mod tests {
         request.settings.eval_limit = Some(64);
         request.settings.train_limit = Some(96);
         request.calibrate = false;
-        request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+        request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
         request.data_file = Some(export_data(&request, tmp.path()).unwrap());
         let cell = tmp.path().join("cell.json");
         request.write(&cell).unwrap();
@@ -182,7 +182,7 @@ mod tests {
         assert!(record.test_accuracy.is_some() && record.epoch_seconds.is_some());
         // The record's derived numbers follow the shared rules (steady after two steps, then
         // one timed step of the three: projected); the fingerprint is Kiln's.
-        assert_eq!(record.obtained.method, kiln_results::Method::Projected);
+        assert_eq!(record.obtained.method, kiln_contract::Method::Projected);
         assert!(
             record
                 .warmup

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use kiln_contract::{BurnBuild, ModelKind, Status};
 use kiln_report::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
-use kiln_results::{BurnBuild, ModelKind, Status};
 
 use crate::backends::Backend;
 use crate::bench::rundir::append_line;
@@ -267,8 +267,8 @@ mod tests {
     }
     use crate::testing::reference_script as test_script;
     use crate::testing::test_python;
+    use kiln_contract::{ModelKind, Precision, Vocabulary};
     use kiln_report::explain::Phase;
-    use kiln_results::{ModelKind, Precision, Vocabulary};
 
     /// A fake runner that writes an explain record of flex whose first op takes `first`
     /// seconds and appends `side` to `order`.

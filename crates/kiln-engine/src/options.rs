@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use kiln_results::{
+use kiln_contract::{
     AutotuneLevel, CellSettings, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
 };
 use serde::Serialize;
@@ -107,7 +107,7 @@ pub struct SettingFlags {
     /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
     #[arg(long, value_name = "MODE")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub loss_scaling: Option<kiln_results::LossScalingMode>,
+    pub loss_scaling: Option<kiln_contract::LossScalingMode>,
     /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

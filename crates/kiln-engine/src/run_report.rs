@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use kiln_contract::{Method, Record, Status};
 use kiln_report::cells::{human_seconds, row_label};
 use kiln_report::chart;
 use kiln_report::export::{FORMATS, Inputs};
 use kiln_report::html::HtmlParts;
 use kiln_report::table::{Column, ModelTable, model_tables};
 use kiln_report::units::percent;
-use kiln_results::{Method, Record, Status};
 
 /// Every chart of a report, by kind: the file prefix (`chart-<model>.svg`), what report.md's
 /// link says it shows, and `(model, svg)` per model.
@@ -215,7 +215,7 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
                 human_seconds(w.late_compile_seconds)
             ),
             (Some(w), _) if w.steady => human_seconds(w.seconds),
-            (Some(w), _) if kiln_results::observe::too_short_to_judge(w) => {
+            (Some(w), _) if kiln_contract::observe::too_short_to_judge(w) => {
                 format!("too short ({} steps)", w.steps)
             }
             (Some(_), _) => "not steady".into(),
@@ -230,7 +230,7 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
         (Column::Device, _, _) => {
             let mut d = format!("{} / {}", r.backend, r.device);
             if r.device_kind
-                .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+                .is_some_and(kiln_contract::DeviceKind::is_cpu_emulated)
             {
                 d.push_str(" (CPU-emulated)");
             }
@@ -248,7 +248,7 @@ fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> Stri
 
 /// The epoch time with the 95% interval for the next run's (± has one meaning in Kiln,
 /// docs/methodology.md, as in report.md), or "single run"; "busy" when others used the CPU.
-fn epoch_text(r: &Record, e: &kiln_results::Stats) -> String {
+fn epoch_text(r: &Record, e: &kiln_contract::Stats) -> String {
     let mut text = match &r.between_runs {
         Some(_) if e.n > 1 => match e.prediction_interval() {
             Some((lo, hi)) => format!(
@@ -262,7 +262,7 @@ fn epoch_text(r: &Record, e: &kiln_results::Stats) -> String {
         },
         _ => format!("{} (single run)", human_seconds(e.median)),
     };
-    if r.noise.as_ref().is_some_and(kiln_results::Noise::busy) {
+    if r.noise.as_ref().is_some_and(kiln_contract::Noise::busy) {
         text.push_str(" ⚠ busy");
     }
     text
@@ -271,9 +271,9 @@ fn epoch_text(r: &Record, e: &kiln_results::Stats) -> String {
 /// How the row's time was obtained, in a few words.
 fn obtained_cell(r: &Record) -> String {
     let data = match r.data {
-        kiln_results::DataKind::Real => "",
-        kiln_results::DataKind::Synthetic => ", synthetic data",
-        kiln_results::DataKind::Custom => ", custom data",
+        kiln_contract::DataKind::Real => "",
+        kiln_contract::DataKind::Synthetic => ", synthetic data",
+        kiln_contract::DataKind::Custom => ", custom data",
     };
     let replay = if r.replay.is_some() { "REPLAY, " } else { "" };
     match (r.status, r.obtained.method) {
@@ -336,7 +336,7 @@ mod tests {
                     .is_ok_and(|o| o.status.success())
             });
         if found.is_none() {
-            kiln_results::testing::skip(
+            kiln_contract::testing::skip(
                 "report.html in chromium",
                 "no chromium to render report.html (apt-get install chromium)",
             );

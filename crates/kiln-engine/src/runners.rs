@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::ProbeReport;
+use kiln_contract::ProbeReport;
 
 use crate::backends::{self, Backend, Source};
 use crate::supervise::run_once;

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use crate::runners::{Built, Runner};
 
 /// A built backend whose probe lists one available default device of `kind`.
-pub fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceKind) -> Built {
-    let report = kiln_results::ProbeReport {
+pub fn built(name: &str, runner: Runner, spec: &str, kind: kiln_contract::DeviceKind) -> Built {
+    let report = kiln_contract::ProbeReport {
         backend: name.into(),
         backend_version: "0".into(),
-        devices: vec![kiln_results::DeviceReport {
+        devices: vec![kiln_contract::DeviceReport {
             spec: spec.into(),
             name: spec.into(),
             kind,
@@ -32,7 +32,7 @@ pub fn built(name: &str, runner: Runner, spec: &str, kind: kiln_results::DeviceK
 
 /// A built backend whose probe lists one available default CPU device.
 pub fn on_cpu(name: &str, runner: Runner) -> Built {
-    built(name, runner, "cpu", kiln_results::DeviceKind::Cpu)
+    built(name, runner, "cpu", kiln_contract::DeviceKind::Cpu)
 }
 
 /// The PyTorch reference runner's script, for tests.
@@ -50,7 +50,7 @@ pub fn test_python() -> Option<PathBuf> {
                 std::env::var("KILN_REQUIRE_TORCH").as_deref() != Ok("1"),
                 "KILN_REQUIRE_TORCH=1 but KILN_TORCH_PYTHON is not set (run `cargo xtask test`)"
             );
-            kiln_results::testing::skip(
+            kiln_contract::testing::skip(
                 "a PyTorch reference test",
                 "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
             );

@@ -2,17 +2,17 @@
 //! same initial weights on the same batches for K steps (kiln-core's `verify`, the PyTorch
 //! reference's `--verify`); the reference backend's run writes the initial weights, every other
 //! run starts from them, and each loss curve and final weights are compared with the
-//! reference's (kiln-results' `verify`). Records go to `verify.jsonl`, the tables to
+//! reference's (kiln-contract' `verify`). Records go to `verify.jsonl`, the tables to
 //! `verify.md`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use kiln_contract::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
 use kiln_report::verify::{
     self, Deviation, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights,
 };
-use kiln_results::{CellRequest, ModelKind, Precision, Profile, Status, Vocabulary};
 
 use crate::backends::{self, Backend};
 use crate::bench::rundir::append_line;
@@ -185,7 +185,7 @@ impl ModelRun<'_> {
     fn verify(
         &self,
         model: ModelKind,
-        dataset: kiln_results::DatasetName,
+        dataset: kiln_contract::DatasetName,
         data_file: Option<PathBuf>,
         rows: &[Row],
         reference_row: &Row,
@@ -253,7 +253,7 @@ impl ModelRun<'_> {
         &self,
         (model, dataset, data_file, init): (
             ModelKind,
-            kiln_results::DatasetName,
+            kiln_contract::DatasetName,
             Option<&PathBuf>,
             &Path,
         ),
@@ -291,7 +291,7 @@ fn datasets(
     args: &VerifyArgs,
     steps: usize,
     batch: usize,
-) -> Result<Vec<(ModelKind, kiln_results::DatasetName)>> {
+) -> Result<Vec<(ModelKind, kiln_contract::DatasetName)>> {
     let mut datasets = Vec::new();
     for &model in &args.ask.models {
         let dataset = dataset_of(model, args)?;
@@ -325,7 +325,7 @@ fn header(samples: usize) -> String {
 }
 
 /// The dataset a model verifies on: the quick profile's default for it.
-fn dataset_of(model: ModelKind, args: &VerifyArgs) -> Result<kiln_results::DatasetName> {
+fn dataset_of(model: ModelKind, args: &VerifyArgs) -> Result<kiln_contract::DatasetName> {
     Ok(kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0)
 }
 
@@ -333,7 +333,7 @@ fn dataset_of(model: ModelKind, args: &VerifyArgs) -> Result<kiln_results::Datas
 fn request(
     args: &VerifyArgs,
     model: ModelKind,
-    dataset: kiln_results::DatasetName,
+    dataset: kiln_contract::DatasetName,
     who: (&str, &str, Precision),
     steps: usize,
     batch: usize,
@@ -354,7 +354,7 @@ fn request(
         init_out: Some(PathBuf::new()),
         final_out: PathBuf::new(),
         fault: None,
-        learning_rate: kiln_results::protocol::LEARNING_RATE,
+        learning_rate: kiln_contract::protocol::LEARNING_RATE,
     }
 }
 
@@ -362,7 +362,7 @@ fn request(
 fn export(
     args: &VerifyArgs,
     model: ModelKind,
-    dataset: kiln_results::DatasetName,
+    dataset: kiln_contract::DatasetName,
     out: &Path,
 ) -> Result<PathBuf> {
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
@@ -418,8 +418,8 @@ mod tests {
     }
     use crate::testing::reference_script as test_script;
     use crate::testing::test_python;
+    use kiln_contract::DatasetName;
     use kiln_report::verify::Verdict;
-    use kiln_results::DatasetName;
 
     fn args() -> VerifyArgs {
         VerifyArgs {

@@ -66,7 +66,7 @@ pub fn fingerprint_here(
     burn_version: &str,
     commit: &Option<String>,
     dirty: Option<bool>,
-) -> kiln_results::Fingerprint {
+) -> kiln_contract::Fingerprint {
     let mut fingerprint = kiln_machine::collect(threads, burn_version);
     if burn_version.is_empty() {
         fingerprint.rustc_version = None;

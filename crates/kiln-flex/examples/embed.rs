@@ -2,8 +2,8 @@
 //! one request and read the record. `cargo run --release -p kiln-flex --example embed`
 //! (about a minute on 2 cores: 1,024 images of the embedded Fashion-MNIST sample, 2 epochs).
 
+use kiln_contract::{Event, Profile, Status};
 use kiln_core::{CellRequest, ModelKind};
-use kiln_results::{Event, Profile, Status};
 
 fn main() {
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);

@@ -1,9 +1,9 @@
 //! Kiln's binding of Burn's `flex` backend: pure-Rust CPU execution (SIMD and rayon threads).
 
 use burn::tensor::Device;
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
 use kiln_core::device::{Selected, cpu_device_report};
-use kiln_results::DeviceReport;
 
 /// The flex backend: one device, the host CPU.
 pub struct FlexBinding;

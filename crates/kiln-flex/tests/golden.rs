@@ -15,7 +15,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{final_record, runner};
-use kiln_results::{CellRequest, ModelKind, Profile};
+use kiln_contract::{CellRequest, ModelKind, Profile};
 use serde_json::Value;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/tiny-cell.json");
@@ -54,7 +54,7 @@ const EXACT: &[&str] = &[
 
 fn request() -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    r.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 2;
     r.batch_size = 32;
     r.settings.train_limit = Some(96);
@@ -113,7 +113,7 @@ fn number(v: &Value, pointer: &str) -> f64 {
 #[test]
 fn a_fixed_seed_cell_records_the_golden_fields_and_values() {
     let mut got = run(&request());
-    if kiln_results::testing::blessing() {
+    if kiln_contract::testing::blessing() {
         // The request's temporary path says nothing about the record.
         got["args"] = serde_json::json!(["--cell", "cell.json"]);
         let text = serde_json::to_string_pretty(&got).unwrap() + "\n";

@@ -6,14 +6,14 @@ mod common;
 
 use common::{events_and_record, runner};
 #[cfg(feature = "learner")]
-use kiln_results::Method;
-use kiln_results::TrainingLoop;
-use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
+use kiln_contract::Method;
+use kiln_contract::TrainingLoop;
+use kiln_contract::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
 
 /// A tiny synthetic Learner cell: 64 samples, batch 8, two epochs, no calibration.
 fn tiny() -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    r.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 2;
     r.batch_size = 8;
     r.settings.budget_seconds = None;
@@ -142,7 +142,7 @@ fn two_flex_devices_train_one_cell_data_parallel() {
 
 #[test]
 fn the_learner_refuses_what_it_cannot_do_before_any_work() {
-    use kiln_results::Precision;
+    use kiln_contract::Precision;
     let tmp = tempfile::tempdir().unwrap();
     type Change = fn(&mut CellRequest);
     let cases: [(Change, &str); 4] = [

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use common::{final_record, runner};
 
-use kiln_results::{
+use kiln_contract::{
     CellRequest, DataKind, DatasetName, Method, ModelKind, ProbeReport, Profile, Record, Status,
 };
 
@@ -26,7 +26,7 @@ fn probe_reports_the_cpu() {
 #[test]
 fn a_tiny_cell_on_the_embedded_sample_produces_a_complete_record() {
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.settings.epochs = 2;
     request.batch_size = 64;
     request.settings.train_limit = Some(192);
@@ -112,7 +112,7 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
         &kiln_data::idx::encode(&[1], &[3]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::FashionMnist);
     request.settings.data_dir = Some(dir.to_path_buf());
     let path = dir.join("cell.json");
@@ -134,7 +134,7 @@ fn a_corrupt_dataset_file_fails_the_cell_with_its_name() {
 fn a_missing_dataset_names_where_kiln_looked() {
     let tmp = tempfile::tempdir().unwrap();
     let mut request = CellRequest::new(ModelKind::ResNet18, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Cifar10);
     request.settings.data_dir = Some(tmp.path().to_path_buf());
     let path = tmp.path().join("cell.json");
@@ -155,9 +155,9 @@ fn a_missing_dataset_names_where_kiln_looked() {
 }
 
 /// A tiny synthetic cell as a request: 32 samples, batch 8, one epoch, no calibration.
-fn tiny_request() -> kiln_results::CellRequest {
+fn tiny_request() -> kiln_contract::CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    r.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     r.settings.epochs = 1;
     r.batch_size = 8;
     r.settings.budget_seconds = None;
@@ -168,7 +168,7 @@ fn tiny_request() -> kiln_results::CellRequest {
     r
 }
 
-fn run_request(r: &kiln_results::CellRequest) -> (std::process::Output, Record) {
+fn run_request(r: &kiln_contract::CellRequest) -> (std::process::Output, Record) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("cell.json");
     r.write(&path).unwrap();
@@ -219,7 +219,7 @@ fn a_cell_request_file_runs_the_cell_it_describes() {
 
 #[test]
 fn every_precision_trains_with_and_without_gradient_accumulation() {
-    use kiln_results::{Precision, Vocabulary};
+    use kiln_contract::{Precision, Vocabulary};
     for &precision in Precision::ALL {
         for accum in [1, 2, 4] {
             let mut r = tiny_request();
@@ -278,7 +278,7 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         &kiln_data::idx::encode(&[16], &labels[..16]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Idx);
     request.settings.data_dir = Some(dir.to_path_buf());
     request.settings.epochs = 1;
@@ -301,7 +301,7 @@ fn the_users_own_idx_pair_trains_and_is_labelled_custom() {
         &kiln_data::idx::encode(&[15], &labels[..15]),
     );
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.dataset = Some(DatasetName::Idx);
     request.settings.data_dir = Some(dir.to_path_buf());
     let (_, r) = run_request(&request);
@@ -321,7 +321,7 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
     // 1.5 GiB of address space: the runner starts, one 8192-sample batch of activations does
     // not fit.
     let mut request = CellRequest::new(ModelKind::MnistCnn, "flex", Profile::Quick);
-    request.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    request.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     request.settings.epochs = 1;
     request.batch_size = 8192;
     request.settings.budget_seconds = None;
@@ -342,7 +342,7 @@ fn a_batch_that_does_not_fit_dies_with_an_out_of_memory_line() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.lines().any(kiln_results::says_out_of_memory),
+        stderr.lines().any(kiln_contract::says_out_of_memory),
         "no out-of-memory line in:\n{stderr}"
     );
 }
@@ -366,7 +366,7 @@ fn a_leak_of_every_epoch_shows_in_the_memory_per_epoch_and_is_flagged() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let growth = kiln_results::memory_growth(&leaking.epochs).expect("the leak is flagged");
+    let growth = kiln_contract::memory_growth(&leaking.epochs).expect("the leak is flagged");
     assert!(
         growth.bytes_per_epoch >= (60 << 20) as f64,
         "{growth:?} from {:?}",
@@ -382,7 +382,7 @@ fn a_leak_of_every_epoch_shows_in_the_memory_per_epoch_and_is_flagged() {
         "{warnings:?}"
     );
     assert!(
-        kiln_results::memory_growth(&steady.epochs).is_none(),
+        kiln_contract::memory_growth(&steady.epochs).is_none(),
         "{:?}",
         steady
             .epochs

@@ -5,11 +5,11 @@
 //! (Linux, macOS and Windows alike); the CPU's vendor, family/model/stepping, instruction sets
 //! and caches from `raw-cpuid` on x86 and the standard library's feature detection on Arm. The
 //! fingerprint's type, and how reports name a machine from it, are the contract's
-//! (`kiln_results::Fingerprint`, `kiln_results::fingerprint`).
+//! (`kiln_contract::Fingerprint`, `kiln_contract::fingerprint`).
 
 pub mod process;
 
-use kiln_results::{CpuIdentity, Fingerprint, NvidiaSmi};
+use kiln_contract::{CpuIdentity, Fingerprint, NvidiaSmi};
 
 /// The trimmed standard output of `cmd`, if it ran and succeeded (possibly empty).
 fn stdout_of(mut cmd: std::process::Command) -> Option<String> {

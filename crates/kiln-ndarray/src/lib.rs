@@ -2,9 +2,9 @@
 //! matrix because users still run it and want to know what they lose).
 
 use burn::tensor::Device;
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
 use kiln_core::device::{Selected, cpu_device_report};
-use kiln_results::DeviceReport;
 
 /// The ndarray backend: one device, the host CPU.
 pub struct NdarrayBinding;

@@ -9,9 +9,9 @@
 
 use burn::prelude::*;
 use burn::remote::{ConnectError, RemoteHost};
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
 use kiln_core::device::Selected;
-use kiln_results::DeviceReport;
 
 pub mod link;
 pub mod serve;
@@ -20,7 +20,7 @@ pub use serve::TOKEN_VAR;
 
 /// The variable that lists the remote devices `--probe` reports (comma-separated specs): how
 /// `bench-all --device remote:...` plans cells on them.
-pub use kiln_results::REMOTE_DEVICES_VAR as DEVICES_VAR;
+pub use kiln_contract::REMOTE_DEVICES_VAR as DEVICES_VAR;
 
 /// Reads of one float whose median is the sync time (after one).
 const SYNCS: usize = 10;
@@ -75,7 +75,7 @@ impl Spec {
 
 /// The server's token as this client has it.
 fn token() -> Option<String> {
-    kiln_results::remote_token(None)
+    kiln_contract::remote_token(None)
 }
 
 /// Kiln's link to the server, what it says of the server, and `spec`'s device there.
@@ -151,7 +151,7 @@ impl Binding for RemoteBinding {
                 Err(why) => DeviceReport {
                     spec: spec.to_string(),
                     name: spec.to_string(),
-                    kind: kiln_results::DeviceKind::OtherGpu,
+                    kind: kiln_contract::DeviceKind::OtherGpu,
                     available: false,
                     reason: Some(why),
                     precisions: Vec::new(),
@@ -188,7 +188,7 @@ impl Binding for RemoteBinding {
             name: describe(&info, &served),
             kind: served.kind,
             runtime: served.runtime.clone(),
-            remote: Some(kiln_results::Remote {
+            remote: Some(kiln_contract::Remote {
                 url: parsed.url,
                 index: parsed.index,
                 backend: info.backend,

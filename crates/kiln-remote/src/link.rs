@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use kiln_results::{DeviceReport, Fingerprint};
+use kiln_contract::{DeviceReport, Fingerprint};
 use serde::{Deserialize, Serialize};
 
 /// How long a client waits to connect to, or hear from, Kiln's server.
@@ -323,7 +323,7 @@ pub fn median_seconds(n: usize, mut f: impl FnMut() -> Result<(), String>) -> Re
             times.push(started.elapsed().as_secs_f64());
         }
     }
-    Ok(kiln_results::stats::median(&times).unwrap_or(0.0))
+    Ok(kiln_contract::stats::median(&times).unwrap_or(0.0))
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 
 use burn::server::{RemoteServer, TokenAuthorizer, WebSocketTransport};
 use clap::Parser;
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
-use kiln_results::DeviceReport;
 
 use crate::link;
 
 /// The variable a token may come in instead of `--token` (it then stays out of `ps`).
-pub use kiln_results::REMOTE_TOKEN_VAR as TOKEN_VAR;
+pub use kiln_contract::REMOTE_TOKEN_VAR as TOKEN_VAR;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -63,8 +63,8 @@ fn servable() -> String {
 
 /// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.
 pub fn run(args: ServeArgs) -> Result<(), String> {
-    let token = kiln_results::remote_token(args.token);
-    if let Some(why) = kiln_results::remote_bind_refusal(args.bind, token.as_deref()) {
+    let token = kiln_contract::remote_token(args.token);
+    if let Some(why) = kiln_contract::remote_bind_refusal(args.bind, token.as_deref()) {
         return Err(why);
     }
     let binding = binding(&args.backend).ok_or_else(|| {

@@ -7,9 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use burn::tensor::Device;
+use kiln_contract::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
 use kiln_core::Binding;
 use kiln_remote::RemoteBinding;
-use kiln_results::{CellRequest, DatasetName, Event, ModelKind, Profile, Record, Status};
 
 fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln-remote"))
@@ -37,11 +37,11 @@ impl Server {
         let port = free_ports();
         let mut cmd = runner();
         cmd.args(["serve", "--backend", "flex", "--port", &port.to_string()])
-            .env_remove(kiln_results::REMOTE_TOKEN_VAR)
+            .env_remove(kiln_contract::REMOTE_TOKEN_VAR)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(t) = token {
-            cmd.env(kiln_results::REMOTE_TOKEN_VAR, t);
+            cmd.env(kiln_contract::REMOTE_TOKEN_VAR, t);
         }
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -73,7 +73,7 @@ impl Drop for Server {
 /// A tiny synthetic cell: 64 samples, batch 16, two epochs, no calibration.
 fn tiny(backend: &str, device: &str) -> CellRequest {
     let mut r = CellRequest::new(ModelKind::MnistCnn, backend, Profile::Quick);
-    r.timing = kiln_results::TimingRules::SETTLE_AT_ONCE;
+    r.timing = kiln_contract::TimingRules::SETTLE_AT_ONCE;
     r.device = device.into();
     r.settings.epochs = 2;
     r.batch_size = 16;
@@ -105,9 +105,9 @@ fn run_remote(r: &CellRequest, token: Option<&str>) -> (Record, String) {
     let mut cmd = runner();
     cmd.arg("--cell")
         .arg(&path)
-        .env_remove(kiln_results::REMOTE_TOKEN_VAR);
+        .env_remove(kiln_contract::REMOTE_TOKEN_VAR);
     if let Some(t) = token {
-        cmd.env(kiln_results::REMOTE_TOKEN_VAR, t);
+        cmd.env(kiln_contract::REMOTE_TOKEN_VAR, t);
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -200,7 +200,7 @@ fn a_server_killed_mid_cell_fails_the_cell() {
     let mut child = runner()
         .arg("--cell")
         .arg(&path)
-        .env_remove(kiln_results::REMOTE_TOKEN_VAR)
+        .env_remove(kiln_contract::REMOTE_TOKEN_VAR)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -261,7 +261,7 @@ fn serve_refuses_an_open_address_without_a_token() {
             "--port",
             "1",
         ])
-        .env_remove(kiln_results::REMOTE_TOKEN_VAR)
+        .env_remove(kiln_contract::REMOTE_TOKEN_VAR)
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -10,8 +10,8 @@ mod browser;
 use std::path::Path;
 use std::time::Instant;
 
+use kiln_contract::schema::Record;
 use kiln_report::site;
-use kiln_results::schema::Record;
 use serde_json::{Value, json};
 
 const MACHINES: usize = 16;

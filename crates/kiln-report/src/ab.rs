@@ -24,8 +24,8 @@
 use std::fmt::Write as _;
 
 use crate::cells::{human_bytes, human_seconds};
-use kiln_results::schema::{Record, Status};
-use kiln_results::stats::{Look, Sequential, Stats, welch};
+use kiln_contract::schema::{Record, Status};
+use kiln_contract::stats::{Look, Sequential, Stats, welch};
 
 /// Two-sided p-value under which a difference is not taken for noise.
 pub const P_VALUE: f64 = 0.05;
@@ -120,7 +120,7 @@ fn key(r: &Record) -> String {
         r.precision,
         r.batch_size,
         match r.training_loop {
-            Some(l) if l != kiln_results::TrainingLoop::Kiln => format!(" · {l} loop"),
+            Some(l) if l != kiln_contract::TrainingLoop::Kiln => format!(" · {l} loop"),
             _ => String::new(),
         }
     )
@@ -268,7 +268,7 @@ pub fn compare_pairs(pairs: &[(f64, f64)], floor: f64, difference: bool) -> Comp
         .iter()
         .map(|&(a, b)| if difference { b - a } else { (b / a).ln() })
         .collect();
-    let Some(t) = kiln_results::stats::paired(&d) else {
+    let Some(t) = kiln_contract::stats::paired(&d) else {
         return Compared {
             change: None,
             p: None,
@@ -376,7 +376,7 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     for row in rows {
         for m in &row.measures {
             let median = |v: &[f64]| {
-                kiln_results::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
+                kiln_contract::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
             };
             let change = match (m.change, m.name) {
                 (Some((d, lo, hi)), "test accuracy") => format!(

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::cells::row_name;
 use crate::table::{by_model, machines, several_batch_sizes};
-use kiln_results::schema::{Record, Status};
+use kiln_contract::schema::{Record, Status};
 
 /// One batch size of a curve: its status, and its throughput when it trained.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,8 +158,8 @@ pub fn markdown(curves: &[BatchCurve]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::schema::CellId;
-    use kiln_results::stats::Stats;
+    use kiln_contract::schema::CellId;
+    use kiln_contract::stats::Stats;
 
     fn row(backend: &str, batch: usize, status: Status, images: f64) -> Record {
         let id = CellId {

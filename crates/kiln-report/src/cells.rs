@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 pub(crate) use crate::units::thousands;
 pub use crate::units::{human_bytes, human_bytes_short, human_seconds};
-use kiln_results::schema::{DataKind, Method, Record, Status};
-use kiln_results::stats::Stats;
+use kiln_contract::schema::{DataKind, Method, Record, Status};
+use kiln_contract::stats::Stats;
 
 /// when it is not Kiln's (`flex/cpu/f32 (learner loop)`).
 pub fn row_label(r: &Record) -> String {
@@ -19,15 +19,15 @@ pub fn row_label(r: &Record) -> String {
 }
 
 /// The machine a record comes from, named by its hardware (see
-/// [`kiln_results::fingerprint::machine_label`]).
+/// [`kiln_contract::fingerprint::machine_label`]).
 pub fn machine(r: &Record) -> String {
-    kiln_results::fingerprint::machine_label(&r.fingerprint)
+    kiln_contract::fingerprint::machine_label(&r.fingerprint)
 }
 
 /// The key of the machine a record comes from: its hardware, the host name only as a
-/// tie-breaker (see [`kiln_results::fingerprint::machine_key`]).
+/// tie-breaker (see [`kiln_contract::fingerprint::machine_key`]).
 pub fn machine_key(r: &Record) -> String {
-    kiln_results::fingerprint::machine_key(&r.fingerprint)
+    kiln_contract::fingerprint::machine_key(&r.fingerprint)
 }
 
 /// The row label with its machine: `machine:backend/device/precision`.
@@ -60,7 +60,7 @@ pub fn pick_baseline<'a>(rows: &[&'a Record], wanted: Option<&str>) -> Option<&'
     }
     // At several batch sizes, the protocol's batch is the baseline's.
     let flex = |r: &&&'a Record| r.backend == "flex" && r.precision == "f32";
-    let protocol = kiln_results::Profile::Full.batch_size();
+    let protocol = kiln_contract::Profile::Full.batch_size();
     rows.iter()
         .filter(ok)
         .filter(flex)
@@ -99,7 +99,7 @@ pub(crate) fn device_cell(r: &Record) -> String {
         format!("{} ({})", r.device, r.device_name)
     };
     if r.device_kind
-        .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+        .is_some_and(kiln_contract::DeviceKind::is_cpu_emulated)
     {
         device.push_str(" [CPU-emulated, not a GPU]");
     }
@@ -195,7 +195,7 @@ pub fn obtained_text(r: &Record) -> String {
 /// True when a record's time is a projection from too few chunks to trust, or from a run too
 /// short to judge steady.
 pub fn low_confidence(r: &Record) -> bool {
-    (r.obtained.method == Method::Projected && r.obtained.chunks < kiln_results::MIN_CHUNKS)
+    (r.obtained.method == Method::Projected && r.obtained.chunks < kiln_contract::MIN_CHUNKS)
         || r.obtained.method == Method::Unjudged
 }
 
@@ -300,7 +300,7 @@ pub(crate) fn chunks_text(n: usize) -> String {
 }
 
 /// Other processes' use of the machine during a cell, in words.
-pub fn noise_text(n: &kiln_results::Noise) -> String {
+pub fn noise_text(n: &kiln_contract::Noise) -> String {
     let mut parts = Vec::new();
     match (n.other_cpu_share, n.window_ticks) {
         _ if n.quiet_within_resolution() => parts.push(format!(
@@ -378,8 +378,8 @@ pub fn run_of(r: &Record) -> Option<&str> {
 /// Records for tests of the renderers and of what derives rows from records.
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use kiln_results::schema::{CellId, DataKind, Method, Obtained, Record, Status};
-    use kiln_results::stats::Stats;
+    use kiln_contract::schema::{CellId, DataKind, Method, Obtained, Record, Status};
+    use kiln_contract::stats::Stats;
 
     pub(crate) fn timed(backend: &str, median: f64) -> Record {
         let cell = CellId {

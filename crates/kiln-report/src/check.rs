@@ -2,7 +2,7 @@
 //! row that trained, with a finite positive epoch time, accuracy above chance and memory
 //! measured (`cargo xtask report RUN --expect flex,tch`).
 
-use kiln_results::{Record, Status};
+use kiln_contract::{Record, Status};
 
 /// Test accuracy a row must beat: chance on the ten classes of every dataset Kiln trains on.
 pub const CHANCE: f64 = 0.1;
@@ -47,7 +47,7 @@ pub fn expect(records: &[Record], backends: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{CellId, Stats};
+    use kiln_contract::{CellId, Stats};
 
     fn row(backend: &str) -> Record {
         let id = CellId {

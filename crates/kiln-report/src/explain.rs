@@ -1,17 +1,17 @@
 //! `cargo xtask explain`'s tables: one model's operations per backend (`table`) and two Burns'
 //! operations side by side (`ab`); the request, record and model sites they read are
-//! `kiln_results::explain`'s, re-exported here so a reader needs one path.
+//! `kiln_contract::explain`'s, re-exported here so a reader needs one path.
 
 pub mod ab;
 mod table;
 
-pub use kiln_results::explain::*;
+pub use kiln_contract::explain::*;
 pub use table::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{ModelKind, Precision, Status};
+    use kiln_contract::{ModelKind, Precision, Status};
 
     fn timing(s: f64) -> Timing {
         Timing {

@@ -3,7 +3,7 @@
 //! `--FLAG FILE` per format from [`FORMATS`], and a run directory gets every format that names
 //! a file there. A new format is a renderer and one line in [`FORMATS`].
 
-use kiln_results::Record;
+use kiln_contract::Record;
 
 use crate::html::HtmlParts;
 

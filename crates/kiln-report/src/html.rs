@@ -8,7 +8,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html as page};
 use crate::cells::human_bytes;
 use crate::machines::machine_lines;
 use crate::table::{Column, machines, model_tables};
-use kiln_results::schema::{Record, Status};
+use kiln_contract::schema::{Record, Status};
 
 /// What the page shows besides the records.
 #[derive(Debug, Default, Clone)]
@@ -236,7 +236,7 @@ fn derived_section(s: &crate::sections::Section) -> Markup {
 }
 
 fn overhead_section(all: &[Record]) -> Markup {
-    let rows: Vec<(&Record, &kiln_results::LoopOverhead)> = all
+    let rows: Vec<(&Record, &kiln_contract::LoopOverhead)> = all
         .iter()
         .filter_map(|r| r.loop_overhead.as_ref().map(|o| (r, o)))
         .collect();
@@ -276,7 +276,7 @@ fn fingerprints(all: &[Record]) -> Vec<Fingerprinted> {
         let fp = &r.fingerprint;
         let key = format!(
             "{}|{}|{}",
-            kiln_results::fingerprint::machine_key(fp),
+            kiln_contract::fingerprint::machine_key(fp),
             fp.backend_version,
             r.backend
         );
@@ -352,7 +352,7 @@ fn fingerprints(all: &[Record]) -> Vec<Fingerprinted> {
             ("Kiln", format!("{} ({})", fp.kiln_version, fp.kiln_commit)),
         ];
         out.push((
-            kiln_results::fingerprint::machine_label(fp),
+            kiln_contract::fingerprint::machine_label(fp),
             r.backend.clone(),
             lines,
         ));
@@ -389,8 +389,8 @@ fn fingerprint_section(all: &[Record]) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::schema::{CellId, Fingerprint};
-    use kiln_results::stats::Stats;
+    use kiln_contract::schema::{CellId, Fingerprint};
+    use kiln_contract::stats::Stats;
 
     fn record(backend: &str, median: f64) -> Record {
         let id = CellId {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::table::model_tables;
-use kiln_results::schema::Record;
+use kiln_contract::schema::Record;
 
 /// `text` with LaTeX's special characters escaped, and the Unicode signs Kiln's cells use
 /// written as LaTeX (a table compiles with pdflatex as it is).

@@ -1,4 +1,4 @@
-//! Kiln's reports, made from the records its runners write (`kiln-results`, the contract both
+//! Kiln's reports, made from the records its runners write (`kiln-contract`, the contract both
 //! sides share): one table model (`table`) with its cells (`cells`) and the sections under it
 //! (`sections`, `batch`, `warnings`), the outputs (`render`: Markdown, terminal and CSV;
 //! `html`; `latex`; the SVG charts, `chart`; the registry of file formats in `export`), the

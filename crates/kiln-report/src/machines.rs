@@ -1,7 +1,7 @@
 //! The machines a report's records come from, a line each: CPU, cores, threads, memory, OS,
 //! Burn and Kiln versions, and the remote servers rows trained on.
 
-use kiln_results::Record;
+use kiln_contract::Record;
 
 use crate::cells::machine;
 use crate::table::machines;
@@ -94,7 +94,7 @@ fn local_machine_lines(all: &[Record]) -> Vec<String> {
 
 /// The end of a machine line: memory, OS, and the Burn and Kiln that made the record (and the
 /// opt-level, when it was not a release build's).
-fn memory_os_and_build(fp: &kiln_results::Fingerprint) -> String {
+fn memory_os_and_build(fp: &kiln_contract::Fingerprint) -> String {
     format!(
         "{}, {}; Burn {}, Kiln {} ({}{}){}",
         fp.memory_bytes

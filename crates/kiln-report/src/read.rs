@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use kiln_results::schema::{Record, SCHEMA_VERSION};
+use kiln_contract::schema::{Record, SCHEMA_VERSION};
 
 /// Name of the results file inside a run directory.
 pub const RESULTS_FILE: &str = "results.jsonl";
@@ -58,11 +58,11 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
 /// Attach the run's drift (`drift.json` beside the results file `results`), the floor of its
 /// intervals, to its `records`; a drift file this Kiln cannot read is a warning.
 pub fn attach_drift(results: &Path, records: &mut [Record], warnings: &mut Vec<String>) {
-    let drift_path = results.with_file_name(kiln_results::drift::DRIFT_FILE);
+    let drift_path = results.with_file_name(kiln_contract::drift::DRIFT_FILE);
     let Ok(text) = std::fs::read_to_string(&drift_path) else {
         return;
     };
-    match serde_json::from_str::<kiln_results::drift::RunDrift>(&text) {
+    match serde_json::from_str::<kiln_contract::drift::RunDrift>(&text) {
         Ok(drift) => {
             for r in records {
                 r.run_drift = Some(drift.share);
@@ -141,7 +141,7 @@ pub fn parse_value(value: serde_json::Value) -> Result<Record, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::schema::{CellId, Status};
+    use kiln_contract::schema::{CellId, Status};
 
     fn record_line(model: &str) -> String {
         let cell = CellId {
@@ -221,7 +221,7 @@ mod tests {
         std::fs::write(dir.join(RESULTS_FILE), format!("{line}\n{line}\n")).unwrap();
         let loaded = load(std::slice::from_ref(&dir)).unwrap();
         assert!(loaded.records.iter().all(|r| r.run_drift.is_none()));
-        let drift = kiln_results::drift::RunDrift::of(vec![kiln_results::drift::Recalibration {
+        let drift = kiln_contract::drift::RunDrift::of(vec![kiln_contract::drift::Recalibration {
             backend: "flex".into(),
             device: "cpu".into(),
             weights: "f32".into(),
@@ -230,7 +230,7 @@ mod tests {
         }])
         .unwrap();
         std::fs::write(
-            dir.join(kiln_results::drift::DRIFT_FILE),
+            dir.join(kiln_contract::drift::DRIFT_FILE),
             serde_json::to_string(&drift).unwrap(),
         )
         .unwrap();
@@ -239,7 +239,7 @@ mod tests {
         for r in &loaded.records {
             assert!((r.run_drift.unwrap() - 0.04).abs() < 1e-12);
         }
-        std::fs::write(dir.join(kiln_results::drift::DRIFT_FILE), "{").unwrap();
+        std::fs::write(dir.join(kiln_contract::drift::DRIFT_FILE), "{").unwrap();
         let loaded = load(std::slice::from_ref(&dir)).unwrap();
         assert!(
             loaded.warnings[0].contains("drift.json"),
@@ -265,7 +265,12 @@ mod tests {
         let cuda: Vec<&Record> = kit.iter().filter(|r| r.backend == "cuda").collect();
         assert_eq!(cuda.len(), 3);
         for r in &cuda {
-            assert_eq!(r.status, kiln_results::Status::NotSteady, "{}", r.precision);
+            assert_eq!(
+                r.status,
+                kiln_contract::Status::NotSteady,
+                "{}",
+                r.precision
+            );
             assert!(r.epoch_seconds.is_none() && r.images_per_second.is_none());
             assert!(
                 r.reason
@@ -285,7 +290,7 @@ mod tests {
             .find(|r| r.backend == "pytorch" && r.precision == "f32");
         assert!(
             torch
-                .is_some_and(|r| r.status == kiln_results::Status::Ok && r.epoch_seconds.is_some())
+                .is_some_and(|r| r.status == kiln_contract::Status::Ok && r.epoch_seconds.is_some())
         );
         let given_time = load("2026-12-04-xeon-f6m207-h200-cuda-mnist-budget230");
         let e = given_time[0].epoch_seconds.as_ref().unwrap();

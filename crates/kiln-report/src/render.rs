@@ -6,7 +6,7 @@ use crate::cells::*;
 use crate::machines::machine_lines;
 use crate::sections::{learner_section, scaling_section};
 use crate::table::{Column, model_tables};
-use kiln_results::schema::Record;
+use kiln_contract::schema::Record;
 
 /// The loop-overhead measurements (`bench --bare`) as a small table.
 fn overhead_table(records: &[&Record]) -> String {
@@ -93,7 +93,7 @@ pub fn json(records: &[Record]) -> String {
 pub fn csv(records: &[Record]) -> String {
     let mut out = csv::Writer::from_writer(Vec::new());
     // The header is the columns' names, whatever the record.
-    let none = kiln_results::CellId {
+    let none = kiln_contract::CellId {
         training_loop: None,
         model: String::new(),
         backend: String::new(),
@@ -101,7 +101,7 @@ pub fn csv(records: &[Record]) -> String {
         precision: String::new(),
         batch_size: 0,
     };
-    let header = columns(&Record::not_run(&none, kiln_results::Status::Skipped, ""));
+    let header = columns(&Record::not_run(&none, kiln_contract::Status::Skipped, ""));
     let _ = out.write_record(header.iter().map(|(name, _)| name));
     for r in records {
         // Writing to memory cannot fail.
@@ -256,7 +256,7 @@ fn run_and_noise(r: &Record) -> Vec<(&'static str, String)> {
         ("training_memory_bytes", optu(r.training_bytes())),
         (
             "memory_growth_bytes_per_epoch",
-            opt(kiln_results::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
+            opt(kiln_contract::memory::memory_growth(&r.epochs).map(|g| g.bytes_per_epoch)),
         ),
         (
             "rss_baseline_bytes",
@@ -296,7 +296,7 @@ fn run_and_noise(r: &Record) -> Vec<(&'static str, String)> {
         ),
         (
             "other_cpu_share_resolution",
-            opt(r.noise.as_ref().and_then(kiln_results::Noise::resolution)),
+            opt(r.noise.as_ref().and_then(kiln_contract::Noise::resolution)),
         ),
         (
             "steal_share",

@@ -4,8 +4,8 @@
 //! their own: a single run, whose only spread is within that one process.
 
 use crate::cells::machine_key;
-use kiln_results::schema::{BetweenRuns, Record, Status};
-use kiln_results::stats::{Stats, median};
+use kiln_contract::schema::{BetweenRuns, Record, Status};
+use kiln_contract::stats::{Stats, median};
 
 /// From this many timed runs on, the fastest and the slowest are dropped as outliers.
 pub const DROP_EXTREMES_FROM: usize = 5;
@@ -136,7 +136,7 @@ fn combine_group(group: &[&Record]) -> Record {
 
 /// Time to accuracy over runs: the median run's, a run that never reached the target counting
 /// as slower than any that did; the best accuracy of any run.
-fn median_time_to_accuracy(t: &mut kiln_results::TimeToAccuracy, used_records: &[&&Record]) {
+fn median_time_to_accuracy(t: &mut kiln_contract::TimeToAccuracy, used_records: &[&&Record]) {
     let mut times: Vec<f64> = used_records
         .iter()
         .map(|x| {
@@ -147,7 +147,7 @@ fn median_time_to_accuracy(t: &mut kiln_results::TimeToAccuracy, used_records: &
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    let mid = kiln_results::stats::median_of_sorted(&times);
+    let mid = kiln_contract::stats::median_of_sorted(&times);
     t.seconds = mid.filter(|m| m.is_finite());
     t.best = used_records
         .iter()
@@ -179,7 +179,7 @@ fn untimed_note(group: &[&Record], timed: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::schema::Repeat;
+    use kiln_contract::schema::Repeat;
 
     fn run(index: usize, of: usize, median: f64) -> Record {
         let mut r = crate::cells::tests_support::timed("flex", median);
@@ -206,7 +206,7 @@ mod tests {
     fn time_to_accuracy_is_the_median_runs_and_a_miss_counts_as_slowest() {
         let with = |index: usize, seconds: Option<f64>| {
             let mut r = run(index, 3, 10.0 + index as f64);
-            r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
+            r.time_to_accuracy = Some(kiln_contract::TimeToAccuracy {
                 target: 0.8,
                 seconds,
                 epoch: seconds.map(|_| 2),

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::cells::{human_seconds, machine_key};
-use kiln_results::schema::{Record, Status};
-use kiln_results::stats::Stats;
+use kiln_contract::schema::{Record, Status};
+use kiln_contract::stats::Stats;
 
 /// The ok row of `all` that is `r`'s cell on the same machine trained through `training_loop`
 /// on `device` (`None`: Kiln's loop).
@@ -13,7 +13,7 @@ fn same_cell_with<'a>(
     all: &'a [Record],
     r: &Record,
     device: &str,
-    training_loop: Option<kiln_results::TrainingLoop>,
+    training_loop: Option<kiln_contract::TrainingLoop>,
 ) -> Option<&'a Record> {
     all.iter().find(|o| {
         o.status == Status::Ok
@@ -67,7 +67,7 @@ pub fn learner_section(records: &[Record]) -> Section {
     let all = &crate::repeats::combine(records);
     let mut rows = Vec::new();
     for r in all.iter().filter(|r| {
-        r.training_loop == Some(kiln_results::TrainingLoop::Learner)
+        r.training_loop == Some(kiln_contract::TrainingLoop::Learner)
             && r.data_parallel.is_none()
             && r.status == Status::Ok
     }) {

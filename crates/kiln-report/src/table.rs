@@ -8,8 +8,8 @@ use crate::cells::{
     run_of, thousands,
 };
 use crate::warnings::warnings;
-use kiln_results::schema::{Record, Status};
-use kiln_results::stats::ratio_with_uncertainty;
+use kiln_contract::schema::{Record, Status};
+use kiln_contract::stats::ratio_with_uncertainty;
 
 /// What a column shows (renderers pick columns by kind, e.g. the terminal's compact table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +363,7 @@ pub fn warmup_cell(r: &Record) -> Cell {
             format!("{} ({} steps)", human_seconds(w.seconds), w.steps),
             Some(w.seconds),
         ),
-        (Some(w), _) if kiln_results::observe::too_short_to_judge(w) => Cell::number(
+        (Some(w), _) if kiln_contract::observe::too_short_to_judge(w) => Cell::number(
             format!(
                 "too short to judge: {} ({} steps)",
                 human_seconds(w.seconds),
@@ -399,7 +399,7 @@ pub(crate) fn epoch_ratio(a: &Record, b: &Record) -> Option<(f64, String)> {
     let (Some(ea), Some(eb)) = (&a.epoch_seconds, &b.epoch_seconds) else {
         return None;
     };
-    let between = |r: &Record, e: &kiln_results::Stats| r.between_runs.is_some() && e.n > 1;
+    let between = |r: &Record, e: &kiln_contract::Stats| r.between_runs.is_some() && e.n > 1;
     Some(if between(a, ea) && between(b, eb) {
         let (ratio, err) = ratio_with_uncertainty(ea, eb);
         (ratio, format!("{ratio:.2}× ± {err:.2}"))

@@ -1,15 +1,15 @@
 //! `cargo xtask verify`'s comparison of every backend against the reference, with its
-//! thresholds and table; the request and record are `kiln_results::verify`'s, re-exported here.
+//! thresholds and table; the request and record are `kiln_contract::verify`'s, re-exported here.
 
 mod compare;
 
 pub use compare::*;
-pub use kiln_results::verify::*;
+pub use kiln_contract::verify::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{DatasetName, ModelKind, Precision, Status};
+    use kiln_contract::{DatasetName, ModelKind, Precision, Status};
 
     fn record(backend: &str, losses: &[f64]) -> VerifyRecord {
         let request = VerifyRequest {
@@ -28,7 +28,7 @@ mod tests {
             init_out: Some("init".into()),
             final_out: "final".into(),
             fault: None,
-            learning_rate: kiln_results::protocol::LEARNING_RATE,
+            learning_rate: kiln_contract::protocol::LEARNING_RATE,
         };
         let mut r = VerifyRecord::start(&request, "0");
         r.status = Status::Ok;

@@ -1,7 +1,7 @@
 //! What a reader should know before trusting a row: the warnings every table shows beside it.
 
 use crate::cells::{chunks_text, human_bytes, human_seconds, low_confidence, noise_text};
-use kiln_results::schema::{DataKind, Method, Record, Status};
+use kiln_contract::schema::{DataKind, Method, Record, Status};
 
 /// Things a reader should know before trusting a row.
 pub fn warnings(r: &Record) -> Vec<String> {
@@ -9,7 +9,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
     if r.status != Status::Ok {
         return out;
     }
-    if let Some(g) = kiln_results::memory::memory_growth(&r.epochs) {
+    if let Some(g) = kiln_contract::memory::memory_growth(&r.epochs) {
         out.push(format!(
             "memory grows: the runner's resident set rose after every epoch from the second on, \
              {} per epoch ({} to {} over {} epochs): a leak, or caches still filling; a longer \
@@ -20,12 +20,12 @@ pub fn warnings(r: &Record) -> Vec<String> {
             g.epochs
         ));
     }
-    if r.learning_rate != kiln_results::protocol::LEARNING_RATE {
+    if r.learning_rate != kiln_contract::protocol::LEARNING_RATE {
         out.push(format!(
             "trained at learning rate {} (`--lr`), not the protocol's {}: its accuracy compares \
              only with rows of the same rate",
             r.learning_rate,
-            kiln_results::protocol::LEARNING_RATE
+            kiln_contract::protocol::LEARNING_RATE
         ));
     }
     out.extend(spread_warnings(r));
@@ -37,7 +37,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             if low_confidence(r) {
                 format!(
                     "; fewer than {} chunks: a low-confidence estimate, kept out of the charts",
-                    kiln_results::MIN_CHUNKS
+                    kiln_contract::MIN_CHUNKS
                 )
             } else {
                 String::new()
@@ -57,7 +57,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
             noise_text(n),
             human_seconds(n.window_seconds),
             n.window,
-            kiln_results::BUSY_SHARE * 100.0
+            kiln_contract::BUSY_SHARE * 100.0
         ));
     }
 
@@ -65,7 +65,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
         out.push("synthetic data: accuracy means nothing".into());
     }
     if r.device_kind
-        .is_some_and(kiln_results::DeviceKind::is_cpu_emulated)
+        .is_some_and(kiln_contract::DeviceKind::is_cpu_emulated)
     {
         out.push(
             "a software GPU driver running on the CPU (e.g. Mesa's lavapipe): a correctness row, \

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-fn fixture(file: &str) -> Vec<kiln_results::Record> {
+fn fixture(file: &str) -> Vec<kiln_contract::Record> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/ab-maxpool-x3")
         .join(file);
@@ -59,7 +59,7 @@ fn no_difference_says_the_smallest_change_the_pairs_would_have_shown() {
 
 #[test]
 fn under_the_sequential_rule_the_maxpool_pairs_are_never_called_faster_or_equal() {
-    let rule = kiln_results::stats::Sequential::KILN;
+    let rule = kiln_contract::stats::Sequential::KILN;
     let rows = kiln_report::ab::compare(
         &fixture("a-results.jsonl"),
         &fixture("b-results.jsonl"),
@@ -73,8 +73,8 @@ fn under_the_sequential_rule_the_maxpool_pairs_are_never_called_faster_or_equal(
     // Five pairs at p about 0.004 sit at the edge of a look's level (0.05 / 14): slower, or
     // not decided yet (the run would add a pair), never the other way.
     match epoch.look {
-        Some(kiln_results::stats::Look::Changed(true)) => assert_eq!(epoch.verdict, "B slower"),
-        Some(kiln_results::stats::Look::Undecided) => {
+        Some(kiln_contract::stats::Look::Changed(true)) => assert_eq!(epoch.verdict, "B slower"),
+        Some(kiln_contract::stats::Look::Undecided) => {
             assert!(
                 epoch.verdict.starts_with("undecided after 5 pairs"),
                 "{epoch:?}"

@@ -12,7 +12,7 @@
 //!   or two of those as `A / B` (a ratio), `A / B - 1` (a change), `1 - A / B` (a loss),
 //!   `A - B` (a difference). The value, in the figure's unit, must round to the figure;
 //! - `source` that is a plain file with `quote`: text the file holds verbatim (a log's `3m27s`);
-//! - `constant`: a constant of Kiln's code, by its path (`kiln_results::BUSY_SHARE`).
+//! - `constant`: a constant of Kiln's code, by its path (`kiln_contract::BUSY_SHARE`).
 //!
 //! In the README and docs/results.md every figure must be bound so, and a test raises each one's
 //! last digit and requires the check to fail. Elsewhere an entry may instead say `why` a figure
@@ -63,11 +63,11 @@ const STRICT: [&str; 2] = ["README.md", "docs/results.md"];
 /// The constants of Kiln's code that docs quote, by the path the ledger names them with.
 fn constant(name: &str) -> Option<f64> {
     Some(match name {
-        "kiln_results::BUSY_SHARE" => kiln_results::BUSY_SHARE,
-        "kiln_results::stats::PREDICTION_LEVEL" => kiln_results::stats::PREDICTION_LEVEL,
+        "kiln_contract::BUSY_SHARE" => kiln_contract::BUSY_SHARE,
+        "kiln_contract::stats::PREDICTION_LEVEL" => kiln_contract::stats::PREDICTION_LEVEL,
         "kiln_report::ab::P_VALUE" => kiln_report::ab::P_VALUE,
-        "kiln_results::TimingRules::KILN.late_floor_seconds" => {
-            kiln_results::TimingRules::KILN.late_floor_seconds
+        "kiln_contract::TimingRules::KILN.late_floor_seconds" => {
+            kiln_contract::TimingRules::KILN.late_floor_seconds
         }
         _ => return None,
     })

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use kiln_contract::{CellId, Record, Status};
 use kiln_report::read::{Loaded, parse_line, read_into};
-use kiln_results::{CellId, Record, Status};
 use proptest::collection::vec;
 use proptest::prelude::*;
 

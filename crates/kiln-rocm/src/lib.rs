@@ -35,7 +35,7 @@ const ENUMERATE: Option<kiln_core::gpu::Enumerate> = Some(|| {
 #[cfg(not(feature = "rocm"))]
 const ENUMERATE: Option<kiln_core::gpu::Enumerate> = None;
 
-fn runtime() -> kiln_results::Runtime {
+fn runtime() -> kiln_contract::Runtime {
     // Burn's default features compile CubeCL backends with kernel fusion.
     kiln_core::cubecl::runtime("hip", "", false, true)
 }

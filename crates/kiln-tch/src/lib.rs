@@ -5,9 +5,9 @@
 //! Built without the `libtorch` feature, the crate still compiles and its probe says why it
 //! cannot run and what fixes it; `cargo xtask` enables the feature once libtorch is set up.
 
+use kiln_contract::DeviceReport;
 use kiln_core::Binding;
 use kiln_core::device::Selected;
-use kiln_results::DeviceReport;
 
 /// What makes libtorch available; printed wherever tch is unavailable.
 pub const SETUP_HINT: &str = "run `cargo xtask setup-libtorch` (installs torch==2.9.0 from PyPI \
@@ -19,8 +19,8 @@ pub struct TchBinding;
 #[cfg(feature = "libtorch")]
 mod linked {
     use burn::tensor::Device;
+    use kiln_contract::{DeviceKind, DeviceReport};
     use kiln_core::device::{Selected, cpu_device_report, supported_precisions};
-    use kiln_results::{DeviceKind, DeviceReport};
 
     // The one place Kiln names the deprecated libtorch devices.
     #[allow(deprecated)]
@@ -94,7 +94,7 @@ mod linked {
             precisions: supported_precisions(&d),
             default: false,
             memory_bytes: None,
-            runtime: Some(kiln_results::Runtime {
+            runtime: Some(kiln_contract::Runtime {
                 api: Some(api.into()),
                 ..Default::default()
             }),
@@ -171,7 +171,7 @@ impl Binding for TchBinding {
             vec![DeviceReport {
                 spec: "cpu".into(),
                 name: "libtorch CPU".into(),
-                kind: kiln_results::DeviceKind::Cpu,
+                kind: kiln_contract::DeviceKind::Cpu,
                 available: false,
                 reason: Some(format!("built without libtorch: {SETUP_HINT}")),
                 precisions: Vec::new(),

@@ -11,9 +11,9 @@ use std::sync::{Mutex, OnceLock};
 
 use burn::tensor::wgpu::{WgpuBackend, wgpu};
 use burn::tensor::{Device, DeviceKind};
+use kiln_contract::{DeviceKind as Kind, DeviceReport, Runtime};
 use kiln_core::Binding;
 use kiln_core::device::{Selected, supported_precisions};
-use kiln_results::{DeviceKind as Kind, DeviceReport, Runtime};
 
 /// The wgpu backend: one device per adapter and graphics API.
 pub struct WgpuBinding;

@@ -11,7 +11,7 @@ fn device() -> Option<Device> {
     match WgpuBinding.device("default") {
         Ok(selected) => Some(selected.device),
         Err(why) => {
-            kiln_results::testing::skip(
+            kiln_contract::testing::skip(
                 "kiln-wgpu lavapipe",
                 &format!("no wgpu adapter ({why}; apt-get install mesa-vulkan-drivers)"),
             );
@@ -45,7 +45,7 @@ fn probe_labels_software_adapters_and_never_panics() {
             assert!(d.reason.is_some(), "{d:?}");
         }
         if d.name.to_lowercase().contains("llvmpipe") {
-            assert_eq!(d.kind, kiln_results::DeviceKind::CpuEmulatedGpu, "{d:?}");
+            assert_eq!(d.kind, kiln_contract::DeviceKind::CpuEmulatedGpu, "{d:?}");
             assert!(d.runtime.as_ref().is_some_and(|r| r.cpu_emulated));
             assert!(d.reason.as_deref().is_some_and(|r| r.contains("not a GPU")));
         }

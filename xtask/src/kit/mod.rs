@@ -143,7 +143,7 @@ pub fn gpu_kit(
         // burn-train only in a runner the plan's Learner cells use (it weighs on the kit).
         let learner: &[&str] =
             if plan.cells.iter().any(|c| {
-                c.backend == *name && c.training_loop == kiln_results::TrainingLoop::Learner
+                c.backend == *name && c.training_loop == kiln_contract::TrainingLoop::Learner
             }) {
                 &[crate::build::LEARNER]
             } else {

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kiln_results::replay::{ReplayProfile, StepTimes};
-use kiln_results::{ModelKind, Precision, TimingRules, TrainingLoop};
+use kiln_contract::replay::{ReplayProfile, StepTimes};
+use kiln_contract::{ModelKind, Precision, TimingRules, TrainingLoop};
 
 use crate::bench::PlanEntry;
 
@@ -362,7 +362,7 @@ mod tests {
         };
         let derived = ReplayProfile::from_records(&records, 0.1, default);
         let path = root.join(MEASURED);
-        if kiln_results::testing::blessing() {
+        if kiln_contract::testing::blessing() {
             let text = serde_json::to_string_pretty(&derived).unwrap() + "\n";
             std::fs::write(&path, text).unwrap();
         }

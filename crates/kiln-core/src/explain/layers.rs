@@ -5,8 +5,8 @@ use burn::module::Module;
 use burn::nn::loss::{CrossEntropyLoss, CrossEntropyLossConfig};
 use burn::prelude::*;
 
-use kiln_results::explain::LayerOp;
-use kiln_results::models::Init;
+use kiln_contract::explain::LayerOp;
+use kiln_contract::models::Init;
 
 use crate::CoreError;
 use crate::models::{self, Act};

@@ -1,7 +1,7 @@
 //! `kiln-<backend> --explain FILE`: every operation of one training step timed alone, the way
 //! Burn's autodiff runs it, on the cell's device, precision and threads.
 //!
-//! Each layer of [`kiln_results::explain::sites`] is built at its real shapes with Burn's own
+//! Each layer of [`kiln_contract::explain::sites`] is built at its real shapes with Burn's own
 //! modules. Its forward pass runs on the autodiff device (recording the graph, as in training);
 //! its backward pass is one `backward()` through that layer alone, with exactly the leaves
 //! tracked whose gradients the phase asks for: the input only (a convolution's input gradient:
@@ -19,7 +19,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::{Distribution, ProfileOptions};
 
-use kiln_results::explain::{
+use kiln_contract::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
 };
 
@@ -39,7 +39,7 @@ use layers::Layer;
 struct Timer<'a> {
     device: &'a Device,
     warmup: usize,
-    rules: kiln_results::TimingRules,
+    rules: kiln_contract::TimingRules,
     cap_runs: usize,
     repeats: usize,
     op_seconds: f64,
@@ -189,7 +189,7 @@ fn time_site(
 }
 
 fn median(samples: &[f64]) -> f64 {
-    kiln_results::stats::median(samples).unwrap_or(0.0)
+    kiln_contract::stats::median(samples).unwrap_or(0.0)
 }
 
 /// Gradients of every trainable parameter's shape, as a backward pass would hand Adam.

@@ -9,7 +9,7 @@ use burn::prelude::*;
 use burn::tensor::FloatDType;
 use burn_train::Interrupter;
 
-use kiln_results::{Chunk, DeviceMemory, EpochSummary, Event, Progress};
+use kiln_contract::{Chunk, DeviceMemory, EpochSummary, Event, Progress};
 
 use crate::protocol::{read_count, read_scalar, sample_device_memory};
 use crate::warmup::{Phase, WarmupClock};
@@ -221,7 +221,7 @@ impl ClockState {
         self.chunk_steps += 1;
         let started = self.started.unwrap_or(now);
         // The budget counts timed steady-state training (validation apart), as Kiln's loop's.
-        let over_budget = kiln_results::protocol::budget_spent(
+        let over_budget = kiln_contract::protocol::budget_spent(
             self.budget,
             self.min_timed_steps,
             self.chunks.iter().map(|c| (c.steps, c.seconds)),

@@ -20,8 +20,8 @@ use burn::prelude::*;
 use burn_train::metric::{AccuracyMetric, LossMetric};
 use burn_train::{ExecutionStrategy, Interrupter, Learner, MultiDeviceOptim, SupervisedTraining};
 
+use kiln_contract::{Event, Measurements};
 use kiln_data::Dataset;
-use kiln_results::{Event, Measurements};
 
 pub(crate) mod clock;
 mod steps;
@@ -78,7 +78,7 @@ struct HostSplit {
     pixels: Vec<f32>,
     labels: Vec<u8>,
     sample_len: usize,
-    geometry: kiln_results::Geometry,
+    geometry: kiln_contract::Geometry,
 }
 
 impl HostSplit {

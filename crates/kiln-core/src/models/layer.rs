@@ -1,5 +1,5 @@
 //! One layer of a network built with Burn's modules from its description
-//! (`kiln_results::models::Layer`), and the activations of any rank layers take and make.
+//! (`kiln_contract::models::Layer`), and the activations of any rank layers take and make.
 
 use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -9,7 +9,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::activation::relu;
 
-use kiln_results::models::{self as described, Init, LayerOp};
+use kiln_contract::models::{self as described, Init, LayerOp};
 
 use crate::CoreError;
 

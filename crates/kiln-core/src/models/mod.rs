@@ -1,5 +1,5 @@
 //! The benchmark's models as Burn networks, built for any Burn device from each model's one
-//! description (`kiln_results::models`: a file per model, one registration line), so that a
+//! description (`kiln_contract::models`: a file per model, one registration line), so that a
 //! new model needs nothing here.
 
 use burn::module::{Module, Param};
@@ -9,7 +9,7 @@ mod classifier;
 mod layer;
 
 pub use classifier::Classifier;
-pub use kiln_results::ModelKind;
+pub use kiln_contract::ModelKind;
 pub use layer::{Act, ChannelDropout, Layer};
 
 /// A model's network: its layers, built from its description.
@@ -53,14 +53,14 @@ impl Net {
 /// parameter at Burn's module path in its [`Net`] (`layers.4.Residual.main.0.Conv.weight` is
 /// `layer1.0.conv1.weight`), as the PyTorch reference names it too; the path itself where it
 /// does not follow the description.
-pub fn parameter_name(described: &[kiln_results::models::Layer], path: &[String]) -> String {
+pub fn parameter_name(described: &[kiln_contract::models::Layer], path: &[String]) -> String {
     described_name(described, path).unwrap_or_else(|| path.join("."))
 }
 
 /// `path`: the list's field (`layers`, `main`, `shortcut`), the index in it, the layer's
 /// variant, then the parameter's path in that layer.
-fn described_name(layers: &[kiln_results::models::Layer], path: &[String]) -> Option<String> {
-    use kiln_results::models::Layer as Described;
+fn described_name(layers: &[kiln_contract::models::Layer], path: &[String]) -> Option<String> {
+    use kiln_contract::models::Layer as Described;
     let (index, rest) = path.get(1..)?.split_first()?;
     let rest = rest.get(1..)?;
     match layers.get(index.parse::<usize>().ok()?)? {

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use burn::prelude::*;
 
-use kiln_data::{Origin, Request};
-use kiln_results::{
+use kiln_contract::{
     CellRequest, DataKind, DeviceKind, Event, FloatKind, Measurements, Observed, Profile, Record,
     Status, TrainingLoop,
 };
+use kiln_data::{Origin, Request};
 
 use crate::device::{Binding, dtype, open_device, supported_precisions};
 #[cfg(feature = "learner")]
@@ -33,11 +33,11 @@ pub(super) struct Cell<'a> {
     pub(super) args: Vec<String>,
     pub(super) threads: usize,
     pub(super) device_kind: Option<DeviceKind>,
-    pub(super) runtime: Option<kiln_results::Runtime>,
-    pub(super) remote: Option<kiln_results::Remote>,
+    pub(super) runtime: Option<kiln_contract::Runtime>,
+    pub(super) remote: Option<kiln_contract::Remote>,
     pub(super) backend_version: String,
     pub(super) flops_per_sample: Option<u64>,
-    pub(super) peak: Option<kiln_results::Calibration>,
+    pub(super) peak: Option<kiln_contract::Calibration>,
     pub(super) data: DataKind,
 }
 
@@ -107,7 +107,7 @@ pub(super) fn run_cell(
     if request.calibrate_only {
         return Ok(cell.record(Status::Ok, Some("GEMM calibration only".into()), None));
     }
-    cell.flops_per_sample = Some(kiln_results::explain::training_flops_per_sample(
+    cell.flops_per_sample = Some(kiln_contract::explain::training_flops_per_sample(
         request.model,
     ));
     device.seed(request.settings.seed);
@@ -396,7 +396,7 @@ fn train_learner(
         ));
     }
     if devices.len() > 1 {
-        observed.data_parallel = Some(kiln_results::DataParallel {
+        observed.data_parallel = Some(kiln_contract::DataParallel {
             devices: on.specs,
             strategy: strategy.name().into(),
             global_batch_size: protocol.batch_size * devices.len(),

@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 
-use kiln_results::{CellRequest, DataKind, Event, ProbeReport, Record, SCHEMA_VERSION, Status};
+use kiln_contract::{CellRequest, DataKind, Event, ProbeReport, Record, SCHEMA_VERSION, Status};
 
 use crate::device::{Binding, panic_text};
 
@@ -106,7 +106,7 @@ fn bench_with_args(
 /// A failure's status: out of memory when its text says so (a result at this batch size),
 /// else failed.
 fn failure_status(text: &str) -> Status {
-    if kiln_results::says_out_of_memory(text) {
+    if kiln_contract::says_out_of_memory(text) {
         Status::OutOfMemory
     } else {
         Status::Failed
@@ -168,7 +168,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         return answer(
             path,
             "explain",
-            kiln_results::explain::ExplainRequest::read,
+            kiln_contract::explain::ExplainRequest::read,
             |r| {
                 let record = crate::explain::explain(binding, r);
                 (serde_json::to_string(&record), record.status)
@@ -179,7 +179,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         return answer(
             path,
             "verify",
-            kiln_results::verify::VerifyRequest::read,
+            kiln_contract::verify::VerifyRequest::read,
             |r| {
                 let record = crate::verify::verify(binding, r);
                 (serde_json::to_string(&record), record.status)

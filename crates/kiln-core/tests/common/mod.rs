@@ -1,8 +1,8 @@
 //! What the integration tests share: CPU backends bound the way their crates bind them.
 
 use burn::prelude::*;
+use kiln_contract::DeviceReport;
 use kiln_core::device::{Binding, Selected};
-use kiln_results::DeviceReport;
 
 /// A CPU backend: its name and the function that gives its device.
 pub struct Cpu(pub &'static str, pub fn() -> Device);

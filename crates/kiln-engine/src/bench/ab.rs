@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
+use kiln_contract::stats::{Look, Sequential};
+use kiln_contract::{ModelKind, Precision, TrainingLoop};
 use kiln_report::read::RESULTS_FILE;
-use kiln_results::stats::{Look, Sequential};
-use kiln_results::{ModelKind, Precision, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config};
 use super::execute::{execute_rest, probes};
@@ -152,7 +152,7 @@ fn decided(
     rule: &Sequential,
     pairs: usize,
 ) -> Result<bool> {
-    let load = |dir: &Path| -> Result<Vec<kiln_results::Record>> {
+    let load = |dir: &Path| -> Result<Vec<kiln_contract::Record>> {
         Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
     };
     let Some((_, first, _)) = sides.first() else {
@@ -190,10 +190,10 @@ pub fn sequential_of(side: &Path) -> Option<Sequential> {
 /// Compare every side with the first and write `ab.md` in `out` (the epoch time by the
 /// `sequential` rule where the run was `--repeats auto`); returns its text.
 pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) -> Result<String> {
-    let load = |dir: &PathBuf| -> Result<Vec<kiln_results::Record>> {
+    let load = |dir: &PathBuf| -> Result<Vec<kiln_contract::Record>> {
         Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
     };
-    let label = |records: &[kiln_results::Record], dir: &Path| {
+    let label = |records: &[kiln_contract::Record], dir: &Path| {
         records
             .iter()
             .find_map(|r| r.burn.as_ref().map(|b| b.label()))

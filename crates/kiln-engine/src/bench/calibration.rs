@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
-use kiln_results::drift::{DRIFT_FILE, Recalibration, RunDrift};
-use kiln_results::{Precision, Record, Status};
+use kiln_contract::drift::{DRIFT_FILE, Recalibration, RunDrift};
+use kiln_contract::{Precision, Record, Status};
 
 use super::child::{CellRun, run_cell};
 use super::config::{PlannedCell, RunConfig};
@@ -42,8 +42,8 @@ pub(super) fn device_of(r: &Record) -> String {
 /// best on each device, by (device, weights type).
 #[derive(Default)]
 pub(super) struct Peaks {
-    pub(super) own: Vec<((String, String, String), kiln_results::Calibration, String)>,
-    pub(super) best: Vec<((String, String), kiln_results::DevicePeak)>,
+    pub(super) own: Vec<((String, String, String), kiln_contract::Calibration, String)>,
+    pub(super) best: Vec<((String, String), kiln_contract::DevicePeak)>,
 }
 
 /// Measure, once per run, each backend's GEMM peak on each device and weights type the cells
@@ -112,7 +112,7 @@ pub(super) fn calibrate(
             device.clone(),
         ));
         let key = (device, weights);
-        let better = kiln_results::DevicePeak {
+        let better = kiln_contract::DevicePeak {
             gflops: peak.gflops,
             backend: cell.id.backend.clone(),
             matrix: peak.matrix,
@@ -194,7 +194,7 @@ pub(super) fn cell_run(
         .iter()
         .find(|((b, d, w), _, _)| *b == cell.id.backend && *d == cell.id.device && *w == weights);
     CellRun {
-        repeat: Some(kiln_results::Repeat {
+        repeat: Some(kiln_contract::Repeat {
             index: k,
             of: repeats,
             run: run_id.to_string(),

@@ -7,9 +7,9 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use kiln_contract::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
 use kiln_report::cells::{human_seconds, obtained_text};
 use kiln_report::units::percent;
-use kiln_results::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
 
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
@@ -45,7 +45,7 @@ pub fn tail_of(path: &Path, lines: usize) -> String {
 pub(super) fn out_of_memory_line(log: &Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
     text.lines()
-        .find(|l| kiln_results::says_out_of_memory(l))
+        .find(|l| kiln_contract::says_out_of_memory(l))
         .map(|l| l.trim().to_string())
 }
 
@@ -272,7 +272,7 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
         && record
             .reason
             .as_deref()
-            .is_some_and(kiln_results::says_out_of_memory)
+            .is_some_and(kiln_contract::says_out_of_memory)
     {
         record.status = Status::OutOfMemory;
     }
@@ -282,7 +282,7 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
 /// Other processes' share of the machine over the window the record's time comes from: the
 /// timed epochs (after the warm-up epoch) when there were any, else the training, else the
 /// whole cell.
-fn noise_of(seen: &Watched, spawned: Option<noise::Sample>) -> kiln_results::Noise {
+fn noise_of(seen: &Watched, spawned: Option<noise::Sample>) -> kiln_contract::Noise {
     let (from, to, window) = match (&seen.warm_until, &seen.last_epoch) {
         (Some(a), Some(b)) => (Some(a), Some(b), "timed epochs"),
         _ => match &seen.trained_from {
@@ -299,7 +299,7 @@ fn add_run(
     record: &mut Record,
     run: &CellRun,
     cfg: &RunConfig,
-    mut noise: kiln_results::Noise,
+    mut noise: kiln_contract::Noise,
     parent_max_rss: Option<u64>,
 ) {
     if let Some((waited, quiet)) = run.waited {
@@ -383,10 +383,10 @@ mod phase_tests {
 
     fn id() -> CellId {
         CellId::new(
-            kiln_results::ModelKind::MnistCnn,
+            kiln_contract::ModelKind::MnistCnn,
             "flex",
             "cpu",
-            kiln_results::Precision::F32,
+            kiln_contract::Precision::F32,
             8192,
         )
     }

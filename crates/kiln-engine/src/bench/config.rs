@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use kiln_results::{
+use kiln_contract::{
     AutotuneLevel, CellId, CellRequest, CellSettings, DatasetName, ModelKind, Precision, Profile,
     TrainingLoop,
 };
@@ -44,7 +44,7 @@ pub struct RunConfig {
     /// The Burn this run's runners were built against, when the run named one (a side of
     /// `--burn A --burn B`); every record carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burn: Option<kiln_results::BurnBuild>,
+    pub burn: Option<kiln_contract::BurnBuild>,
     /// Measure each backend's GEMM peak at the run's start (`--no-calibration`: no "% of
     /// peak", one process less per backend and type; the GPU kit's runs).
     #[serde(default = "yes")]
@@ -56,7 +56,7 @@ pub struct RunConfig {
     /// `--repeats auto` (an A/B only): passes are added until every cell's epoch time is
     /// decided by this rule, `repeats` at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sequential: Option<kiln_results::stats::Sequential>,
+    pub sequential: Option<kiln_contract::stats::Sequential>,
 }
 
 fn yes() -> bool {
@@ -114,7 +114,7 @@ pub struct PlannedCell {
     pub warmup_cap_seconds: Option<f64>,
     /// A replayed cell's step times (`gpu-kit --replay`): Kiln's replay runner plays it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<kiln_results::replay::Replay>,
+    pub replay: Option<kiln_contract::replay::Replay>,
     /// The wall time the plan gives this cell, start to record (the GPU kit's plan, from
     /// measured warm-ups): its watchdog is this and a margin, and a run whose time is short
     /// of it records the cell as not reached instead of starting it.
@@ -204,7 +204,7 @@ impl RunConfig {
         match common.repeats {
             Some(crate::options::Repeats::Runs(n)) => self.repeats = n,
             Some(crate::options::Repeats::Auto) => {
-                let rule = kiln_results::stats::Sequential::KILN;
+                let rule = kiln_contract::stats::Sequential::KILN;
                 self.repeats = rule.max_pairs;
                 self.sequential = Some(rule);
             }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use kiln_contract::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
 use kiln_report::read::RESULTS_FILE;
-use kiln_results::{CellId, ModelKind, Precision, ProbeReport, Record, Status};
 
 use super::calibration::{Peaks, calibrate, cell_run, measure_drift};
 use super::child::CellRun;

@@ -1,6 +1,6 @@
 //! When a cell calls for the CPU fallback (where it goes is `plan::fallback_cell`).
 
-use kiln_results::{Record, Status};
+use kiln_contract::{Record, Status};
 
 /// Why a cell's record calls for the CPU fallback: its device was unavailable, or it failed
 /// on an operation or type the device does not support. Other failures (crashes, timeouts,

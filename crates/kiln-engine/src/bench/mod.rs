@@ -24,8 +24,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use kiln_contract::{CellId, ModelKind, Precision, TrainingLoop};
 use kiln_report::read::RESULTS_FILE;
-use kiln_results::{CellId, ModelKind, Precision, TrainingLoop};
 
 use crate::backends::{self};
 use crate::options::CommonArgs;
@@ -130,7 +130,7 @@ pub struct PlanEntry {
     pub budget: Option<Duration>,
     pub warmup_cap: Option<Duration>,
     pub planned: Option<Duration>,
-    pub replay: Option<kiln_results::replay::Replay>,
+    pub replay: Option<kiln_contract::replay::Replay>,
 }
 
 /// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use kiln_contract::{BUSY_SHARE, Noise};
 use kiln_machine::process::{MachineTicks, machine_ticks, process_ticks};
-use kiln_results::{BUSY_SHARE, Noise};
 
 /// One reading of the machine, the runner and this process.
 #[derive(Debug, Clone, Copy)]
@@ -194,8 +194,8 @@ mod tests {
     fn a_fake_busy_window_flags_its_row_in_the_report() {
         let t0 = Instant::now();
         let t1 = t0 + Duration::from_secs(10);
-        let mut r = kiln_results::Record::not_run(
-            &kiln_results::CellId {
+        let mut r = kiln_contract::Record::not_run(
+            &kiln_contract::CellId {
                 training_loop: None,
                 model: "mnist-cnn".into(),
                 backend: "flex".into(),
@@ -203,11 +203,11 @@ mod tests {
                 precision: "f32".into(),
                 batch_size: 128,
             },
-            kiln_results::Status::Ok,
+            kiln_contract::Status::Ok,
             "",
         );
         r.reason = None;
-        r.epoch_seconds = kiln_results::Stats::from_samples(&[10.0, 11.0]);
+        r.epoch_seconds = kiln_contract::Stats::from_samples(&[10.0, 11.0]);
         r.noise = Some(noise(
             Some(&at(stat(0, 0, 0), 0, t0)),
             Some(&at(stat(1900, 100, 0), 1000, t1)),

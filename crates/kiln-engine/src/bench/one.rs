@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::{CellId, CellRequest, ModelKind, Precision, ProbeReport, TrainingLoop};
+use kiln_contract::{CellId, CellRequest, ModelKind, Precision, ProbeReport, TrainingLoop};
 
 use super::config::{PlannedCell, RunConfig, config, dataset_for};
 use super::execute::{execute, with_fallback_backends};
@@ -169,7 +169,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     }
     let kind = report
         .and_then(|r| r.devices.iter().find(|d| d.spec == spec))
-        .map_or(kiln_results::DeviceKind::Cpu, |d| d.kind);
+        .map_or(kiln_contract::DeviceKind::Cpu, |d| d.kind);
     let matrix = plan::Matrix {
         models: vec![(model, (dataset, None))],
         precisions: vec![precision],

@@ -2,7 +2,7 @@
 //! failed one falls back to. Pure functions over the configuration and the probes' reports, so
 //! every rule is unit-tested without building or running anything.
 
-use kiln_results::{
+use kiln_contract::{
     AutotuneLevel, CellId, DatasetName, DeviceKind, DeviceReport, ModelKind, Precision,
     ProbeReport, Profile, Record, Status, TrainingLoop,
 };

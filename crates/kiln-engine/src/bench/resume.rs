@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use kiln_contract::{CellId, ModelKind, Precision, Record};
 use kiln_report::read::RESULTS_FILE;
-use kiln_results::{CellId, ModelKind, Precision, Record};
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use super::execute::with_fallback_backends;
@@ -218,7 +218,7 @@ pub fn resume(
     let built = build_and_probe(
         &with_fallback_backends(wanted, run.config.cell.fallback.is_some()),
         remaining.iter().any(|c| {
-            c.replay.is_none() && c.id.training_loop == Some(kiln_results::TrainingLoop::Learner)
+            c.replay.is_none() && c.id.training_loop == Some(kiln_contract::TrainingLoop::Learner)
         }),
     )?;
     eprintln!(

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use kiln_results::Record;
+use kiln_contract::Record;
 
 use super::config::{PlannedCell, RUN_FILE, RunConfig, RunFile};
 use crate::time;
@@ -58,7 +58,7 @@ pub(super) fn check_out(out: Option<&Path>) -> Result<PathBuf> {
 /// A record xtask wrote itself (a cell skipped before any runner started) gets this machine's
 /// fingerprint: which machine skipped a cell, and at which revision, matters too.
 pub fn append_record(path: &Path, record: &Record) -> Result<()> {
-    if record.status != kiln_results::Status::Ok {
+    if record.status != kiln_contract::Status::Ok {
         UNTIMED.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     if record.fingerprint.cpu_model.is_empty() {
@@ -136,7 +136,7 @@ pub(super) fn write_run_file(out: &Path, cfg: &RunConfig, cells: &[PlannedCell])
 /// `--cell`; the suffix tells a calibration's request from the cell's).
 pub(super) fn write_request(
     out: &Path,
-    request: &kiln_results::CellRequest,
+    request: &kiln_contract::CellRequest,
     suffix: &str,
 ) -> Result<PathBuf> {
     let dir = out.join("cells");

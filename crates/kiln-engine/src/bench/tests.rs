@@ -14,8 +14,8 @@ use super::resume::remaining_cells;
 use super::*;
 use crate::runners::{Built, Runner};
 use crate::testing::{built, on_cpu};
-use kiln_results::{AutotuneLevel, CellRequest, DatasetName, Event, FallbackTarget, Profile};
-use kiln_results::{ProbeReport, Record, Status};
+use kiln_contract::{AutotuneLevel, CellRequest, DatasetName, Event, FallbackTarget, Profile};
+use kiln_contract::{ProbeReport, Record, Status};
 
 #[test]
 fn out_dir_rules() {
@@ -111,7 +111,7 @@ fn an_unavailable_device_falls_back_to_a_cpu_record_labelled_as_such() {
             "wgpu",
             unavailable,
             "vulkan:discrete:0",
-            kiln_results::DeviceKind::DiscreteGpu,
+            kiln_contract::DeviceKind::DiscreteGpu,
         ),
         on_cpu("flex", fine_runner(tmp.path(), "flex")),
     ];
@@ -332,7 +332,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     );
     assert!(err.contains("--device: --resume cannot apply it"), "{err}");
     let mut learner = common();
-    learner.training_loop = Some(vec![kiln_results::TrainingLoop::Learner]);
+    learner.training_loop = Some(vec![kiln_contract::TrainingLoop::Learner]);
     let err = resume(&out, &learner, &[], None, None, None)
         .unwrap_err()
         .to_string();

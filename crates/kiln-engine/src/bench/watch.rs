@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use kiln_contract::{CellRequest, Event, Record};
 use kiln_report::cells::human_seconds;
 use kiln_report::units::percent;
-use kiln_results::{CellRequest, Event, Record};
 
 use super::interrupt::interrupted;
 use super::limits::{Limits, Phase, PhaseClock};
@@ -174,8 +174,8 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
 /// The record of a cell whose runner reported what it observed instead of a record (the
 /// PyTorch reference): the rules of every Rust runner's records, with the fingerprint taken here.
 pub fn observed_record(
-    mut observed: kiln_results::Observed,
-    request: &kiln_results::CellRequest,
+    mut observed: kiln_contract::Observed,
+    request: &kiln_contract::CellRequest,
     commit: &Option<String>,
     dirty: Option<bool>,
 ) -> Record {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
-use kiln_results::BurnBuild;
+use kiln_contract::BurnBuild;
 
 use crate::workspace::{cargo, target_dir, workspace_root};
 

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use kiln_results::{Event, Record};
+use kiln_contract::{Event, Record};
 
 pub fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kiln-flex"))

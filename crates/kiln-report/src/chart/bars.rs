@@ -6,8 +6,8 @@ use plotters::prelude::*;
 
 use crate::cells::{low_confidence, pick_baseline};
 use crate::table::{row_title, several_batch_sizes};
-use kiln_results::stats::ratio_with_uncertainty;
-use kiln_results::{Record, Status};
+use kiln_contract::stats::ratio_with_uncertainty;
+use kiln_contract::{Record, Status};
 
 use super::palette::*;
 

@@ -4,7 +4,7 @@ use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
 use crate::table::{row_title, several_batch_sizes};
-use kiln_results::{Record, Status};
+use kiln_contract::{Record, Status};
 
 use super::palette::*;
 

@@ -18,8 +18,8 @@ pub use palette::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kiln_results::{CellId, DataKind, Method, Obtained, Stats};
-    use kiln_results::{Record, Status};
+    use kiln_contract::{CellId, DataKind, Method, Obtained, Stats};
+    use kiln_contract::{Record, Status};
     use plotters::prelude::RGBColor;
 
     fn timed(backend: &str, median: f64) -> Record {
@@ -85,7 +85,7 @@ mod tests {
     fn accuracy_curves_have_one_line_per_row_and_the_target() {
         let mut r = timed("flex", 10.0);
         r.epochs = (1..=3)
-            .map(|e| kiln_results::EpochSummary {
+            .map(|e| kiln_contract::EpochSummary {
                 epoch: e,
                 seconds: 2.0,
                 steps: 1,
@@ -96,7 +96,7 @@ mod tests {
                 rss_bytes: None,
             })
             .collect();
-        r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
+        r.time_to_accuracy = Some(kiln_contract::TimeToAccuracy {
             target: 0.75,
             seconds: Some(6.0),
             epoch: Some(3),
@@ -118,7 +118,7 @@ mod tests {
     fn a_target_accuracy_adds_a_panel_with_a_bar_per_row_that_reached_it() {
         let reached = |backend: &str, seconds: Option<f64>| {
             let mut r = timed(backend, 100.0);
-            r.time_to_accuracy = Some(kiln_results::TimeToAccuracy {
+            r.time_to_accuracy = Some(kiln_contract::TimeToAccuracy {
                 target: 0.8,
                 seconds,
                 epoch: seconds.map(|_| 2),
@@ -201,7 +201,7 @@ mod tests {
         use crate::explain::{
             ExplainRecord, ExplainRequest, ExplainTable, OpTiming, Phase, Timing,
         };
-        use kiln_results::{ModelKind, Precision};
+        use kiln_contract::{ModelKind, Precision};
         let record = |backend: &str, seconds: &[f64]| {
             let request =
                 ExplainRequest::new(ModelKind::MnistCnn, backend, "cpu", Precision::F32, 128);

@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 
 use crate::ab::{Compared, compare_runs};
-use kiln_results::explain::ExplainRecord;
-use kiln_results::{ModelKind, Status};
+use kiln_contract::explain::ExplainRecord;
+use kiln_contract::{ModelKind, Status};
 
 /// The least change of an op's time that counts: ops timed alone are small and noisier than a
 /// whole epoch.
@@ -151,7 +151,7 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
 }
 
 fn ms(v: &[f64]) -> String {
-    kiln_results::stats::median(v).map_or("–".into(), super::table::ms)
+    kiln_contract::stats::median(v).map_or("–".into(), super::table::ms)
 }
 
 fn row_text(o: &OpRow) -> String {
@@ -236,7 +236,7 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
 mod tests {
     use super::*;
     use crate::explain::{ExplainRequest, OpTiming, Phase, Timing};
-    use kiln_results::Precision;
+    use kiln_contract::Precision;
 
     fn timing(s: f64) -> Timing {
         Timing {

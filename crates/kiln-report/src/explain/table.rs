@@ -1,9 +1,9 @@
 //! The explain tables: time per op family, share of the step, ratio to PyTorch, and the ops
 //! behind each backend's gap to PyTorch, as Markdown.
 
-use kiln_results::explain::{ExplainRecord, decomposition_note};
-use kiln_results::explain::{Phase, Site};
-use kiln_results::{ModelKind, Status};
+use kiln_contract::explain::{ExplainRecord, decomposition_note};
+use kiln_contract::explain::{Phase, Site};
+use kiln_contract::{ModelKind, Status};
 
 /// The row of the op-family table an op belongs to (`conv2d · weight grad`).
 pub fn family_row(site: &Site, phase: Phase) -> String {
@@ -331,7 +331,7 @@ pub fn report(records: &[ExplainRecord]) -> String {
         let machine = r
             .fingerprint
             .as_ref()
-            .map(kiln_results::fingerprint::machine_label)
+            .map(kiln_contract::fingerprint::machine_label)
             .unwrap_or_default();
         let _ = writeln!(
             out,

@@ -1,6 +1,6 @@
 use super::*;
-use kiln_results::schema::Status;
-use kiln_results::stats::Stats;
+use kiln_contract::schema::Status;
+use kiln_contract::stats::Stats;
 
 /// Rows of fields of CSV text (quoted fields may hold commas, quotes and newlines).
 fn parse_csv(text: &str) -> Vec<Vec<String>> {
@@ -53,7 +53,7 @@ fn the_pytorch_column_divides_by_the_reference_on_the_same_device_and_precision(
     let torch = timed("pytorch", 100.0);
     let tch = timed("tch", 130.0);
     let mut emulated = timed("wgpu", 400.0);
-    emulated.device_kind = Some(kiln_results::DeviceKind::CpuEmulatedGpu);
+    emulated.device_kind = Some(kiln_contract::DeviceKind::CpuEmulatedGpu);
     let md = markdown(&[torch, tch, emulated.clone()], None);
     assert!(md.contains("Time ÷ PyTorch's"), "{md}");
     assert!(md.contains("| 1.30× (single run) |"), "{md}");
@@ -139,7 +139,7 @@ fn runs(host: &str, backend: &str, median: f64) -> Vec<Record> {
         .enumerate()
         .map(|(i, f)| {
             let mut r = on(host, backend, median * f);
-            r.repeat = Some(kiln_results::Repeat {
+            r.repeat = Some(kiln_contract::Repeat {
                 index: i + 1,
                 of: 3,
                 run: "run".into(),
@@ -198,7 +198,7 @@ fn two_machines_merge_into_one_table_with_propagated_uncertainty() {
 fn two_cpus_named_vm_are_two_machines_each_named_by_its_cpu() {
     let mut epyc = on("vm", "flex", 10.0);
     epyc.fingerprint.cpu_model = "AMD EPYC".into();
-    epyc.fingerprint.cpu = Some(kiln_results::CpuIdentity {
+    epyc.fingerprint.cpu = Some(kiln_contract::CpuIdentity {
         vendor: Some("AuthenticAMD".into()),
         family: Some(26),
         model: Some(2),
@@ -206,7 +206,7 @@ fn two_cpus_named_vm_are_two_machines_each_named_by_its_cpu() {
     });
     let mut xeon = on("vm", "flex", 12.0);
     xeon.fingerprint.cpu_model = "Intel(R) Xeon(R) Processor".into();
-    xeon.fingerprint.cpu = Some(kiln_results::CpuIdentity {
+    xeon.fingerprint.cpu = Some(kiln_contract::CpuIdentity {
         vendor: Some("GenuineIntel".into()),
         family: Some(6),
         model: Some(143),
@@ -229,7 +229,7 @@ fn two_cpus_named_vm_are_two_machines_each_named_by_its_cpu() {
 fn two_runs_on_one_machine_get_a_run_column_and_their_own_reference() {
     let run = |name: &str, backend: &str, median: f64| {
         let mut r = on("vm", backend, median);
-        r.repeat = Some(kiln_results::Repeat {
+        r.repeat = Some(kiln_contract::Repeat {
             index: 1,
             of: 1,
             run: name.into(),
@@ -254,7 +254,7 @@ fn two_runs_on_one_machine_get_a_run_column_and_their_own_reference() {
 
 #[test]
 fn time_to_accuracy_is_a_column_and_not_reaching_it_is_a_labelled_result() {
-    let tta = |seconds: Option<f64>| kiln_results::TimeToAccuracy {
+    let tta = |seconds: Option<f64>| kiln_contract::TimeToAccuracy {
         target: 0.8,
         seconds,
         epoch: seconds.map(|_| 2),
@@ -281,7 +281,7 @@ fn time_to_accuracy_is_a_column_and_not_reaching_it_is_a_labelled_result() {
 fn a_learner_row_is_its_own_row_and_is_compared_with_kilns_loop() {
     let kiln = super::tests_support::timed("flex", 10.0);
     let mut learner = super::tests_support::timed("flex", 12.5);
-    learner.training_loop = Some(kiln_results::TrainingLoop::Learner);
+    learner.training_loop = Some(kiln_contract::TrainingLoop::Learner);
     assert_eq!(row_label(&learner), "flex/cpu/f32 (learner loop)");
     assert_ne!(kiln.cell(), learner.cell());
     let md = markdown(&[kiln.clone(), learner.clone()], None);
@@ -301,7 +301,7 @@ fn a_learner_row_is_its_own_row_and_is_compared_with_kilns_loop() {
     let repeated = |r: &Record, k: usize, median: f64| {
         let mut r = r.clone();
         r.epoch_seconds = Stats::from_samples(&[median * 0.99, median, median * 1.01]);
-        r.repeat = Some(kiln_results::Repeat {
+        r.repeat = Some(kiln_contract::Repeat {
             index: k,
             of: 2,
             run: "run".into(),
@@ -323,24 +323,24 @@ fn a_learner_row_is_its_own_row_and_is_compared_with_kilns_loop() {
 #[test]
 fn a_remote_row_is_labelled_with_its_link() {
     let mut r = Record::not_run(
-        &kiln_results::CellId::new(
-            kiln_results::ModelKind::MnistCnn,
+        &kiln_contract::CellId::new(
+            kiln_contract::ModelKind::MnistCnn,
             "remote",
             "remote:ws://127.0.0.1:3000",
-            kiln_results::Precision::F32,
+            kiln_contract::Precision::F32,
             128,
         ),
         Status::Ok,
         "",
     );
     r.device_name = "flex cpu (EPYC) on gpu-box".into();
-    r.remote = Some(kiln_results::Remote {
+    r.remote = Some(kiln_contract::Remote {
         url: "ws://127.0.0.1:3000".into(),
         index: 0,
         backend: "flex".into(),
         device: "cpu".into(),
         device_name: "EPYC".into(),
-        fingerprint: kiln_results::Fingerprint::default(),
+        fingerprint: kiln_contract::Fingerprint::default(),
         rtt_seconds: 0.000_25,
         sync_seconds: 0.0012,
     });
@@ -380,12 +380,12 @@ fn a_record_built_below_release_opt_level_says_its_times_are_not_release_times()
 #[test]
 fn a_data_parallel_row_shows_its_scaling_against_one_device() {
     let mut one = super::tests_support::timed("flex", 10.0);
-    one.training_loop = Some(kiln_results::TrainingLoop::Learner);
+    one.training_loop = Some(kiln_contract::TrainingLoop::Learner);
     one.images_per_second = Some(100.0);
     let mut two = one.clone();
     two.device = "cpu,cpu".into();
     two.images_per_second = Some(150.0);
-    two.data_parallel = Some(kiln_results::DataParallel {
+    two.data_parallel = Some(kiln_contract::DataParallel {
         devices: vec!["cpu".into(), "cpu".into()],
         strategy: "multi-device".into(),
         global_batch_size: 256,
@@ -405,14 +405,14 @@ fn a_data_parallel_row_shows_its_scaling_against_one_device() {
 #[test]
 fn a_busy_window_flags_its_row() {
     let mut quiet = timed("flex", 10.0);
-    quiet.noise = Some(kiln_results::Noise {
+    quiet.noise = Some(kiln_contract::Noise {
         other_cpu_share: Some(0.01),
         window_seconds: 20.0,
         window: "timed epochs".into(),
         ..Default::default()
     });
     let mut busy = timed("ndarray", 10.0);
-    busy.noise = Some(kiln_results::Noise {
+    busy.noise = Some(kiln_contract::Noise {
         other_cpu_share: Some(0.48),
         window_seconds: 20.0,
         window: "timed epochs".into(),

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use kiln_results::schema::{Fingerprint, Record};
+use kiln_contract::schema::{Fingerprint, Record};
 
 /// `YYYY-MM-DD` (UTC) of a Unix time.
 pub fn day(unix: u64) -> String {

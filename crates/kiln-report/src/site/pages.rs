@@ -169,7 +169,7 @@ fn row_table(rows: &[Row]) -> Markup {
 }
 
 /// The machine's GPU with its driver, as `nvidia-smi` gave them where a record kept them.
-fn gpu_line(m: &Machine, records: &[kiln_results::Record]) -> Option<String> {
+fn gpu_line(m: &Machine, records: &[kiln_contract::Record]) -> Option<String> {
     let gpu = m.gpu.as_ref()?;
     let smi = records
         .iter()

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use kiln_results::schema::{DataKind, Method, Record, Status};
+use kiln_contract::schema::{DataKind, Method, Record, Status};
 
 use super::runs::Run;
 use crate::cells::{
@@ -189,7 +189,7 @@ fn labels(r: &Record, runs: usize) -> Vec<&'static str> {
     add(r.noise.as_ref().is_some_and(|n| n.busy()), "busy machine");
     let emulated = r
         .device_kind
-        .is_some_and(kiln_results::DeviceKind::is_cpu_emulated);
+        .is_some_and(kiln_contract::DeviceKind::is_cpu_emulated);
     add(emulated, "CPU-emulated");
     out
 }

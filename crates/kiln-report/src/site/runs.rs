@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use kiln_results::schema::Record;
+use kiln_contract::schema::Record;
 
 use super::validate::Checker;
 use crate::read::RESULTS_FILE;

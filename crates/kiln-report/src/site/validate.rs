@@ -1,11 +1,11 @@
 //! A run's records checked before the site or `submit` reads them: every line of its
-//! `results.jsonl` against the record's JSON Schema (generated from kiln-results' `Record`),
+//! `results.jsonl` against the record's JSON Schema (generated from kiln-contract' `Record`),
 //! then read as the reports read it. The first line that fails refuses the whole run, naming
 //! the file, the line and the field.
 
 use std::path::{Path, PathBuf};
 
-use kiln_results::schema::Record;
+use kiln_contract::schema::Record;
 
 use crate::read::{RESULTS_FILE, attach_drift, parse_value};
 
@@ -29,9 +29,9 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// The checker of [`kiln_results::contract::record_schema`].
+    /// The checker of [`kiln_contract::contract::record_schema`].
     pub fn new() -> anyhow::Result<Checker> {
-        let schema = kiln_results::contract::record_schema();
+        let schema = kiln_contract::contract::record_schema();
         let validator = jsonschema::validator_for(&schema)
             .map_err(|e| anyhow::anyhow!("the record schema does not compile: {e}"))?;
         Ok(Checker { validator })

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use kiln_results::verify::{Verdict, VerifyRecord, Weights};
-use kiln_results::vocab::Vocabulary;
-use kiln_results::{Precision, Status};
+use kiln_contract::verify::{Verdict, VerifyRecord, Weights};
+use kiln_contract::vocab::Vocabulary;
+use kiln_contract::{Precision, Status};
 
 /// Pass and warn limits of one precision, for the loss curve's and the final weights' largest
 /// relative deviation from the reference (above `warn`: fail).

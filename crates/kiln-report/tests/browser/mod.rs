@@ -46,7 +46,7 @@ impl Browser {
             found(&["chromium", "chromium-browser", "google-chrome"]),
             found(&["chromedriver"]),
         ) else {
-            kiln_results::testing::skip(
+            kiln_contract::testing::skip(
                 test,
                 "no chromium or chromedriver (apt-get install chromium chromium-driver)",
             );

@@ -7,8 +7,8 @@ use super::*;
 /// the CPU.
 fn calibrated_runner(dir: &Path, backend: &str, gflops: f64) -> Runner {
     let mut r = Record::not_run(&cell(backend).id, Status::Ok, "");
-    r.device_kind = Some(kiln_results::DeviceKind::Cpu);
-    r.peak = Some(kiln_results::Calibration {
+    r.device_kind = Some(kiln_contract::DeviceKind::Cpu);
+    r.peak = Some(kiln_contract::Calibration {
         gflops,
         matrix: 1024,
         reps: 5,
@@ -51,10 +51,10 @@ fn every_backend_on_a_device_is_divided_by_the_best_peak_measured_at_the_runs_st
 
 #[test]
 fn data_parallel_takes_the_first_n_available_devices_or_says_how_many_there_are() {
-    let device = |spec: &str, available: bool| kiln_results::DeviceReport {
+    let device = |spec: &str, available: bool| kiln_contract::DeviceReport {
         spec: spec.into(),
         name: spec.into(),
-        kind: kiln_results::DeviceKind::DiscreteGpu,
+        kind: kiln_contract::DeviceKind::DiscreteGpu,
         available,
         reason: None,
         precisions: vec!["f32".into()],
@@ -148,15 +148,15 @@ fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refuse
     let mut flags = common();
     flags.quick = true;
     let (_, default) = config::config(&flags, false).unwrap();
-    assert_eq!(default.cell.learning_rate, kiln_results::LEARNING_RATE);
+    assert_eq!(default.cell.learning_rate, kiln_contract::LEARNING_RATE);
     flags.settings.learning_rate = Some(0.01);
     let (_, cfg) = config::config(&flags, false).unwrap();
     let request = cell("flex").request(&cfg).unwrap();
     assert_eq!(request.settings.learning_rate, 0.01);
     assert!(request.validate().is_ok());
-    let observed: kiln_results::Record =
-        kiln_results::Record::not_run(&request.id(), Status::Skipped, "not run");
-    assert_eq!(observed.learning_rate, kiln_results::LEARNING_RATE);
+    let observed: kiln_contract::Record =
+        kiln_contract::Record::not_run(&request.id(), Status::Skipped, "not run");
+    assert_eq!(observed.learning_rate, kiln_contract::LEARNING_RATE);
     for bad in [0.0, -1.0, f64::NAN] {
         let mut r = request.clone();
         r.settings.learning_rate = bad;
@@ -189,7 +189,7 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     s.autotune_cache = Some(false);
     s.cold_caches = Some(true);
     s.warmup_cap_seconds = Some(77.0);
-    s.loss_scaling = Some(kiln_results::LossScalingMode::Dynamic);
+    s.loss_scaling = Some(kiln_contract::LossScalingMode::Dynamic);
     s.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
     let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
     let (_, set) = config::config(&flags, true).unwrap();
@@ -295,8 +295,8 @@ fn a_run_with_repeats_measures_its_drift_at_the_end() {
     let mut config = cfg();
     config.repeats = 2;
     execute(vec![cell("flex")], &[on_cpu("flex", runner)], config, &out).unwrap();
-    let drift: kiln_results::drift::RunDrift = serde_json::from_str(
-        &std::fs::read_to_string(out.join(kiln_results::drift::DRIFT_FILE)).unwrap(),
+    let drift: kiln_contract::drift::RunDrift = serde_json::from_str(
+        &std::fs::read_to_string(out.join(kiln_contract::drift::DRIFT_FILE)).unwrap(),
     )
     .unwrap();
     assert!((drift.share - 0.04).abs() < 1e-9, "{drift:?}");
@@ -320,14 +320,14 @@ fn a_run_with_repeats_measures_its_drift_at_the_end() {
         &single,
     )
     .unwrap();
-    assert!(!single.join(kiln_results::drift::DRIFT_FILE).exists());
+    assert!(!single.join(kiln_contract::drift::DRIFT_FILE).exists());
 }
 
 /// A fake runner of `side` that notes each call in `order` and reports an epoch of `epoch` s.
 fn side_runner(dir: &Path, side: &str, epoch: f64, order: &Path) -> Runner {
     let mut r = Record::not_run(&cell("flex").id, Status::Ok, "");
     r.reason = None;
-    r.epoch_seconds = kiln_results::Stats::from_samples(&[epoch]);
+    r.epoch_seconds = kiln_contract::Stats::from_samples(&[epoch]);
     r.test_accuracy = Some(0.8);
     let event = serde_json::to_string(&Event::Final(Box::new(r))).unwrap();
     let file = dir.join(format!("side-{side}.json"));
@@ -354,7 +354,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         let dir = prepare_out(Some(&out.join(letter))).unwrap();
         let mut c = cfg();
         c.repeats = 2;
-        c.burn = Some(kiln_results::BurnBuild {
+        c.burn = Some(kiln_contract::BurnBuild {
             spec: spec.into(),
             version: "0.22.1".into(),
             path: spec.strip_prefix("path:").map(str::to_string),

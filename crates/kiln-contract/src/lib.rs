@@ -1,8 +1,8 @@
-//! Kiln's shared vocabulary without Burn, the contract between the runners and the reports: the
-//! names of models, precisions, datasets and device kinds, the cell request every runner takes,
-//! the versioned record schema every runner writes, the probe report, run profiles, the
-//! protocol's rules, summary statistics and the machine's fingerprint. The reports made from
-//! records are `kiln-report`'s.
+//! The contract between Kiln's engine, its runners (the PyTorch reference's too) and its
+//! reports, without Burn: the names of models, precisions, datasets and device kinds, the cell
+//! request every runner takes, the versioned record schema every runner writes, the probe
+//! report, run profiles, the protocol's rules, summary statistics and the machine's
+//! fingerprint. The reports made from records are `kiln-report`'s.
 
 pub mod cell;
 #[cfg(feature = "schema")]

@@ -15,8 +15,8 @@ pub const SCHEMA_FILE: &str = "bench/pytorch/kiln_torch/contract.schema.json";
 /// The schema document: one schema per message, by the name the Python runner asks for.
 pub fn contract_schema() -> serde_json::Value {
     serde_json::json!({
-        "$comment": "Generated from kiln-results' types (the requests, Observed, the explain and verify records); do not edit. \
-                     `KILN_BLESS=1 cargo test -p kiln-results --features schema contract_schema` rewrites it.",
+        "$comment": "Generated from kiln-contract' types (the requests, Observed, the explain and verify records); do not edit. \
+                     `KILN_BLESS=1 cargo test -p kiln-contract --features schema contract_schema` rewrites it.",
         "cell_request": schemars::schema_for!(CellRequest),
         "observed": schemars::schema_for!(Observed),
         "explain_request": schemars::schema_for!(ExplainRequest),

@@ -1,11 +1,11 @@
-//! The JSON Schema of the runner boundary (`kiln_results::contract`): committed as generated,
+//! The JSON Schema of the runner boundary (`kiln_contract::contract`): committed as generated,
 //! and the Python runner's validator accepting what Rust writes and refusing what Rust refuses.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use kiln_results::contract::{SCHEMA_FILE, contract_schema};
-use kiln_results::{CellRequest, ModelKind, Observed, Profile};
+use kiln_contract::contract::{SCHEMA_FILE, contract_schema};
+use kiln_contract::{CellRequest, ModelKind, Observed, Profile};
 use serde_json::{Value, json};
 
 /// The repository's root (the schema and the Python runner live there).
@@ -20,14 +20,14 @@ fn committed() -> PathBuf {
 #[test]
 fn contract_schema_is_committed_as_the_types_generate_it() {
     let generated = serde_json::to_string_pretty(&contract_schema()).unwrap() + "\n";
-    if kiln_results::testing::blessing() {
+    if kiln_contract::testing::blessing() {
         std::fs::write(committed(), &generated).unwrap();
     }
     let on_disk = std::fs::read_to_string(committed()).unwrap_or_default();
     assert!(
         on_disk == generated,
-        "{SCHEMA_FILE} is not what kiln-results' types generate: a request or record field \
-         changed. Rewrite it with `KILN_BLESS=1 cargo test -p kiln-results --features schema contract_schema` and commit it"
+        "{SCHEMA_FILE} is not what kiln-contract' types generate: a request or record field \
+         changed. Rewrite it with `KILN_BLESS=1 cargo test -p kiln-contract --features schema contract_schema` and commit it"
     );
 }
 
@@ -197,12 +197,12 @@ print(json.dumps({"seen": seen, "bad": bad}))
     assert_eq!(verdict["bad"], json!([]), "{verdict}");
 }
 
-/// The PyTorch reference's warm-up rule (`warmup.py`'s `steady`) says what kiln-results'
+/// The PyTorch reference's warm-up rule (`warmup.py`'s `steady`) says what kiln-contract'
 /// `TimingRules::is_steady` says, on every prefix of series that settle, never settle, spike
 /// and drift, under Kiln's rules and another set.
 #[test]
 fn python_and_rust_agree_on_when_step_times_are_steady() {
-    use kiln_results::TimingRules;
+    use kiln_contract::TimingRules;
     let mut series: Vec<Vec<f64>> = vec![
         vec![54.0, 0.9, 0.11, 0.10, 0.10, 0.11, 0.10, 0.10],
         (0..30)
@@ -280,12 +280,12 @@ fn python_lines(script: &str, cases: &[Value]) -> Vec<String> {
 }
 
 /// The reference's late-compile rule (`warmup.late_compile`) and budget rule
-/// (`warmup.budget_spent`) say what kiln-results' `TimingRules::late_compile` and
+/// (`warmup.budget_spent`) say what kiln-contract' `TimingRules::late_compile` and
 /// `protocol::budget_spent` say, on steps around both thresholds, under Kiln's rules and
 /// another set.
 #[test]
 fn python_and_rust_agree_on_late_compiles_and_spent_budgets() {
-    use kiln_results::TimingRules;
+    use kiln_contract::TimingRules;
     use std::time::Duration;
     let other = TimingRules {
         late_factor: 3.0,
@@ -311,7 +311,7 @@ fn python_and_rust_agree_on_late_compiles_and_spent_budgets() {
             for open in [(0usize, 0.0f64), (1, 0.5), (3, 2.0)] {
                 cases.push(json!({"rule": "budget", "timing": rules, "budget": budget,
                                   "chunks": chunks, "open": open}));
-                let spent = kiln_results::protocol::budget_spent(
+                let spent = kiln_contract::protocol::budget_spent(
                     budget.map(Duration::from_secs_f64),
                     rules.min_timed_steps,
                     chunks,
