@@ -73,7 +73,7 @@ pub enum Cmd {
         /// checkout (path:../burn). Twice or more: an A/B run, the same cells alternating
         /// between the Burns (3 runs each by default), compared in ab.md (docs/burn-ab.md).
         #[arg(long, value_name = "SPEC", conflicts_with_all = ["resume", "plan_only", "all_devices", "remote"])]
-        burn: Vec<crate::burn::BurnSpec>,
+        burn: Vec<crate::burns::BurnSpec>,
     },
     /// Run one cell.
     Bench {
@@ -113,7 +113,7 @@ pub enum Cmd {
         /// The cell against another Burn (a version or path:DIR); twice or more: an A/B run of
         /// this cell, as `bench-all --burn` (docs/burn-ab.md).
         #[arg(long, value_name = "SPEC", conflicts_with_all = ["cell", "device", "api", "bare", "devices", "data_parallel"])]
-        burn: Vec<crate::burn::BurnSpec>,
+        burn: Vec<crate::burns::BurnSpec>,
     },
     /// Time every operation of one training step alone on each backend (forward, input and
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;

@@ -17,7 +17,7 @@ mod test;
 use std::process::ExitCode;
 
 use kiln_engine::{
-    backends, bench, build, burn, explain, run_report, runners, time, torch, verify, workspace,
+    backends, bench, build, burns, explain, run_report, runners, time, torch, verify, workspace,
 };
 
 use clap::{CommandFactory, FromArgMatches};

@@ -80,7 +80,7 @@ pub fn report(
 ) -> Result<Vec<Record>> {
     // An A/B run directory (`--burn A --burn B`): its comparison, rendered again.
     if let [dir] = paths
-        && let Some(sides) = crate::burn::side_dirs(dir)?
+        && let Some(sides) = crate::burns::side_dirs(dir)?
     {
         print!("{}", kiln_engine::ab::rewrite(dir, &sides)?);
         return Ok(Vec::new());

@@ -90,14 +90,14 @@ fn explain_pass(
 /// explain per Burn alternating (A, B, A, B, ...) into `out/<letter>-<burn>/`, and
 /// `explain-ab.md` comparing every other Burn with the first op by op.
 fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Result<bool> {
-    let built = crate::burn::build_all(&args.burn, wanted, false)?;
+    let built = crate::burns::build_all(&args.burn, wanted, false)?;
     let dirs: Vec<PathBuf> = built
         .iter()
         .enumerate()
-        .map(|(i, s)| crate::burn::side_dir(out, i, &s.burn))
+        .map(|(i, s)| crate::burns::side_dir(out, i, &s.burn))
         .collect();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    crate::burn::write_burns(
+    crate::burns::write_burns(
         out,
         &built
             .iter()
@@ -354,9 +354,9 @@ mod tests {
         assert!(tmp.path().join("a").join("explain.md").is_file());
         // `cargo xtask report DIR` renders the same comparison again from the records.
         std::fs::remove_file(tmp.path().join(AB_FILE)).unwrap();
-        let burns = tmp.path().join(crate::burn::BURNS_FILE);
+        let burns = tmp.path().join(crate::burns::BURNS_FILE);
         std::fs::write(&burns, r#"[{"dir": "a"}, {"dir": "b"}]"#).unwrap();
-        let sides = crate::burn::side_dirs(tmp.path()).unwrap().unwrap();
+        let sides = crate::burns::side_dirs(tmp.path()).unwrap().unwrap();
         crate::ab::rewrite(tmp.path(), &sides).unwrap();
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),

@@ -3,7 +3,7 @@
 //! reference's environment in `torch`), run one supervised child process per cell
 //! (`bench::execute`, `bench::child`, `supervise`), keep the records as they arrive and write
 //! the run's report (`bench::rundir`, `run_report`). Another Burn for an A/B run lives in
-//! `burn` (its comparison rewritten in `ab`); `explain` times every op of a step and `verify`
+//! `burns` (its comparison rewritten in `ab`); `explain` times every op of a step and `verify`
 //! checks the backends compute the same training; the options of them all are in `options`. `cargo xtask` calls it; so can a program or a CI job
 //! (`examples/run.rs`). It never trains: the runners do.
 
@@ -12,7 +12,7 @@ pub mod answer;
 pub mod backends;
 pub mod bench;
 pub mod build;
-pub mod burn;
+pub mod burns;
 pub mod cubecl_llvm;
 pub mod datasets;
 pub mod explain;

@@ -257,7 +257,7 @@ pub struct ExplainArgs {
     /// Twice or more: each Burn's op table side by side, and the ops whose time moved beyond
     /// their noise, in explain-ab.md (docs/burn-ab.md).
     #[arg(long, value_name = "SPEC")]
-    pub burn: Vec<crate::burn::BurnSpec>,
+    pub burn: Vec<crate::burns::BurnSpec>,
     /// With --burn: runs of explain per Burn, alternating (A, B, A, B, ...).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub passes: u64,

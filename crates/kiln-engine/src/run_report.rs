@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use kiln_contract::{Method, Record, Status};
-use kiln_report::cells::{human_seconds, row_label};
 use kiln_report::chart;
 use kiln_report::export::{FORMATS, Inputs};
+use kiln_report::fields::{human_seconds, row_label};
 use kiln_report::html::HtmlParts;
 use kiln_report::table::{Column, ModelTable, model_tables};
 use kiln_report::units::percent;
@@ -188,15 +188,15 @@ fn terminal_table(t: &ModelTable, rows: &[&Record]) -> Table {
 /// A row's cell in `column`, compact; `full` is the report's text of it.
 fn terminal_cell(column: Column, full: &str, status: Status, r: &Record) -> String {
     match (column, &r.epoch_seconds, status) {
-        (Column::EpochTime, Some(e), Status::Ok) if kiln_report::cells::low_confidence(r) => {
+        (Column::EpochTime, Some(e), Status::Ok) if kiln_report::fields::low_confidence(r) => {
             format!("≈ {} (low confidence)", human_seconds(e.median))
         }
         (Column::EpochTime, Some(e), Status::Ok) => epoch_text(r, e),
         (Column::EpochTime, _, status) => status.as_str().to_uppercase(),
         (Column::Memory, _, _) => {
-            let total = r.peak_memory_bytes.map(kiln_report::cells::human_bytes);
+            let total = r.peak_memory_bytes.map(kiln_report::fields::human_bytes);
             match (
-                r.training_bytes().map(kiln_report::cells::human_bytes),
+                r.training_bytes().map(kiln_report::fields::human_bytes),
                 total,
             ) {
                 (Some(t), Some(total)) => format!("{t} (RSS {total})"),

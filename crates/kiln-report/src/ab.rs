@@ -23,7 +23,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::{human_bytes, human_seconds};
+use crate::fields::{human_bytes, human_seconds};
 use kiln_contract::schema::{Record, Status};
 use kiln_contract::stats::{Look, Sequential, Stats, welch};
 
@@ -438,7 +438,7 @@ mod tests {
         epochs
             .iter()
             .map(|&e| {
-                let mut r = crate::cells::tests_support::timed(backend, e);
+                let mut r = crate::fields::tests_support::timed(backend, e);
                 r.test_accuracy = Some(accuracy);
                 r.first_step_seconds = Some(1.0);
                 r

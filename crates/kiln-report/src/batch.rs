@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::row_name;
+use crate::fields::row_name;
 use crate::table::{by_model, machines, several_batch_sizes};
 use kiln_contract::schema::{Record, Status};
 

@@ -17,7 +17,7 @@ pub fn expect(records: &[Record], backends: &[String]) -> Vec<String> {
             problems.push(format!("{backend}: no row in the run"));
         }
         for r in rows {
-            let row = format!("{} {}", crate::cells::row_label(r), r.model);
+            let row = format!("{} {}", crate::fields::row_label(r), r.model);
             if r.status != Status::Ok {
                 problems.push(format!(
                     "{row}: {} ({})",

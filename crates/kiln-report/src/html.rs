@@ -5,7 +5,7 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html as page};
 
-use crate::cells::human_bytes;
+use crate::fields::human_bytes;
 use crate::machines::machine_lines;
 use crate::table::{Column, machines, model_tables};
 use kiln_contract::schema::{Record, Status};
@@ -287,7 +287,7 @@ fn fingerprints(all: &[Record]) -> Vec<Fingerprinted> {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
         let cpu = fp.cpu.clone().unwrap_or_default();
         let num = |n: Option<u32>| n.map_or("–".into(), |n| n.to_string());
-        let bytes = |b: Option<u64>| b.map_or("–".into(), crate::cells::human_bytes_short);
+        let bytes = |b: Option<u64>| b.map_or("–".into(), crate::fields::human_bytes_short);
         let lines = vec![
             ("host", fp.hostname.clone()),
             ("CPU", fp.cpu_model.clone()),

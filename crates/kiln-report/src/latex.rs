@@ -91,8 +91,8 @@ mod tests {
     #[test]
     fn each_model_is_a_booktabs_table_with_every_row() {
         let rows = [
-            crate::cells::tests_support::timed("flex", 10.0),
-            crate::cells::tests_support::timed("ndarray", 20.0),
+            crate::fields::tests_support::timed("flex", 10.0),
+            crate::fields::tests_support::timed("ndarray", 20.0),
         ];
         let tex = latex(&rows, None);
         assert_eq!(tex.matches("\\begin{table}").count(), 1);

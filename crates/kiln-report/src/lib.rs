@@ -1,6 +1,6 @@
 //! Kiln's reports, made from the records its runners write (`kiln-contract`, the contract both
-//! sides share): one table model (`table`) with its cells (`cells`) and the sections under it
-//! (`sections`, `batch`, `warnings`), the outputs (`render`: Markdown, terminal and CSV;
+//! sides share): one table model (`table`), a record's fields as text (`fields`) and the
+//! sections under it (`sections`, `batch`, `warnings`), the outputs (`render`: Markdown, terminal and CSV;
 //! `html`; `latex`; the SVG charts, `chart`; the registry of file formats in `export`), the
 //! reader of a run's files (`read`), what a smoke run expects of its rows (`check`), repeats
 //! combined into rows (`repeats`), and the comparisons (`ab` between two Burns; `explain`'s and
@@ -8,11 +8,11 @@
 
 pub mod ab;
 pub mod batch;
-pub mod cells;
 pub mod chart;
 pub mod check;
 pub mod explain;
 pub mod export;
+pub mod fields;
 pub mod html;
 pub mod latex;
 pub mod machines;

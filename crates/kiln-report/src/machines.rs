@@ -3,7 +3,7 @@
 
 use kiln_contract::Record;
 
-use crate::cells::machine;
+use crate::fields::machine;
 use crate::table::machines;
 use crate::units::{human_bytes, human_bytes_short};
 

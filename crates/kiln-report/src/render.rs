@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::*;
+use crate::fields::*;
 use crate::machines::machine_lines;
 use crate::sections::{learner_section, scaling_section};
 use crate::table::{Column, model_tables};

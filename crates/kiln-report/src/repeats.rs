@@ -3,7 +3,7 @@
 //! first (MLPerf Training's rule). Records without a repeat, or alone in their run, are rows of
 //! their own: a single run, whose only spread is within that one process.
 
-use crate::cells::machine_key;
+use crate::fields::machine_key;
 use kiln_contract::schema::{BetweenRuns, Record, Status};
 use kiln_contract::stats::{Stats, median};
 
@@ -182,7 +182,7 @@ mod tests {
     use kiln_contract::schema::Repeat;
 
     fn run(index: usize, of: usize, median: f64) -> Record {
-        let mut r = crate::cells::tests_support::timed("flex", median);
+        let mut r = crate::fields::tests_support::timed("flex", median);
         r.repeat = Some(Repeat {
             index,
             of,
@@ -247,7 +247,7 @@ mod tests {
         failed.status = Status::Failed;
         failed.epoch_seconds = None;
         failed.reason = Some("out of memory".into());
-        let single = crate::cells::tests_support::timed("ndarray", 50.0);
+        let single = crate::fields::tests_support::timed("ndarray", 50.0);
         let rows = combine(&[run(1, 2, 10.0), other_run, failed, single.clone()]);
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].between_runs.as_ref().unwrap().ok, 1);

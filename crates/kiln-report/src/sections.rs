@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cells::{human_seconds, machine_key};
+use crate::fields::{human_seconds, machine_key};
 use kiln_contract::schema::{Record, Status};
 use kiln_contract::stats::Stats;
 

@@ -2,7 +2,7 @@
 //! text and, where it is a number, the value to sort by. Markdown, HTML and the terminal are
 //! renderers of these; none computes a figure of its own.
 
-use crate::cells::{
+use crate::fields::{
     accuracy_cell, device_cell, efficiency_cell, epoch_cell, human_seconds, machine, machine_key,
     memory_cell, obtained_text, pick_baseline, pytorch_reference, reason_text, row_label, row_name,
     run_of, thousands,
@@ -34,23 +34,24 @@ pub enum Column {
     Obtained,
 }
 
-/// One cell: its text, and the number it sorts by when it has one.
+/// One entry of the table (a row's value in one column): its text, and the number it sorts by
+/// when it has one.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cell {
+pub struct Entry {
     pub text: String,
     pub sort: Option<f64>,
 }
 
-impl Cell {
-    fn text(text: impl Into<String>) -> Cell {
-        Cell {
+impl Entry {
+    fn text(text: impl Into<String>) -> Entry {
+        Entry {
             text: text.into(),
             sort: None,
         }
     }
 
-    fn number(text: impl Into<String>, value: Option<f64>) -> Cell {
-        Cell {
+    fn number(text: impl Into<String>, value: Option<f64>) -> Entry {
+        Entry {
             text: text.into(),
             sort: value,
         }
@@ -67,7 +68,7 @@ pub struct Row {
     pub cell: String,
     /// For a row that is not ok, why (shown in the epoch-time column after its status).
     pub reason: Option<String>,
-    pub cells: Vec<Cell>,
+    pub cells: Vec<Entry>,
 }
 
 /// One model's table.
@@ -284,18 +285,18 @@ fn columns(
     columns
 }
 
-fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool) -> Cell {
-    let none = || Cell::text("–");
+fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool) -> Entry {
+    let none = || Entry::text("–");
     match c {
-        Column::Machine => Cell::text(machine(r)),
-        Column::Run => Cell::text(run_of(r).unwrap_or("–")),
-        Column::Device => Cell::text(format!("{} / {}", r.backend, device_cell(r))),
-        Column::Precision => Cell::text(r.precision.clone()),
+        Column::Machine => Entry::text(machine(r)),
+        Column::Run => Entry::text(run_of(r).unwrap_or("–")),
+        Column::Device => Entry::text(format!("{} / {}", r.backend, device_cell(r))),
+        Column::Precision => Entry::text(r.precision.clone()),
         Column::Batch if r.batch_size == 0 => none(),
-        Column::Batch => Cell::number(r.batch_size.to_string(), Some(r.batch_size as f64)),
+        Column::Batch => Entry::number(r.batch_size.to_string(), Some(r.batch_size as f64)),
         Column::EpochTime => match (&r.epoch_seconds, ok) {
-            (Some(e), true) => Cell::number(epoch_cell(r), Some(e.median)),
-            _ => Cell::text(r.reason.clone().unwrap_or_default()),
+            (Some(e), true) => Entry::number(epoch_cell(r), Some(e.median)),
+            _ => Entry::text(r.reason.clone().unwrap_or_default()),
         },
         Column::SpeedUp => {
             let (Some(_), true) = (&r.epoch_seconds, ok) else {
@@ -308,12 +309,12 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         }
         Column::VsPytorch => match (pytorch_reference(rows, r), &r.epoch_seconds) {
             (Some(p), Some(_)) if r.backend != "pytorch" => ratio_cell(r, p),
-            (Some(_), Some(_)) => Cell::number("1 (reference)", Some(1.0)),
+            (Some(_), Some(_)) => Entry::number("1 (reference)", Some(1.0)),
             _ => none(),
         },
         Column::TimeToAccuracy => match &r.time_to_accuracy {
             Some(t) => match (t.seconds, t.not_reached()) {
-                (Some(s), _) => Cell::number(
+                (Some(s), _) => Entry::number(
                     format!(
                         "{}{}",
                         human_seconds(s),
@@ -321,7 +322,7 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
                     ),
                     Some(s),
                 ),
-                (None, Some(why)) => Cell::number(why, Some(f64::MAX)),
+                (None, Some(why)) => Entry::number(why, Some(f64::MAX)),
                 (None, None) => none(),
             },
             None => none(),
@@ -329,26 +330,26 @@ fn cell(c: Column, r: &Record, rows: &[&Record], base: Option<&Record>, ok: bool
         Column::WarmUp => warmup_cell(r),
         Column::Images if ok => r
             .images_per_second
-            .map(|i| Cell::number(format!("{i:.0}"), Some(i)))
+            .map(|i| Entry::number(format!("{i:.0}"), Some(i)))
             .unwrap_or_else(none),
-        Column::Gflops if ok => Cell::number(efficiency_cell(r), r.achieved_gflops),
+        Column::Gflops if ok => Entry::number(efficiency_cell(r), r.achieved_gflops),
         Column::Images | Column::Gflops => none(),
-        Column::Memory => Cell::number(
+        Column::Memory => Entry::number(
             memory_cell(r),
             r.training_bytes().or(r.peak_memory_bytes).map(|b| b as f64),
         ),
-        Column::Accuracy => Cell::number(accuracy_cell(r), r.test_accuracy),
-        Column::Obtained if r.status == Status::Skipped => Cell::text("not run"),
-        Column::Obtained => Cell::text(obtained_text(r)),
+        Column::Accuracy => Entry::number(accuracy_cell(r), r.test_accuracy),
+        Column::Obtained if r.status == Status::Skipped => Entry::text("not run"),
+        Column::Obtained => Entry::text(obtained_text(r)),
     }
 }
 
 /// The warm-up to steady state: its time and steps, and the late compiles after it (`not
 /// steady after ...` when the cap ran out); a record older than the rule shows its first
 /// step.
-pub fn warmup_cell(r: &Record) -> Cell {
+pub fn warmup_cell(r: &Record) -> Entry {
     match (&r.warmup, r.first_step_seconds) {
-        (Some(w), _) if w.steady && w.late_compiles > 0 => Cell::number(
+        (Some(w), _) if w.steady && w.late_compiles > 0 => Entry::number(
             format!(
                 "{} ({} steps) + {} in {} late compile{}",
                 human_seconds(w.seconds),
@@ -359,11 +360,11 @@ pub fn warmup_cell(r: &Record) -> Cell {
             ),
             Some(w.total_seconds()),
         ),
-        (Some(w), _) if w.steady => Cell::number(
+        (Some(w), _) if w.steady => Entry::number(
             format!("{} ({} steps)", human_seconds(w.seconds), w.steps),
             Some(w.seconds),
         ),
-        (Some(w), _) if kiln_contract::observe::too_short_to_judge(w) => Cell::number(
+        (Some(w), _) if kiln_contract::observe::too_short_to_judge(w) => Entry::number(
             format!(
                 "too short to judge: {} ({} steps)",
                 human_seconds(w.seconds),
@@ -371,7 +372,7 @@ pub fn warmup_cell(r: &Record) -> Cell {
             ),
             Some(f64::MAX),
         ),
-        (Some(w), _) => Cell::number(
+        (Some(w), _) => Entry::number(
             format!(
                 "not steady after {} ({} steps)",
                 human_seconds(w.seconds),
@@ -379,17 +380,17 @@ pub fn warmup_cell(r: &Record) -> Cell {
             ),
             Some(f64::MAX),
         ),
-        (None, Some(s)) => Cell::number(format!("first step {}", human_seconds(s)), Some(s)),
-        (None, None) => Cell::text("–"),
+        (None, Some(s)) => Entry::number(format!("first step {}", human_seconds(s)), Some(s)),
+        (None, None) => Entry::text("–"),
     }
 }
 
 /// `a`'s epoch time over `b`'s, with an uncertainty when both rows have a spread between
 /// runs (the spread within one run says nothing about the next run).
-fn ratio_cell(a: &Record, b: &Record) -> Cell {
+fn ratio_cell(a: &Record, b: &Record) -> Entry {
     match epoch_ratio(a, b) {
-        Some((ratio, text)) => Cell::number(text, Some(ratio)),
-        None => Cell::text("–"),
+        Some((ratio, text)) => Entry::number(text, Some(ratio)),
+        None => Entry::text("–"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! What a reader should know before trusting a row: the warnings every table shows beside it.
 
-use crate::cells::{chunks_text, human_bytes, human_seconds, low_confidence, noise_text};
+use crate::fields::{chunks_text, human_bytes, human_seconds, low_confidence, noise_text};
 use kiln_contract::schema::{DataKind, Method, Record, Status};
 
 /// Things a reader should know before trusting a row.

@@ -1,5 +1,5 @@
 //! `bench-all --burn A --burn B`: the same cells against two (or more) Burns. Each Burn's
-//! runners are built on their own (`crate::burn`), the cells are planned once, and the runs
+//! runners are built on their own (`crate::burns`), the cells are planned once, and the runs
 //! alternate as separate processes, one pass of the matrix per Burn in turn (A's pass 1, B's
 //! pass 1, A's pass 2, ...), each Burn into its own run directory. `ab.md` compares every
 //! other Burn with the first (`kiln_report::ab`).
@@ -15,7 +15,7 @@ use super::config::{PlannedCell, RunConfig, config};
 use super::execute::{execute_rest, probes};
 use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
-use crate::burn::{Burn, BurnSpec};
+use crate::burns::{Burn, BurnSpec};
 use crate::options::CommonArgs;
 use crate::runners::{Built, wanted_backends};
 
@@ -40,7 +40,7 @@ pub fn bench_ab(
     let wanted = wanted_backends(backend_names.as_deref())?;
     // The output directory is checked before the (long) builds.
     let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
-    let built_sides = crate::burn::build_all(specs, &wanted, learner)?;
+    let built_sides = crate::burns::build_all(specs, &wanted, learner)?;
     let sides: Vec<(&Burn, &[Built])> = built_sides
         .iter()
         .map(|s| (&s.burn, &s.built[..]))
@@ -70,13 +70,13 @@ pub fn bench_ab(
     }
     let mut dirs: Vec<(PathBuf, RunConfig)> = Vec::new();
     for (i, (burn, _)) in sides.iter().enumerate() {
-        let dir = prepare_out(Some(&crate::burn::side_dir(&out, i, burn)))?;
+        let dir = prepare_out(Some(&crate::burns::side_dir(&out, i, burn)))?;
         let mut side_cfg = cfg.clone();
         side_cfg.burn = Some(burn.build.clone());
         write_run_file(&dir, &side_cfg, &cells)?;
         dirs.push((dir, side_cfg));
     }
-    crate::burn::write_burns(
+    crate::burns::write_burns(
         &out,
         &built_sides
             .iter()

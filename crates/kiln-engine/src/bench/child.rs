@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use kiln_contract::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
-use kiln_report::cells::{human_seconds, obtained_text};
+use kiln_report::fields::{human_seconds, obtained_text};
 use kiln_report::units::percent;
 
 use super::config::{PlannedCell, RunConfig};

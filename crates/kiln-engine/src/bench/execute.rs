@@ -22,7 +22,7 @@ use super::{noise, plan};
 use crate::backends::{self, Backend};
 use crate::options::CommonArgs;
 use crate::runners::{Built, Runner, runner_of};
-use kiln_report::cells::human_seconds;
+use kiln_report::fields::human_seconds;
 
 /// The order a run's cells run in: each repeat of the whole matrix in turn (A B C A B C ...),
 /// so drift over time spreads over every row; `done` lists the (cell, repeat) pairs that

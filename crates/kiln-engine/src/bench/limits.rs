@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use kiln_report::cells::human_seconds;
+use kiln_report::fields::human_seconds;
 
 /// Where a running cell is, as its events tell: xtask names the phase a cell was killed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

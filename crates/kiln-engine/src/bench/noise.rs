@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(n.window_ticks, Some(2000));
         assert_eq!(n.other_cpu_share, Some(0.0));
         assert!(n.quiet_within_resolution() && !n.busy());
-        let text = kiln_report::cells::noise_text(&n);
+        let text = kiln_report::fields::noise_text(&n);
         assert!(
             text.contains("below the 1-tick resolution of a 2000-tick window"),
             "{text}"
@@ -180,13 +180,13 @@ mod tests {
             "timed epochs",
         );
         assert!(!n.quiet_within_resolution());
-        assert!(kiln_report::cells::noise_text(&n).contains("0.5% of CPU used by others"));
+        assert!(kiln_report::fields::noise_text(&n).contains("0.5% of CPU used by others"));
         // A record written before shares were held at 0 (-0.17%, no window) reads quiet.
         let old = Noise {
             other_cpu_share: Some(-0.0017),
             ..Noise::default()
         };
-        let text = kiln_report::cells::noise_text(&old);
+        let text = kiln_report::fields::noise_text(&old);
         assert!(text.starts_with("quiet") && !text.contains('-'), "{text}");
     }
 

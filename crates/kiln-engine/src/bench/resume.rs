@@ -113,7 +113,7 @@ fn read_run(dir: &Path) -> Result<RunFile> {
             let manifest =
                 std::fs::read_to_string(crate::workspace::workspace_root().join("Cargo.toml"))
                     .unwrap_or_default();
-            crate::burn::workspace_burn_version(&manifest).as_deref() != Some(b.version.as_str())
+            crate::burns::workspace_burn_version(&manifest).as_deref() != Some(b.version.as_str())
         }
     }) {
         bail!(

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kiln_contract::{CellRequest, Event, Record};
-use kiln_report::cells::human_seconds;
+use kiln_report::fields::human_seconds;
 use kiln_report::units::percent;
 
 use super::interrupt::interrupted;

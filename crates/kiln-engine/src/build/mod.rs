@@ -124,7 +124,7 @@ pub fn build_runners(packages: &[&str], features: &[&str], dir: &Path) -> Result
     build_runners_at(&workspace_root(), packages, features, dir)
 }
 
-/// [`build_runners`] in the workspace at `root` (a Burn overlay, `crate::burn`).
+/// [`build_runners`] in the workspace at `root` (a Burn overlay, `crate::burns`).
 pub fn build_runners_at(
     root: &Path,
     packages: &[&str],

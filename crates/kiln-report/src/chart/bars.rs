@@ -4,7 +4,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use crate::cells::{low_confidence, pick_baseline};
+use crate::fields::{low_confidence, pick_baseline};
 use crate::table::{row_title, several_batch_sizes};
 use kiln_contract::stats::ratio_with_uncertainty;
 use kiln_contract::{Record, Status};

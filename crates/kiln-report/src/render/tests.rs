@@ -17,12 +17,12 @@ use super::tests_support::timed;
 
 #[test]
 fn a_row_trained_at_another_learning_rate_says_so() {
-    let mut r = crate::cells::tests_support::timed("flex", 10.0);
+    let mut r = crate::fields::tests_support::timed("flex", 10.0);
     assert!(!markdown(std::slice::from_ref(&r), None).contains("learning rate"));
     r.learning_rate = 0.01;
     let md = markdown(&[r], None);
     assert!(md.contains("learning rate 0.01 (`--lr`)"), "{md}");
-    assert!(csv(&[crate::cells::tests_support::timed("flex", 1.0)]).contains(",0.001,"));
+    assert!(csv(&[crate::fields::tests_support::timed("flex", 1.0)]).contains(",0.001,"));
 }
 
 #[test]

@@ -67,7 +67,7 @@ pub fn build(runs: &[Run], out: &Path) -> Result<Built> {
                 let records = run
                     .records
                     .iter()
-                    .filter(|r| crate::cells::machine_key(r) == m.key);
+                    .filter(|r| crate::fields::machine_key(r) == m.key);
                 let run = Run {
                     name: run.name.clone(),
                     records: records.cloned().collect(),

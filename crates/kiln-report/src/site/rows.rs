@@ -10,7 +10,7 @@ use serde::Serialize;
 use kiln_contract::schema::{DataKind, Method, Record, Status};
 
 use super::runs::Run;
-use crate::cells::{
+use crate::fields::{
     epoch_cell, low_confidence, machine, machine_key, pytorch_reference, reason_text,
 };
 use crate::table::warmup_cell;

@@ -1,4 +1,4 @@
-//! One record's cells as text: its row label and machine, its epoch time with the interval for
+//! One record's fields as text: its row label and machine, its epoch time with the interval for
 //! the next run, memory, efficiency and accuracy, and the warnings a reader should see first.
 //! Every table (Markdown, HTML, terminal, CSV) and chart writes a record's values through these.
 
