@@ -1,12 +1,15 @@
 //! The device side of a runner: what a backend crate tells Kiln about its backend
-//! ([`Binding`]), the device it selected, Burn's float types for Kiln's precisions, and opening
-//! a device for a one-shot request (`explain`, `verify`) with its failures caught.
+//! ([`Binding`]), the device it selected, Burn's float types for Kiln's precisions, opening
+//! a device for a one-shot request (`explain`, `verify`) with its failures caught, and what
+//! the loops read from a device (a sync, its memory pool, a scalar).
 
 use std::panic::AssertUnwindSafe;
 
 use burn::prelude::*;
 use burn::tensor::FloatDType;
-use kiln_contract::{DeviceKind, DeviceReport, FloatKind, Precision, Status, Vocabulary};
+use kiln_contract::{
+    DeviceKind, DeviceMemory, DeviceReport, FloatKind, Precision, Status, Vocabulary,
+};
 
 use crate::CoreError;
 
@@ -179,4 +182,39 @@ pub fn rayon_threads() -> usize {
                 .map(|n| n.get())
                 .unwrap_or(1)
         })
+}
+
+/// Wait for `device`'s queued work.
+pub(crate) fn sync(device: &Device) -> Result<(), CoreError> {
+    device
+        .sync()
+        .map_err(|e| CoreError::Device(format!("device sync failed: {e}")))
+}
+
+/// Fold `device`'s memory pool usage now into the peaks in `peak` (devices that report one).
+pub(crate) fn sample_device_memory(device: &Device, peak: &mut Option<DeviceMemory>) {
+    if let Some(usage) = device.memory_pool_usage() {
+        let peak = peak.get_or_insert(DeviceMemory {
+            peak_in_use_bytes: 0,
+            peak_reserved_bytes: 0,
+        });
+        peak.peak_in_use_bytes = peak.peak_in_use_bytes.max(usage.bytes_in_use);
+        peak.peak_reserved_bytes = peak.peak_reserved_bytes.max(usage.bytes_reserved);
+    }
+}
+
+/// The count a one-element integer tensor holds (correct predictions).
+pub(crate) fn read_count(t: Tensor<1, Int>) -> Result<i64, CoreError> {
+    let data = t
+        .try_into_data()
+        .map_err(|e| CoreError::Device(format!("reading test accuracy: {e}")))?;
+    Ok(data.iter::<i64>().next().unwrap_or(0))
+}
+
+pub(crate) fn read_scalar(t: Tensor<1>) -> Result<f64, CoreError> {
+    let data = t
+        .cast(FloatDType::F32)
+        .try_into_data()
+        .map_err(|e| CoreError::Device(format!("reading the loss: {e}")))?;
+    Ok(data.iter::<f32>().next().map(f64::from).unwrap_or(f64::NAN))
 }

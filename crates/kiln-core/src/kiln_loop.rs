@@ -13,9 +13,12 @@ use kiln_data::rng;
 
 use crate::CoreError;
 use crate::amp::LossScaler;
+use crate::data::DeviceData;
+use crate::device::{read_scalar, sample_device_memory, sync};
 use crate::models::Classifier;
-use crate::protocol::{DeviceData, Protocol, Sink, read_scalar, sample_device_memory, sync};
+use crate::protocol::Protocol;
 use crate::replay::ReplayDevice;
+use crate::sink::Sink;
 use crate::trainer::Trainer;
 use crate::warmup::{Phase, WarmupClock};
 

@@ -5,6 +5,7 @@ pub mod amp;
 pub mod calibrate;
 pub mod check;
 pub mod cubecl;
+pub mod data;
 pub mod device;
 pub mod explain;
 pub mod gpu;
@@ -15,14 +16,16 @@ pub mod models;
 pub mod protocol;
 mod replay;
 pub mod runner;
+pub mod sink;
 pub mod trainer;
 pub mod verify;
 mod warmup;
 
+pub use data::DeviceData;
 pub use device::Binding;
 pub use kiln_contract::{CellRequest, Precision, Record};
 pub use models::{Classifier, ModelKind, Net};
-pub use protocol::{DeviceData, Protocol};
+pub use protocol::Protocol;
 pub use runner::bench;
 pub use trainer::Trainer;
 

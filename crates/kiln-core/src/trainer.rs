@@ -8,8 +8,10 @@ use burn::tensor::FloatDType;
 
 use crate::CoreError;
 use crate::amp::{self, LossScaler};
+use crate::data::DeviceData;
+use crate::device::{read_count, read_scalar};
 use crate::models::Classifier;
-use crate::protocol::{DeviceData, adam, read_count, read_scalar};
+use crate::protocol::adam;
 
 /// The model, its optimizer and its loss: one training step at a time.
 pub struct Trainer<M: Classifier> {

@@ -13,9 +13,10 @@ use kiln_contract::verify::{Fault, NamedTensor, VerifyRecord, VerifyRequest, Wei
 use kiln_data::Request;
 
 use crate::amp::LossScaler;
+use crate::data::DeviceData;
+use crate::device::read_scalar;
 use crate::device::{Binding, amp_dtype, one_shot, open_device};
 use crate::models::{Net, parameter_name};
-use crate::protocol::{DeviceData, read_scalar};
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 

@@ -4,9 +4,9 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::FloatDType;
+use kiln_core::DeviceData;
 use kiln_core::amp::LossScaler;
 use kiln_core::models::ModelKind;
-use kiln_core::protocol::DeviceData;
 use kiln_core::{Net, Trainer};
 use kiln_data::Geometry;
 

@@ -5,9 +5,9 @@ use burn::module::Module;
 use burn::prelude::*;
 use kiln_contract::Vocabulary;
 use kiln_contract::explain::training_flops_per_sample;
+use kiln_core::DeviceData;
 use kiln_core::Trainer;
 use kiln_core::models::{Classifier, ModelKind, Net, trainable_parameters};
-use kiln_core::protocol::DeviceData;
 
 fn device() -> Device {
     let d = Device::flex();

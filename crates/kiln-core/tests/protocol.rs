@@ -5,7 +5,7 @@ use kiln_contract::{Event, Measurements, Method, SlowSteps, Summary, TimingRules
 use kiln_core::Net;
 use kiln_core::kiln_loop;
 use kiln_core::models::ModelKind;
-use kiln_core::protocol::{DeviceData, Protocol};
+use kiln_core::{DeviceData, Protocol};
 use kiln_data::Geometry;
 
 fn setup(train: usize) -> (Device, DeviceData) {

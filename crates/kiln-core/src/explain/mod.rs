@@ -23,9 +23,10 @@ use kiln_contract::explain::{
     ExplainRecord, ExplainRequest, LayerOp, OpTiming, Phase, Site, Timing,
 };
 
+use crate::data::DeviceData;
 use crate::device::{Binding, one_shot, open_device, panic_text};
 use crate::models::{Act, Net};
-use crate::protocol::{self, DeviceData};
+use crate::protocol;
 use crate::trainer::Trainer;
 use crate::{BURN_VERSION, CoreError};
 

@@ -11,7 +11,7 @@ use burn_train::Interrupter;
 
 use kiln_contract::{Chunk, DeviceMemory, EpochSummary, Event, Progress};
 
-use crate::protocol::{read_count, read_scalar, sample_device_memory};
+use crate::device::{read_count, read_scalar, sample_device_memory};
 use crate::warmup::{Phase, WarmupClock};
 
 /// A batch on one device, with the cell's clock (burn-train hands it to the model's step).

@@ -30,8 +30,10 @@ use clock::{Batch, Clock, ClockState, Message};
 use steps::Silent;
 
 use crate::CoreError;
+use crate::device::read_count;
 use crate::models::Classifier;
-use crate::protocol::{Protocol, Sink, read_count};
+use crate::protocol::Protocol;
+use crate::sink::Sink;
 
 /// How burn-train spreads a data-parallel cell over its devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

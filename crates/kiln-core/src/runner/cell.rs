@@ -11,11 +11,13 @@ use kiln_contract::{
 };
 use kiln_data::{Origin, Request};
 
+use crate::data::DeviceData;
 use crate::device::{Binding, dtype, open_device, supported_precisions};
 #[cfg(feature = "learner")]
 use crate::learner;
 use crate::models::Net;
-use crate::protocol::{self, DeviceData, Protocol};
+use crate::protocol::Protocol;
+use crate::sink;
 use kiln_machine::process as memory;
 
 use crate::{BURN_VERSION, CoreError, calibrate, kiln_loop};
@@ -336,7 +338,7 @@ fn start_event(
         cell.device_name.as_str(),
         precision.as_str(),
     );
-    protocol::start_event(
+    sink::start_event(
         cell.request.model.name(),
         identity,
         dataset,
