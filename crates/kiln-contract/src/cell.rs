@@ -150,16 +150,7 @@ impl CellRequest {
         if self.backend.is_empty() {
             return Err("the backend name is empty".into());
         }
-        self.settings.validate()?;
-        if self.batch_size == 0 {
-            return Err("--batch must be at least 1 (got 0)".into());
-        }
-        if !self.batch_size.is_multiple_of(self.settings.accum_steps) {
-            return Err(format!(
-                "--accum-steps {} must divide the batch size {}",
-                self.settings.accum_steps, self.batch_size
-            ));
-        }
+        self.settings.validate_for_batch(self.batch_size)?;
         if let Some(d) = self.dataset
             && !d.fits(self.model.geometry())
         {

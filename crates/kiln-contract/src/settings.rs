@@ -102,6 +102,22 @@ impl CellSettings {
         }
     }
 
+    /// The rules of the settings at a batch of `batch_size` (a run checks its settings this
+    /// way, once per batch size, before any cell exists; a request adds the rules of its cell).
+    pub fn validate_for_batch(&self, batch_size: usize) -> Result<(), String> {
+        self.validate()?;
+        if batch_size == 0 {
+            return Err("--batch must be at least 1 (got 0)".into());
+        }
+        if !batch_size.is_multiple_of(self.accum_steps) {
+            return Err(format!(
+                "--accum-steps {} must divide the batch size {batch_size}",
+                self.accum_steps
+            ));
+        }
+        Ok(())
+    }
+
     /// The rules of the settings alone (a request adds those that involve its cell); the
     /// error names the flag and the value.
     pub fn validate(&self) -> Result<(), String> {

@@ -4,8 +4,7 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
 use kiln_contract::{
-    AutotuneLevel, CellId, CellRequest, CellSettings, DatasetName, ModelKind, Precision, Profile,
-    TrainingLoop,
+    AutotuneLevel, CellId, CellRequest, CellSettings, DatasetName, ModelKind, Profile, TrainingLoop,
 };
 
 use crate::options::CommonArgs;
@@ -275,28 +274,12 @@ pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunCon
     let mut cfg = RunConfig::new(profile);
     cfg.cell.bare = bare;
     cfg.apply(common)?;
-    // The rules of a cell are the cell request's: check them once, before any work.
-    let probe = PlannedCell {
-        replay: None,
-        planned_seconds: None,
-        id: CellId {
-            model: ModelKind::MnistCnn.to_string(),
-            backend: "any".into(),
-            device: "default".into(),
-            precision: Precision::F32.to_string(),
-            batch_size: 0,
-            training_loop: None,
-        },
-        dataset: DatasetName::Synthetic,
-        dataset_note: None,
-        budget_seconds: None,
-        autotune: None,
-        warmup_cap_seconds: None,
-    };
+    // The settings' rules, checked once before any work, as settings: a cell's own rules
+    // (its model's data, its loop) are checked when its request is made.
     for &batch in &cfg.batch_sizes {
-        let mut one = probe.clone();
-        one.id.batch_size = batch;
-        one.request(&cfg)?;
+        cfg.cell
+            .validate_for_batch(batch)
+            .map_err(|e| anyhow::anyhow!(e))?;
     }
     Ok((profile, cfg))
 }
