@@ -88,12 +88,14 @@ def weights_dtype(precision):
     return PURE.get(precision, torch.float32)
 
 
-def step_args(batch, precision, learning_rate):
+def step_args(req, batch):
     """The loop's arguments for single steps outside a timed cell (explain's whole step,
-    verify's steps): every key Cell reads, the cell-only ones (budget, timing, warm-up) off."""
-    return argparse.Namespace(batch_size=batch, budget_seconds=None, precision=precision,
-                              accum_steps=1, learning_rate=learning_rate, timing=None,
-                              warmup_cap_seconds=None, loss_scaling=None, inject_slow_steps=None)
+    verify's steps) from their request `req`: every key Cell reads (kiln-core's
+    models.rs test holds it), the cell-only ones (budget, timing, warm-up) off."""
+    return argparse.Namespace(batch_size=batch, budget_seconds=None, precision=req["precision"],
+                              accum_steps=1, learning_rate=req["learning_rate"], epochs=1,
+                              seed=req["seed"], timing=None, warmup_cap_seconds=None,
+                              loss_scaling=None, inject_slow_steps=None)
 
 
 class Cell:

@@ -149,7 +149,7 @@ def explain(path):
         # A new batch every step, as in training: STEP_BATCHES batches, cycled (as kiln-core).
         x = torch.rand((batch * STEP_BATCHES,) + shape, device=device)
         y = torch.arange(batch * STEP_BATCHES, device=device) % classes
-        cell = Cell(step_args(batch, req["precision"], req["learning_rate"]), device, Net(req["model"]).to(device=device, dtype=dtype), x, y, x, y)
+        cell = Cell(step_args(req, batch), device, Net(req["model"]).to(device=device, dtype=dtype), x, y, x, y)
         batches = [torch.arange(k * batch, (k + 1) * batch, device=device) for k in range(STEP_BATCHES)]
         order = iter(range(10 ** 9))
         record["step"] = timing(timer.measure(lambda: batches[next(order) % STEP_BATCHES],

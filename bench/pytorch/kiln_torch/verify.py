@@ -100,7 +100,7 @@ def verify(path):
                 p.copy_(t)
         model = model.to(device=device, dtype=weights_dtype(req["precision"]))
         x, y = x[:steps * batch].to(device), y[:steps * batch].to(device)
-        cell = Cell(step_args(batch, req["precision"], req["learning_rate"]), device, model, x, y, x, y)
+        cell = Cell(step_args(req, batch), device, model, x, y, x, y)
         for k in range(steps):
             loss = float(cell.step(torch.arange(k * batch, (k + 1) * batch, device=device)))
             record["losses"].append(loss if math.isfinite(loss) else None)

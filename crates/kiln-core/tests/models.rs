@@ -146,3 +146,59 @@ fn the_pytorch_reference_builds_every_model_with_burns_parameters() {
         assert_eq!(burn, theirs, "{kind}: Burn's parameters, then PyTorch's");
     }
 }
+
+/// The reference's explain and verify build its training loop (`cell.Cell`) the way a cell
+/// does: every argument `Cell` reads is in `cell.step_args` (what explain.py and verify.py pass)
+/// and in a cell request (what `__main__.py` passes, by the request's own key names, with its
+/// optional keys' defaults), so a new setting read by the loop fails here, not at run time.
+#[test]
+fn the_reference_builds_its_loop_alike_for_cells_explain_and_verify() {
+    let Some(python) = std::env::var_os("KILN_TORCH_PYTHON") else {
+        kiln_contract::testing::skip(
+            "the PyTorch reference's loop arguments",
+            "no Python with torch (run `cargo xtask test` after `cargo xtask setup-libtorch`)",
+        );
+        return;
+    };
+    let package = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/pytorch/kiln_torch"
+    );
+    let request = serde_json::to_value(kiln_contract::CellRequest::new(
+        ModelKind::Mlp,
+        "pytorch",
+        kiln_contract::Profile::Quick,
+    ))
+    .unwrap();
+    let keys: Vec<&String> = request.as_object().unwrap().keys().collect();
+    let script = "import ast, inspect, json, sys\nsys.path.insert(0, sys.argv[1])\nimport cell\n\
+                  read = sorted({n.attr for n in ast.walk(ast.parse(inspect.getsource(cell.Cell)))\n\
+                  \x20   if isinstance(n, ast.Attribute) and (getattr(n.value, 'id', None) == 'args'\n\
+                  \x20   or getattr(n.value, 'attr', None) == 'args')})\n\
+                  step = vars(cell.step_args({'precision': 'f32', 'learning_rate': 0.001, 'seed': 42}, 16))\n\
+                  given = set(json.loads(sys.argv[2])) | {'calibrate_only', 'given_peak', \
+                  'loss_scaling', 'inject_slow_steps'}\n\
+                  print(json.dumps({'read': read, 'not_in_step_args': [k for k in read if k not in step],\n\
+                  \x20   'not_in_request': [k for k in read if k not in given]}))";
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            script,
+            package,
+            &serde_json::to_string(&keys).unwrap(),
+        ])
+        .output()
+        .expect("the Python in KILN_TORCH_PYTHON runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert!(
+        found["read"].as_array().unwrap().len() >= 8,
+        "Cell reads too few arguments to be the loop: {found}"
+    );
+    assert_eq!(found["not_in_step_args"], serde_json::json!([]), "{found}");
+    assert_eq!(found["not_in_request"], serde_json::json!([]), "{found}");
+}
