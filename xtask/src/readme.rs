@@ -121,6 +121,57 @@ mod tests {
         }
     }
 
+    /// A doc that names a file of this repository (a path from one of its top folders, in
+    /// backticks: `crates/kiln-core/src/warmup.rs`) names one that exists; the recipe's
+    /// example crate (`kiln-mine`) aside. Burn's files and a user's are named without such a
+    /// path and are not checked.
+    #[test]
+    fn every_repository_path_a_doc_names_exists() {
+        let root = crate::workspace::workspace_root();
+        let pattern =
+            regex::Regex::new(r"`((?:crates|xtask|bench|docs|datasets|fuzz|\.ci)/[^`\s:]+)")
+                .unwrap();
+        let mut docs = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
+        }
+        let mut gone = Vec::new();
+        for doc in &docs {
+            let text = std::fs::read_to_string(doc).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                for c in pattern.captures_iter(line) {
+                    let path = c[1].trim_end_matches(['.', ',', ')']);
+                    // Placeholders (`docs/results/DATE-CPU-TAG-WHAT`, `RUN[...]`, globs), the
+                    // recipe's example, and folders made at run time (`datasets/cache/`).
+                    let placeholder = path.contains(['…', '<', '*', '['])
+                        || path.contains("kiln-mine")
+                        || path.ends_with('/')
+                        || path
+                            .split(['/', '-'])
+                            .any(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_uppercase()));
+                    // A path inside a crate's source (`bench/plan.rs`: kiln-engine's) counts.
+                    let found = root.join(path).exists()
+                        || std::fs::read_dir(root.join("crates"))
+                            .unwrap()
+                            .any(|c| c.unwrap().path().join("src").join(path).exists())
+                        || root.join("xtask/src").join(path).exists();
+                    if !placeholder && !found {
+                        gone.push(format!("{}:{}: {path}", doc.display(), i + 1));
+                    }
+                }
+            }
+        }
+        assert!(docs.len() > 10, "{docs:?}");
+        assert!(
+            gone.is_empty(),
+            "docs name files that do not exist:\n{}",
+            gone.join("\n")
+        );
+    }
+
     /// docs/backends.md has a row for every backend xtask discovers, naming its crate (the
     /// recipe's promise: a new backend crate fails here until its row is written).
     #[test]
