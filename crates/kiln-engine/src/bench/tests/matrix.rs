@@ -397,3 +397,36 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         "{alone}"
     );
 }
+
+/// `--repeats auto`: passes stop once every cell is decided (B 20% slower in every pair: after
+/// the third pair), not at the most pairs, and ab.md gives the sequential verdict.
+#[test]
+fn an_auto_ab_run_stops_when_its_cells_are_decided() {
+    let tmp = tempfile::tempdir().unwrap();
+    let order = tmp.path().join("order");
+    let a_built = [on_cpu("flex", side_runner(tmp.path(), "A", 100.0, &order))];
+    let b_built = [on_cpu("flex", side_runner(tmp.path(), "B", 120.0, &order))];
+    let out = tmp.path().join("ab");
+    let rule = kiln_contract::stats::Sequential::KILN;
+    let (mut dirs, mut cfgs) = (Vec::new(), Vec::new());
+    for letter in ["a", "b"] {
+        dirs.push(prepare_out(Some(&out.join(letter))).unwrap());
+        let mut c = cfg();
+        c.repeats = rule.max_pairs;
+        c.sequential = Some(rule);
+        cfgs.push(c);
+    }
+    let sides: Vec<(&[Built], &Path, &RunConfig)> = vec![
+        (&a_built[..], dirs[0].as_path(), &cfgs[0]),
+        (&b_built[..], dirs[1].as_path(), &cfgs[1]),
+    ];
+    assert!(ab::run_passes(&[cell("flex")], &sides, rule.max_pairs, Some(&rule)).unwrap());
+    let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
+    assert_eq!(calls, "AABB".repeat(rule.min_pairs));
+    let text = ab::write_ab(&out, &dirs, Some(&rule)).unwrap();
+    assert!(
+        text.contains("sequential paired t, 3 pairs") && text.contains("| B slower |"),
+        "{text}"
+    );
+    assert!(text.contains("--repeats auto"), "{text}");
+}
