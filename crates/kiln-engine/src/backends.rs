@@ -101,8 +101,8 @@ fn llvm_met(feature: &str) -> Result<(), String> {
     }
     Err(format!(
         "CubeCL's LLVM is not set up: its build would download LLVM from github.com; install \
-         Debian's (`apt-get install llvm-22-dev libpolly-22-dev libzstd-dev`) and run `cargo \
-         xtask setup-cubecl-llvm` (docs/gpu.md); {var}=1 builds the runner anyway"
+         Debian's (`apt-get install llvm-22-dev libpolly-22-dev libzstd-dev liblld-22-dev`) and \
+         run `cargo xtask setup-cubecl-llvm` (docs/burn-cpu.md); {var}=1 builds the runner anyway"
     ))
 }
 
