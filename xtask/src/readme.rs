@@ -138,6 +138,11 @@ mod tests {
                 docs.push(path);
             }
         }
+        let sources: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("crates"))
+            .unwrap()
+            .map(|c| c.unwrap().path().join("src"))
+            .chain([root.join("xtask/src")])
+            .collect();
         let mut gone = Vec::new();
         for doc in &docs {
             let text = std::fs::read_to_string(doc).unwrap();
@@ -154,10 +159,7 @@ mod tests {
                             .any(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_uppercase()));
                     // A path inside a crate's source (`bench/plan.rs`: kiln-engine's) counts.
                     let found = root.join(path).exists()
-                        || std::fs::read_dir(root.join("crates"))
-                            .unwrap()
-                            .any(|c| c.unwrap().path().join("src").join(path).exists())
-                        || root.join("xtask/src").join(path).exists();
+                        || sources.iter().any(|src| src.join(path).exists());
                     if !placeholder && !found {
                         gone.push(format!("{}:{}: {path}", doc.display(), i + 1));
                     }

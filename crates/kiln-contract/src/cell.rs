@@ -281,8 +281,24 @@ pub(crate) fn read_request<T: serde::de::DeserializeOwned + Serialize>(
 /// flattened settings; a type read this way writes every field it has.)
 pub(crate) fn unknown_key<T: Serialize>(given: &serde_json::Value, parsed: &T) -> Option<String> {
     let known = serde_json::to_value(parsed).ok()?;
-    let (given, known) = (given.as_object()?, known.as_object()?);
-    given.keys().find(|k| !known.contains_key(*k)).cloned()
+    unknown_keys(given, &known, "").into_iter().next()
+}
+
+/// Every key of the JSON object `given` that `known` (what was read from it, written back)
+/// does not have, each after `at` (`cells[2].`); none when either is no object.
+pub(crate) fn unknown_keys(
+    given: &serde_json::Value,
+    known: &serde_json::Value,
+    at: &str,
+) -> Vec<String> {
+    let (Some(given), Some(known)) = (given.as_object(), known.as_object()) else {
+        return Vec::new();
+    };
+    given
+        .keys()
+        .filter(|k| !known.contains_key(*k))
+        .map(|k| format!("{at}{k}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -67,20 +67,8 @@ fn one() -> usize {
 
 /// The keys of `given` (a profile's JSON) that `profile`, read from it, does not have.
 fn unknown_keys(given: &serde_json::Value, profile: &ReplayProfile) -> Vec<String> {
-    let keys = |v: &serde_json::Value| -> Vec<String> {
-        v.as_object()
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default()
-    };
+    use crate::cell::unknown_keys as missing;
     let known = serde_json::to_value(profile).unwrap_or_default();
-    let missing = |given: &serde_json::Value, known: &serde_json::Value, at: &str| {
-        let have = keys(known);
-        keys(given)
-            .into_iter()
-            .filter(|k| !have.contains(k))
-            .map(|k| format!("{at}{k}"))
-            .collect::<Vec<_>>()
-    };
     let mut out = missing(given, &known, "");
     out.extend(missing(&given["default"], &known["default"], "default."));
     for (i, cell) in given["cells"].as_array().into_iter().flatten().enumerate() {

@@ -83,14 +83,15 @@ pub fn fresh_environment_name() -> String {
 }
 
 /// Remove the environment in use (a cold cell's own, once it ended), with the files its
-/// database keeps beside it (`-wal`, and `-tshm` or `-shm`).
+/// database keeps beside it (`-wal`, and `-tshm` or `-shm`) and the list of cells that ran in it.
 pub fn remove_environment() {
     let file = environment_file();
-    for suffix in ["", "-wal", "-tshm", "-shm", ".kiln-cells"] {
+    for suffix in ["", "-wal", "-tshm", "-shm"] {
         let mut path = file.clone().into_os_string();
         path.push(suffix);
         let _ = std::fs::remove_file(path);
     }
+    let _ = std::fs::remove_file(ran_here());
 }
 
 /// The cells that ran in the environment in use, one key a line, in a file beside its database:

@@ -149,11 +149,9 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
             let measures = RULES
                 .iter()
                 .filter_map(|rule| {
-                    let mut m = measure(rule, &ra, &rb, drift)?;
-                    if let Some(seq) = sequential.filter(|_| rule.name == RULES[0].name) {
-                        judge_sequentially(&mut m, rule, seq, &ra, &rb);
-                    }
-                    Some(m)
+                    // The sequential rule decides the epoch time, the measure the run stops on.
+                    let seq = sequential.filter(|_| rule.name == RULES[0].name);
+                    measure(rule, &ra, &rb, drift, seq)
                 })
                 .collect();
             AbRow { cell: k, measures }
@@ -161,16 +159,23 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
         .collect()
 }
 
-fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Measure> {
+fn measure(
+    rule: &Rule,
+    a: &[&Record],
+    b: &[&Record],
+    drift: f64,
+    sequential: Option<&Sequential>,
+) -> Option<Measure> {
     let values =
         |rs: &[&Record]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
     let (va, vb) = (values(a), values(b));
     if va.is_empty() || vb.is_empty() {
         return None;
     }
-    let (c, test) = match pairs(rule, a, b) {
+    let paired = pairs(rule, a, b);
+    let (c, test) = match &paired {
         Some(p) => (
-            compare_pairs(&p, rule.floor, rule.difference),
+            compare_pairs(p, rule.floor, rule.difference),
             format!("paired t, {} pairs", p.len()),
         ),
         None => (
@@ -194,7 +199,7 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
         (Some(true), _) => format!("B {}", rule.higher),
         (Some(false), _) => format!("B {}", rule.lower),
     };
-    Some(Measure {
+    let mut m = Measure {
         name: rule.name,
         a: va,
         b: vb,
@@ -204,22 +209,16 @@ fn measure(rule: &Rule, a: &[&Record], b: &[&Record], drift: f64) -> Option<Meas
         test,
         verdict,
         look: None,
-    })
+    };
+    if let (Some(seq), Some(p)) = (sequential, &paired) {
+        judge_sequentially(&mut m, rule, seq, p);
+    }
+    Some(m)
 }
 
-/// The epoch time's verdict by `seq` where the runs pair (unpaired runs keep Welch's).
-fn judge_sequentially(
-    m: &mut Measure,
-    rule: &Rule,
-    seq: &Sequential,
-    a: &[&Record],
-    b: &[&Record],
-) {
-    let Some(p) = pairs(rule, a, b) else {
-        return;
-    };
-    let d: Vec<f64> = p.iter().map(|&(a, b)| (b / a).ln()).collect();
-    let look = seq.look(&d);
+/// A measure's verdict by `seq` over its `pairs` (unpaired runs keep Welch's).
+fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, p: &[(f64, f64)]) {
+    let look = seq.look(&differences(p, rule.difference));
     m.test = format!(
         "sequential paired t, {} pairs (each look at {:.4}, {} looks at most)",
         p.len(),
@@ -261,14 +260,19 @@ fn pairs(rule: &Rule, a: &[&Record], b: &[&Record]) -> Option<Vec<(f64, f64)>> {
     Some(out)
 }
 
+/// What the paired tests test, per pair of (A, B) values: the log of B ÷ A (a `difference`:
+/// B − A).
+fn differences(pairs: &[(f64, f64)], difference: bool) -> Vec<f64> {
+    pairs
+        .iter()
+        .map(|&(a, b)| if difference { b - a } else { (b / a).ln() })
+        .collect()
+}
+
 /// B against A over `pairs` of (A, B) values: the paired t-test of their log ratios (a
 /// `difference`: of B − A); a change counts when it is significant and over `floor`.
 pub fn compare_pairs(pairs: &[(f64, f64)], floor: f64, difference: bool) -> Compared {
-    let d: Vec<f64> = pairs
-        .iter()
-        .map(|&(a, b)| if difference { b - a } else { (b / a).ln() })
-        .collect();
-    let Some(t) = kiln_contract::stats::paired(&d) else {
+    let Some(t) = kiln_contract::stats::paired(&differences(pairs, difference)) else {
         return Compared {
             change: None,
             p: None,
@@ -365,6 +369,21 @@ fn value_text(name: &str, v: f64) -> String {
     }
 }
 
+/// A measure's B against A with its interval, as the tables and the run's progress print it:
+/// `1.046× (1.025–1.067)`, accuracy in points.
+pub fn change_text(m: &Measure) -> String {
+    match (m.change, m.name) {
+        (Some((d, lo, hi)), "test accuracy") => format!(
+            "{:+.1} points ({:+.1} to {:+.1})",
+            d * 100.0,
+            lo * 100.0,
+            hi * 100.0
+        ),
+        (Some((r, lo, hi)), _) => format!("{r:.3}× ({lo:.3}–{hi:.3})"),
+        (None, _) => "–".into(),
+    }
+}
+
 /// The A/B tables as Markdown: the epoch time table with its verdicts first, then every other
 /// measure, and the rule in one paragraph.
 pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
@@ -378,16 +397,7 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
             let median = |v: &[f64]| {
                 kiln_contract::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
             };
-            let change = match (m.change, m.name) {
-                (Some((d, lo, hi)), "test accuracy") => format!(
-                    "{:+.1} points ({:+.1} to {:+.1})",
-                    d * 100.0,
-                    lo * 100.0,
-                    hi * 100.0
-                ),
-                (Some((r, lo, hi)), _) => format!("{r:.3}× ({lo:.3}–{hi:.3})"),
-                (None, _) => "–".into(),
-            };
+            let change = change_text(m);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} | {} |",

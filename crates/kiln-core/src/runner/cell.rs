@@ -189,9 +189,10 @@ fn open_first(
         .as_mut()
         .filter(|rt| rt.autotune_cache.is_some())
     {
+        // Keyed as its record will be (`runner::main` notes the cell ran under the same key).
         let key = crate::cubecl::cell_key(
             &request.model.to_string(),
-            binding.name(),
+            &request.backend,
             &cell.device,
             &precision.to_string(),
             request.batch_size,

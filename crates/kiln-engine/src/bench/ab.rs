@@ -152,30 +152,31 @@ fn decided(
     rule: &Sequential,
     pairs: usize,
 ) -> Result<bool> {
-    let load = |dir: &Path| -> Result<Vec<kiln_contract::Record>> {
-        Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
-    };
     let Some((_, first, _)) = sides.first() else {
         return Ok(true);
     };
-    let a = load(first)?;
+    let a = side_records(first)?;
     let mut all = true;
     for (_, dir, _) in &sides[1..] {
-        for row in kiln_report::ab::compare(&a, &load(dir)?, Some(rule)) {
+        for row in kiln_report::ab::compare(&a, &side_records(dir)?, Some(rule)) {
             let Some(epoch) = row.measures.first() else {
                 continue;
             };
-            let change = epoch.change.map_or("–".into(), |(r, lo, hi)| {
-                format!("{r:.3}× ({lo:.3}–{hi:.3})")
-            });
             eprintln!(
-                "kiln: after {pairs} pairs, {}: B vs A {change}: {}",
-                row.cell, epoch.verdict
+                "kiln: after {pairs} pairs, {}: B vs A {}: {}",
+                row.cell,
+                kiln_report::ab::change_text(epoch),
+                epoch.verdict
             );
             all &= matches!(epoch.look, Some(Look::Changed(_) | Look::Within));
         }
     }
     Ok(all)
+}
+
+/// The records of a side's run directory.
+fn side_records(dir: &Path) -> Result<Vec<kiln_contract::Record>> {
+    Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
 }
 
 /// The stopping rule a side's run followed (`--repeats auto`), from its run file.
@@ -190,9 +191,6 @@ pub fn sequential_of(side: &Path) -> Option<Sequential> {
 /// Compare every side with the first and write `ab.md` in `out` (the epoch time by the
 /// `sequential` rule where the run was `--repeats auto`); returns its text.
 pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) -> Result<String> {
-    let load = |dir: &PathBuf| -> Result<Vec<kiln_contract::Record>> {
-        Ok(kiln_report::read::load(&[dir.join(RESULTS_FILE)])?.records)
-    };
     let label = |records: &[kiln_contract::Record], dir: &Path| {
         records
             .iter()
@@ -202,10 +200,10 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
     let Some(first) = sides.first() else {
         bail!("no side to compare");
     };
-    let a = load(first)?;
+    let a = side_records(first)?;
     let mut text = String::new();
     for other in &sides[1..] {
-        let b = load(other)?;
+        let b = side_records(other)?;
         let rows = kiln_report::ab::compare(&a, &b, sequential);
         text.push_str(&kiln_report::ab::markdown(
             &rows,
