@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use kiln_contract::{ModelKind, Precision};
-pub use kiln_engine::options::{CommonArgs, ExplainArgs, VerifyArgs};
+pub use kiln_engine::options::{CommonArgs, ExplainArgs, InferArgs, VerifyArgs};
 
 #[derive(Parser)]
 #[command(
@@ -124,6 +124,11 @@ pub enum Cmd {
     /// final weights' deviation from the reference with a pass/warn/fail verdict
     /// (docs/verify.md). Exits 1 when a row fails.
     Verify(VerifyArgs),
+    /// Which backend crate to embed for serving: every backend (and the PyTorch reference)
+    /// loads the same weights and measures its first prediction from process start, query
+    /// latency percentiles at batch 1 and 8, throughput, memory to serve and top-1 agreement
+    /// with the reference (docs/inference.md). Exits 1 when a row fails.
+    Infer(InferArgs),
     /// Host this machine's devices for other machines' remote cells (`--device
     /// remote:ws://HOST:PORT`) with Burn's remote server over WebSocket, and Kiln's link (this
     /// machine's fingerprint, pings) on the next port; runs until stopped (docs/remote.md).
@@ -186,13 +191,14 @@ pub enum Cmd {
         #[arg(long)]
         plan_only: bool,
         /// Plan from this measured profile instead of the committed H200 one
-        /// (bench/gpu-kit/profiles/; the format: docs/gpu.md).
+        /// (bench/gpu-kit/profiles/; the format: docs/gpu.md). With --replay: plan from this
+        /// profile, replay the other's device (a GPU that is not the one planned for).
         #[arg(long, value_name = "FILE")]
         profile: Option<PathBuf>,
         /// Replay the kit on this CPU: its plan from this profile, scaled by its `scale`, run
         /// through the engine with each cell's steps taking the profile's times; writes the
         /// run into --out (default: a new folder under target/).
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["backends", "plan_only", "profile"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["backends", "plan_only"])]
         replay: Option<PathBuf>,
     },
     /// Let CubeCL's GPU runtimes (the cuda and rocm rows) build without downloading LLVM: put a

@@ -17,7 +17,8 @@ mod test;
 use std::process::ExitCode;
 
 use kiln_engine::{
-    backends, bench, build, burns, explain, run_report, runners, time, torch, verify, workspace,
+    backends, bench, build, burns, explain, infer, run_report, runners, time, torch, verify,
+    workspace,
 };
 
 use clap::{CommandFactory, FromArgMatches};
@@ -155,6 +156,7 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
         bench @ Cmd::Bench { .. } => run_bench(bench, &given.bench),
         Cmd::Explain(args) => explain::explain(args),
         Cmd::Verify(args) => verify::verify(args),
+        Cmd::Infer(args) => infer::infer(args),
         Cmd::GpuKit {
             out,
             backends,
@@ -162,7 +164,7 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
             profile,
             replay,
         } => match replay {
-            Some(profile) => kit::replay(&profile, out),
+            Some(device) => kit::replay(&device, profile.as_deref(), out),
             None => kit::gpu_kit(out, backends, plan_only, profile),
         },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),

@@ -112,7 +112,7 @@ pub fn gpu_kit(
     profile: Option<PathBuf>,
 ) -> Result<bool> {
     let (profile, name) = profile_of(profile.as_deref())?;
-    let plan = plan(&profile, &name, false)?;
+    let plan = plan(&profile, &name, None)?;
     print!("{}", plan.text());
     if plan_only {
         return Ok(true);
@@ -505,7 +505,7 @@ mod tests {
             ],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
-            plan: plan(&measured().unwrap(), MEASURED, false).unwrap(),
+            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
         };
         let total = assemble(&inputs, &out, BUDGET_BYTES).unwrap();
         let files = contents(&out).unwrap();
@@ -573,7 +573,7 @@ mod tests {
             runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
-            plan: plan(&measured().unwrap(), MEASURED, false).unwrap(),
+            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
         };
         let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
         assert!(err.contains("over its budget"), "{err}");

@@ -158,6 +158,8 @@ pub struct Plan {
     pub time_limit: Duration,
     pub scale: f64,
     pub profile: String,
+    /// The profile replayed, when it is not the one planned from.
+    pub replayed: Option<String>,
 }
 
 /// A cell's label in the plan's text.
@@ -169,11 +171,16 @@ fn label(c: &KitCell) -> String {
 }
 
 /// The plan `profile` (named `name`) gives: each cell's cap and time from its measured times,
-/// kept in [`CELLS`]' order while the matrix's share of [`WINDOW`] holds it; `replay` makes
-/// every kept cell a replay of its times. Caps, budgets and device seconds are multiplied by
-/// the profile's scale in a replay (1 for a real kit); start-ups are not.
-pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
-    let scale = if replay { profile.scale } else { 1.0 };
+/// kept in [`CELLS`]' order while the matrix's share of [`WINDOW`] holds it. `replay` (a
+/// profile and its name: `profile` itself, or another device's) makes every kept cell a
+/// replay of that profile's times for it. Caps, budgets and device seconds are multiplied by
+/// the replayed profile's scale (1 for a real kit); start-ups are not.
+pub fn plan(
+    profile: &ReplayProfile,
+    name: &str,
+    replay: Option<(&ReplayProfile, &str)>,
+) -> Result<Plan> {
+    let scale = replay.map_or(1.0, |(device, _)| device.scale);
     let window = (WINDOW - EXPLAIN.2).as_secs_f64();
     let overhead = CELL_OVERHEAD.as_secs_f64();
     let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
@@ -189,7 +196,7 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
             ));
             continue;
         }
-        let (times, listed) = profile.times(c.model, c.backend, c.precision, c.training_loop);
+        let (times, _) = profile.times(c.model, c.backend, c.precision, c.training_loop);
         let device = device_seconds(&times, c.budget as f64);
         if used + device + overhead > window {
             dropped.push((
@@ -213,7 +220,10 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
             budget: Some(Duration::from_secs_f64(c.budget as f64 * scale)),
             warmup_cap: Some(Duration::from_secs_f64(warmup_cap(&times) * scale)),
             planned: Some(Duration::from_secs_f64(device * scale + overhead)),
-            replay: replay.then(|| profile.replay(name, (times, listed))),
+            replay: replay.map(|(device, device_name)| {
+                let played = device.times(c.model, c.backend, c.precision, c.training_loop);
+                device.replay(device_name, played)
+            }),
         });
     }
     let starts = cells.len() as f64 * overhead;
@@ -223,6 +233,9 @@ pub fn plan(profile: &ReplayProfile, name: &str, replay: bool) -> Result<Plan> {
         dropped,
         scale,
         profile: name.to_string(),
+        replayed: replay
+            .map(|(_, device_name)| device_name.to_string())
+            .filter(|device_name| device_name != name),
     })
 }
 
@@ -235,10 +248,11 @@ impl Plan {
              budget from steady state -> the cell's time, start-up, compiles of new shapes and \
              evaluation included):\n",
             self.profile,
-            if self.scale == 1.0 {
-                String::new()
-            } else {
-                format!(", replayed at scale {}", self.scale)
+            match (&self.replayed, self.scale == 1.0) {
+                (Some(device), _) =>
+                    format!(", replaying {device}'s device at scale {}", self.scale),
+                (None, true) => String::new(),
+                (None, false) => format!(", replayed at scale {}", self.scale),
             }
         );
         for (i, c) in self.cells.iter().enumerate() {
@@ -293,7 +307,7 @@ mod tests {
     #[test]
     fn the_plan_holds_the_measured_warm_ups_and_fits_its_window() {
         let profile = measured().unwrap();
-        let plan = plan(&profile, MEASURED, false).unwrap();
+        let plan = plan(&profile, MEASURED, None).unwrap();
         for c in &plan.cells {
             let (t, _) = profile.times(c.model, &c.backend, c.precision, c.training_loop);
             let cap = c.warmup_cap.unwrap().as_secs_f64();
@@ -376,8 +390,8 @@ mod tests {
     #[test]
     fn a_replayed_plan_scales_device_seconds_only() {
         let profile = measured().unwrap();
-        let real = plan(&profile, MEASURED, false).unwrap();
-        let replay = plan(&profile, MEASURED, true).unwrap();
+        let real = plan(&profile, MEASURED, None).unwrap();
+        let replay = plan(&profile, MEASURED, Some((&profile, MEASURED))).unwrap();
         assert_eq!(real.cells.len(), replay.cells.len());
         let s = profile.scale;
         for (a, b) in real.cells.iter().zip(&replay.cells) {

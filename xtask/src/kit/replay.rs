@@ -10,15 +10,24 @@ use anyhow::Result;
 
 use super::plan::{self, kit_common_args, plan, profile_of};
 
-/// Replay `profile_path`'s device into `out` (default: a new folder under target/); true
-/// when every cell ended with a result.
-pub fn replay(profile_path: &Path, out: Option<PathBuf>) -> Result<bool> {
-    let (profile, _) = profile_of(Some(profile_path))?;
-    let name = profile_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| profile_path.display().to_string());
-    let plan = plan(&profile, &name, true)?;
+/// Replay `profile_path`'s device into `out` (default: a new folder under target/), with the
+/// plan made from `plan_from` (default: the same profile); true when every cell ended with a
+/// result.
+pub fn replay(profile_path: &Path, plan_from: Option<&Path>, out: Option<PathBuf>) -> Result<bool> {
+    let (played, _) = profile_of(Some(profile_path))?;
+    let short = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let name = short(profile_path);
+    let plan = match plan_from {
+        Some(from) => {
+            let (profile, _) = profile_of(Some(from))?;
+            plan(&profile, &short(from), Some((&played, &name)))?
+        }
+        None => plan(&played, &name, Some((&played, &name)))?,
+    };
     print!("{}", plan.text());
     let out = out.unwrap_or_else(|| {
         crate::workspace::target_dir().join(format!("gpu-kit-replay-{}", crate::time::unix_now()))

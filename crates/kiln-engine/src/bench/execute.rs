@@ -2,6 +2,7 @@
 //! per cell with its calibration and drift measured around them, the records appended as they
 //! arrive, and the run's report at the end.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use super::child::run_cell;
 use super::config::dataset_for;
 use super::config::{PlannedCell, RunConfig};
 use super::fallback::fallback_reason;
+use super::learned::Learned;
 use super::limits::{planned_limit, wall_clock_limit};
 use super::progress::{Display, Position};
 use super::rundir::append_record;
@@ -103,6 +105,7 @@ pub(super) fn execute_rest(
         deadline: cfg
             .time_limit_seconds
             .map(|s| Instant::now() + Duration::from_secs_f64(s)),
+        learned: RefCell::new(Learned::default()),
     };
     let per_cell_bound = cfg.cell.budget_seconds.map_or(0.0, |b| b + 120.0);
     let mut all_ok = true;
@@ -147,6 +150,9 @@ struct Run<'a> {
     repeats: usize,
     /// When the run's time (`time_limit_seconds`) runs out.
     deadline: Option<Instant>,
+    /// What the run's earlier cells measured of their warm-ups: later caps of the same backend
+    /// and device follow it.
+    learned: RefCell<Learned>,
 }
 
 impl Run<'_> {
@@ -164,6 +170,11 @@ impl Run<'_> {
                 display.line(&format!("kiln: {m}"))
             })
         });
+        let raised = self.learned.borrow().raise(cell);
+        let (cell, raised_note) = match &raised {
+            Some((c, note)) => (c, Some(note)),
+            None => (cell, None),
+        };
         let run = cell_run(cell, self.peaks, k, self.repeats, &self.run_id, waited);
         let backend = match cell.replay {
             Some(_) => super::config::REPLAY_RUNNER,
@@ -179,9 +190,16 @@ impl Run<'_> {
             (None, Some(runner)) => self.run(runner, cell, &run, position, display)?,
             (None, None) => Some(not_built(cell, &run)),
         };
-        let Some(record) = record else {
+        let Some(mut record) = record else {
             return Ok(None);
         };
+        if let Some(note) = raised_note {
+            record.reason = Some(match record.reason.take() {
+                Some(r) => format!("{r}; {note}"),
+                None => note.clone(),
+            });
+        }
+        self.learned.borrow_mut().learn(cell, &record);
         append_record(self.results, &record)?;
         let fallback = match (&self.cfg.cell.fallback, fallback_reason(&record)) {
             (Some(_), Some(why)) => plan::fallback_cell(cell, &self.probes)

@@ -9,6 +9,7 @@ mod execute;
 use execute::{execute, matrix, probes, with_fallback_backends};
 mod fallback;
 mod interrupt;
+mod learned;
 mod limits;
 mod noise;
 mod one;
