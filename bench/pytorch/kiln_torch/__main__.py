@@ -13,7 +13,7 @@ whose `data_file` holds the exact samples the Rust runners load. Run by hand:
 
 The package: common.py (JSON lines, requests), contract.py (the request and record checked
 against contract.schema.json, generated from the Rust types), models.py (the networks built from the models' descriptions in the contract file; their FLOPs are Rust's), machine.py (devices, memory, GEMM
-peak), cell.py (sample order, data, the timed loop), explain.py, verify.py; this file reads
+peak), cell.py (sample order, data, the timed loop), explain.py, verify.py, infer.py; this file reads
 the arguments and the cell request."""
 
 import warnings
@@ -34,6 +34,7 @@ from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
 from cell import Cell, load_data, train, weights_dtype  # noqa: E402
 from explain import explain  # noqa: E402
 from verify import verify  # noqa: E402
+from infer import infer  # noqa: E402
 
 
 def observed(args, status, reason):
@@ -147,6 +148,7 @@ def main():
     p.add_argument("--cell", help="the cell request (JSON) that cargo xtask writes")
     p.add_argument("--explain", help="an explain request (JSON) that cargo xtask explain writes")
     p.add_argument("--verify", help="a verify request (JSON) that cargo xtask verify writes")
+    p.add_argument("--infer", help="an inference request (JSON) that cargo xtask infer writes")
     cli = p.parse_args()
     threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or (os.cpu_count() or 1)
     torch.set_num_threads(threads)
@@ -154,7 +156,8 @@ def main():
         emit({"backend": "pytorch", "backend_version": "torch " + torch.__version__, "devices": probe()})
         return 0
     for flag, answer, message in ((cli.explain, explain, "explain_record"),
-                                  (cli.verify, verify, "verify_record")):
+                                  (cli.verify, verify, "verify_record"),
+                                  (cli.infer, infer, "infer_record")):
         if flag:
             record = finite_or_null(answer(flag))
             contract.check(record, message, "the record this runner made")

@@ -1,6 +1,6 @@
 """The runner boundary's JSON Schema (contract.schema.json, generated from kiln-contract' types:
 `cell_request`, `observed`, `explain_request`, `explain_record`, `verify_request`,
-`verify_record`; and `models`, every model's description, which models.py builds) and a validator of the part of JSON Schema that schemars writes
+`verify_record`, `infer_request`, `infer_record`; and `models`, every model's description, which models.py builds) and a validator of the part of JSON Schema that schemars writes
 (type, enum, const, properties, required, additionalProperties, items, $ref, anyOf, oneOf,
 allOf, minimum, maximum). Plain Python on purpose: the reference runner must run in any
 environment that has torch (KILN_TORCH_PYTHON, the GPU kit's offline machine), with nothing else

@@ -1,7 +1,6 @@
 """`--verify FILE`: train K steps from given weights and write the loss curve and final weights."""
 
 import ctypes
-import json
 import math
 import time
 
@@ -18,36 +17,65 @@ from cell import Cell, load_data, step_args, weights_dtype
 VERIFY_VERSION = 1
 
 
+def safetensors_torch():
+    """The `safetensors` package's torch module, imported where weights are read or written
+    (training needs none); `cargo xtask setup-libtorch` installs it."""
+    try:
+        import safetensors.torch
+    except ImportError:
+        raise SystemExit("error: this Python has no `safetensors` package (the weights format); "
+                         "run `cargo xtask setup-libtorch`, which installs it beside torch")
+    return safetensors.torch
+
+
 def read_weights(path):
-    """A safetensors file of f32 tensors, in the order of their zero-padded name prefixes."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    body = blob[8 + n:]
+    """A safetensors file of f32 tensors (the `safetensors` package), in the order of their
+    zero-padded name prefixes."""
+    load_file = safetensors_torch().load_file
+    try:
+        tensors = load_file(path)
+    except Exception as e:  # the package's own error types vary between its versions
+        raise SystemExit("%s: not a safetensors file (%s)" % (path, e))
     out = []
-    for key in sorted(k for k in header if k != "__metadata__"):
-        e = header[key]
-        if e["dtype"] != "F32":
-            raise SystemExit("%s: tensor %s is %s, only F32 is read" % (path, key, e["dtype"]))
-        a, b = e["data_offsets"]
-        out.append((key.split(".", 1)[-1], torch.frombuffer(bytearray(body[a:b]), dtype=torch.float32).view(e["shape"])))
+    for key in sorted(tensors):
+        t = tensors[key]
+        if t.dtype != torch.float32:
+            raise SystemExit("%s: tensor %s is %s, only F32 is read" % (path, key, t.dtype))
+        out.append((key.split(".", 1)[-1], t))
     return out
 
 
-def write_weights(path, tensors):
-    """The safetensors layout kiln-contract reads: names prefixed with their position."""
-    header, chunks, offset = {}, [], 0
-    for i, (name, t) in enumerate(tensors):
+def save_tensors(path, named):
+    """`named` (name: tensor) as an F32 safetensors file, through the package's serializer
+    (its torch module's save_file needs numpy, which a torch install may lack)."""
+    safetensors_torch()
+    import safetensors
+    entries = {}
+    for name, t in named.items():
         t = t.detach().to("cpu", torch.float32).contiguous()
-        raw = ctypes.string_at(t.data_ptr(), t.numel() * 4)  # no numpy needed
-        header["%03d.%s" % (i, name)] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + b"".join(chunks))
+        entries[name] = {"dtype": "float32", "shape": list(t.shape),
+                         "data": ctypes.string_at(t.data_ptr(), t.numel() * 4)}
+    safetensors.serialize_file(entries, path)
+
+
+def write_weights(path, tensors):
+    """The layout kiln-contract reads: F32 tensors named with their position first."""
+    save_tensors(path, {"%03d.%s" % (i, name): t for i, (name, t) in enumerate(tensors)})
+
+
+def load_weights(model, source):
+    """Replace `model`'s parameters, in Burn's order and layout, by those of the file `source`;
+    a count or shape that differs is an error naming the tensor."""
+    layout, given = model.names, read_weights(source)
+    if len(given) != len(layout):
+        raise ValueError("%s has %d tensors; the model has %d" % (source, len(given), len(layout)))
+    with torch.no_grad():
+        for i, ((name, p, transposed), (theirs, t)) in enumerate(zip(layout, given)):
+            t = t.t() if transposed else t
+            if tuple(t.shape) != tuple(p.shape):
+                raise ValueError("%s: tensor %d (%s) has shape %s; the model's %s is %s"
+                                 % (source, i, theirs, list(t.shape), name, list(p.shape)))
+            p.copy_(t)
 
 
 def burn_weights(model):
@@ -84,20 +112,9 @@ def verify(path):
             if isinstance(m, (nn.Dropout, nn.Dropout2d)):
                 m.p = 0.0
                 record["notes"].append("dropout off (probability 0)")
-        layout = model.names
         if not req.get("weights_in"):  # this run is the reference: its initial weights go out
             write_weights(req["init_out"], burn_weights(model))
-        source = req.get("weights_in") or req["init_out"]
-        given = read_weights(source)
-        if len(given) != len(layout):
-            raise ValueError("%s has %d tensors; the model has %d" % (source, len(given), len(layout)))
-        with torch.no_grad():
-            for i, ((name, p, transposed), (theirs, t)) in enumerate(zip(layout, given)):
-                t = t.t() if transposed else t
-                if tuple(t.shape) != tuple(p.shape):
-                    raise ValueError("tensor %d (%s) has shape %s; the model's %s is %s"
-                                     % (i, theirs, list(t.shape), name, list(p.shape)))
-                p.copy_(t)
+        load_weights(model, req.get("weights_in") or req["init_out"])
         model = model.to(device=device, dtype=weights_dtype(req["precision"]))
         x, y = x[:steps * batch].to(device), y[:steps * batch].to(device)
         cell = Cell(step_args(req, batch), device, model, x, y, x, y)

@@ -6,6 +6,7 @@
 //! (`tests/contract.rs`) fails when the committed file is not what the types generate.
 
 use crate::explain::{ExplainRecord, ExplainRequest};
+use crate::infer::{InferRecord, InferRequest};
 use crate::verify::{VerifyRecord, VerifyRequest};
 use crate::{CellRequest, Observed};
 
@@ -23,6 +24,8 @@ pub fn contract_schema() -> serde_json::Value {
         "explain_record": schemars::schema_for!(ExplainRecord),
         "verify_request": schemars::schema_for!(VerifyRequest),
         "verify_record": schemars::schema_for!(VerifyRecord),
+        "infer_request": schemars::schema_for!(InferRequest),
+        "infer_record": schemars::schema_for!(InferRecord),
         "models": crate::models::descriptions(),
     })
 }

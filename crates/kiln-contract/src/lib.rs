@@ -11,6 +11,7 @@ pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod fingerprint;
+pub mod infer;
 pub mod memory;
 pub mod models;
 pub mod observe;

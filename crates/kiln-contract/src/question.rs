@@ -1,12 +1,13 @@
-//! What explain's and verify's requests and records have in common: a request a runner
-//! answers with one record (`--explain FILE`, `--verify FILE`), whose header (status, reason,
-//! wall time, threads, the backend's version, the fingerprint) the engine fills the same way
-//! for both. The engine's one skeleton (`kiln_engine::answer`) runs any [`Question`].
+//! What explain's, verify's and inference's requests and records have in common: a request a
+//! runner answers with one record (`--explain FILE`, `--verify FILE`, `--infer FILE`), whose
+//! header (status, reason, wall time, threads, the backend's version, the fingerprint) the
+//! engine fills the same way for each. The engine's one skeleton (`kiln_engine::answer`) runs any [`Question`].
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::explain::{ExplainRecord, ExplainRequest};
+use crate::infer::{InferRecord, InferRequest};
 use crate::schema::{Fingerprint, Status};
 use crate::verify::{VerifyRecord, VerifyRequest};
 
@@ -55,6 +56,7 @@ macro_rules! answer {
 }
 answer!(ExplainRecord);
 answer!(VerifyRecord);
+answer!(InferRecord);
 
 impl Question for ExplainRequest {
     type Record = ExplainRecord;
@@ -93,5 +95,30 @@ impl Question for VerifyRequest {
 
     fn start(&self, backend_version: &str) -> VerifyRecord {
         VerifyRecord::start(self, backend_version)
+    }
+}
+
+impl Question for InferRequest {
+    type Record = InferRecord;
+    const FLAG: &'static str = "--infer";
+
+    fn stem(&self) -> String {
+        InferRequest::stem(self)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "inference of {} on {} {} {} (batches {:?}, throughput at {})",
+            self.model,
+            self.backend,
+            self.device,
+            self.precision,
+            self.latency_batches,
+            self.throughput_batch
+        )
+    }
+
+    fn start(&self, backend_version: &str) -> InferRecord {
+        InferRecord::start(self, backend_version)
     }
 }

@@ -120,6 +120,14 @@ pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
+/// The `p`th percentile (0 to 100) of values already sorted, by nearest rank (the smallest
+/// value with at least p% of the values at or below it); `None` for none.
+pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
+    let n = sorted.len();
+    let rank = ((p / 100.0) * n as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, n.max(1)) - 1).copied()
+}
+
 /// `a / b` (of the medians) with the half-width of its 95% interval for the next runs,
 /// propagated from both sides' prediction intervals (first-order, independent errors); a side
 /// of one sample adds nothing (the caller says "single run").

@@ -9,6 +9,7 @@ pub mod data;
 pub mod device;
 pub mod explain;
 pub mod gpu;
+pub mod infer;
 pub mod kiln_loop;
 #[cfg(feature = "learner")]
 pub mod learner;

@@ -294,3 +294,56 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub keep_weights: bool,
 }
+
+/// The options of `infer` (`cargo xtask infer`'s flags).
+#[derive(Args, Debug, Clone)]
+pub struct InferArgs {
+    /// The models, backends and output directory.
+    #[command(flatten)]
+    pub ask: AskArgs,
+    /// Precisions, comma-separated: f32, f16, bf16 (mixed precision is a training mode).
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    pub precisions: Vec<Precision>,
+    /// The weights every row loads (safetensors in verify's format; one model). Default: a
+    /// short training on --train-on's backend, written to the run's weights/.
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
+    /// The backend that trains the weights.
+    #[arg(long, default_value = "flex")]
+    pub train_on: String,
+    /// Its training steps of batch 64 (the quick dataset's 8,000 samples: 125).
+    #[arg(long, default_value_t = 125)]
+    pub train_steps: usize,
+    /// The backend every row's predictions are compared with (else --train-on's).
+    #[arg(long, default_value = "pytorch")]
+    pub reference: String,
+    /// Runs of every row, interleaved.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
+    /// Queries per latency series ...
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// ... or as many as this many seconds hold, when they take longer.
+    #[arg(long, default_value_t = 10.0)]
+    pub series_seconds: f64,
+    /// The batch throughput is measured at (halved until it fits).
+    #[arg(long, default_value_t = 256)]
+    pub throughput_batch: usize,
+    #[arg(long, default_value_t = 3.0)]
+    pub throughput_seconds: f64,
+    /// Test samples predicted for agreement.
+    #[arg(long, default_value_t = 2000)]
+    pub samples: usize,
+    /// The longest each series' warm-up may take (a JIT backend compiles in it).
+    #[arg(long = "warmup-cap", value_name = "DURATION", default_value = "10m", value_parser = crate::time::parse_bound_seconds)]
+    pub warmup_cap_seconds: f64,
+    /// CubeCL backends start from fresh, empty caches (a cold first prediction).
+    #[arg(long)]
+    pub cold_caches: bool,
+    /// Seed of the weights' initialisation (and of synthetic data).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Directory holding dataset files (as for bench-all).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}

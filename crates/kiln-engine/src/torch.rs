@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 /// The PyTorch version burn-tch 0.22.1 links against (through tch 0.22.0).
 pub const TORCH_VERSION: &str = "2.9.0";
 
+/// The `safetensors` package the PyTorch reference reads and writes weights with (verify,
+/// inference), installed beside torch, with `packaging`, which its torch module imports
+/// without declaring it.
+pub const SAFETENSORS: [&str; 2] = ["safetensors==0.7.0", "packaging==25.0"];
+
 /// What makes libtorch available, for messages.
 pub const HINT: &str = "run `cargo xtask setup-libtorch` (or set LIBTORCH to a libtorch 2.9.0)";
 
@@ -224,6 +229,33 @@ pub fn reference_python_problem() -> Option<String> {
         .clone()
 }
 
+/// `safetensors` in `py`'s environment, from PyPI when it lacks it.
+fn install_safetensors(py: &Path) -> Result<()> {
+    let has = Command::new(py)
+        .args(["-c", "import safetensors.torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has {
+        return Ok(());
+    }
+    eprintln!(
+        "kiln: installing {} from PyPI (the weights format)",
+        SAFETENSORS.join(" ")
+    );
+    let status = Command::new(py)
+        .args(["-m", "pip", "install", "--quiet"])
+        .args(SAFETENSORS)
+        .status()
+        .with_context(|| format!("cannot run {}", py.display()))?;
+    if !status.success() {
+        bail!(
+            "pip could not install {} ({status}); check the network access to PyPI",
+            SAFETENSORS.join(" ")
+        );
+    }
+    Ok(())
+}
+
 /// `cargo xtask setup-libtorch [--venv DIR] [--python PY]`.
 pub fn setup(venv: Option<PathBuf>, python: &str) -> Result<()> {
     let venv = match venv.or_else(default_venv) {
@@ -268,6 +300,7 @@ pub fn setup(venv: Option<PathBuf>, python: &str) -> Result<()> {
             }
         }
     }
+    install_safetensors(&py)?;
     let (version, lib) = ask(&py).map_err(|e| anyhow::anyhow!(e))?;
     if let Some(file) = state_file() {
         if let Some(dir) = file.parent() {

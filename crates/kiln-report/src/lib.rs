@@ -14,6 +14,7 @@ pub mod explain;
 pub mod export;
 pub mod fields;
 pub mod html;
+pub mod infer;
 pub mod latex;
 pub mod machines;
 pub mod read;

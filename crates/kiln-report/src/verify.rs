@@ -64,7 +64,7 @@ mod tests {
                 values: vec![i as f32],
             });
         }
-        let bytes = w.to_bytes();
+        let bytes = w.to_bytes().unwrap();
         let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         assert_eq!(header % 8, 0);
         assert_eq!(Weights::from_bytes(&bytes).unwrap(), w);

@@ -1,9 +1,9 @@
 //! The verify request a runner reads, the record it writes and the weights file.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 
 use crate::{CellId, DatasetName, Fingerprint, ModelKind, Precision, Status};
@@ -211,96 +211,55 @@ pub struct Weights {
     pub tensors: Vec<NamedTensor>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct HeaderEntry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: [usize; 2],
-}
-
 impl Weights {
-    /// The safetensors bytes: an 8-byte little-endian header length, the JSON header, the data.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut header = BTreeMap::new();
-        let mut offset = 0;
-        for (i, t) in self.tensors.iter().enumerate() {
-            let len = t.values.len() * 4;
-            header.insert(
-                format!("{i:03}.{}", t.name),
-                HeaderEntry {
-                    dtype: "F32".into(),
-                    shape: t.shape.clone(),
-                    data_offsets: [offset, offset + len],
-                },
-            );
-            offset += len;
+    /// The safetensors bytes (the `safetensors` crate's format: each tensor F32, named with
+    /// its zero-padded position first).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        let bytes: Vec<Vec<u8>> = self
+            .tensors
+            .iter()
+            .map(|t| t.values.iter().flat_map(|v| v.to_le_bytes()).collect())
+            .collect();
+        let mut views = Vec::with_capacity(self.tensors.len());
+        for (i, (t, raw)) in self.tensors.iter().zip(&bytes).enumerate() {
+            let view = TensorView::new(Dtype::F32, t.shape.clone(), raw)
+                .map_err(|e| format!("tensor {} ({:?}): {e}", t.name, t.shape))?;
+            views.push((format!("{i:03}.{}", t.name), view));
         }
-        let mut json = serde_json::to_vec(&header).unwrap_or_default();
-        // The format pads the header with spaces to a multiple of 8 bytes.
-        while json.len() % 8 != 0 {
-            json.push(b' ');
-        }
-        let mut out = Vec::with_capacity(8 + json.len() + offset);
-        out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-        out.extend_from_slice(&json);
-        for t in &self.tensors {
-            for v in &t.values {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        out
+        safetensors::serialize(views, None).map_err(|e| format!("cannot encode the weights: {e}"))
     }
 
-    /// Parse safetensors bytes written by [`Weights::to_bytes`] or the PyTorch reference.
+    /// Parse safetensors bytes written by [`Weights::to_bytes`] or the PyTorch reference; an
+    /// error names the tensor that cannot be read.
     pub fn from_bytes(bytes: &[u8]) -> Result<Weights, String> {
-        let len = bytes
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize)
-            .ok_or("shorter than a safetensors header")?;
-        let header = bytes.get(8..8 + len).ok_or("the header is cut short")?;
-        let entries: BTreeMap<String, serde_json::Value> =
-            serde_json::from_slice(header).map_err(|e| format!("bad header: {e}"))?;
-        let data = &bytes[8 + len..];
-        let mut tensors = Vec::new();
-        for (key, value) in entries {
-            if key == "__metadata__" {
-                continue;
+        let file = SafeTensors::deserialize(bytes).map_err(|e| format!("not safetensors: {e}"))?;
+        let mut tensors = file.tensors();
+        // Keys sort by their zero-padded position.
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::with_capacity(tensors.len());
+        for (key, view) in tensors {
+            if view.dtype() != Dtype::F32 {
+                return Err(format!("tensor {key}: {} (only F32 is read)", view.dtype()));
             }
-            let entry: HeaderEntry = serde_json::from_value(value)
-                .map_err(|e| format!("tensor {key}: bad entry: {e}"))?;
-            if entry.dtype != "F32" {
-                return Err(format!("tensor {key}: {} (only F32 is read)", entry.dtype));
-            }
-            let [from, to] = entry.data_offsets;
-            let raw = data
-                .get(from..to)
-                .filter(|r| r.len() == entry.shape.iter().product::<usize>() * 4)
-                .ok_or_else(|| format!("tensor {key}: offsets {from}..{to} do not fit"))?;
             let name = match key.split_once('.') {
                 Some((pos, rest)) if pos.parse::<usize>().is_ok() => rest.to_string(),
                 _ => key.clone(),
             };
-            tensors.push((
-                key,
-                NamedTensor {
-                    name,
-                    shape: entry.shape,
-                    values: raw
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect(),
-                },
-            ));
+            out.push(NamedTensor {
+                name,
+                shape: view.shape().to_vec(),
+                values: view
+                    .data()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            });
         }
-        // Keys sort by their zero-padded position.
-        tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Weights {
-            tensors: tensors.into_iter().map(|(_, t)| t).collect(),
-        })
+        Ok(Weights { tensors: out })
     }
 
     pub fn write(&self, path: &Path) -> Result<(), String> {
-        std::fs::write(path, self.to_bytes())
+        std::fs::write(path, self.to_bytes()?)
             .map_err(|e| format!("cannot write weights to {}: {e}", path.display()))
     }
 

@@ -121,7 +121,7 @@ fn failure_status(text: &str) -> Status {
     after_help = "Run by cargo xtask. To train a cell from flags, use `cargo xtask bench --backend NAME \
                   --model NAME ...`; to run a planned cell by hand, pass its file from a run's cells/."
 )]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["probe", "cell", "explain", "verify"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["probe", "cell", "explain", "verify", "infer"])))]
 struct Args {
     /// Print this backend's devices as JSON and exit.
     #[arg(long)]
@@ -137,6 +137,10 @@ struct Args {
     /// request) as one JSON line.
     #[arg(long, value_name = "FILE")]
     verify: Option<PathBuf>,
+    /// Load given weights and measure inference (an inference request: first prediction,
+    /// latency percentiles, throughput, memory, logits) and print the record as one JSON line.
+    #[arg(long, value_name = "FILE")]
+    infer: Option<PathBuf>,
 }
 
 /// The runner's `main`: parse arguments, probe or train, print JSON lines.
@@ -186,6 +190,23 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
             },
         );
     }
+    if let Some(path) = &args.infer {
+        return answer(
+            path,
+            "inference",
+            kiln_contract::infer::InferRequest::read,
+            |r| {
+                if r.cold_caches {
+                    cold_caches_env();
+                }
+                let record = crate::infer::infer(binding, r);
+                if r.cold_caches {
+                    crate::cubecl::remove_environment();
+                }
+                (serde_json::to_string(&record), record.status)
+            },
+        );
+    }
     let Some(path) = &args.cell else {
         // clap requires one of --probe, --cell, --explain, --verify.
         return ExitCode::from(2);
@@ -227,7 +248,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     }
 }
 
-/// `--explain FILE` and `--verify FILE`: read the request with `read`, answer it with `run`
+/// `--explain FILE`, `--verify FILE` and `--infer FILE`: read the request with `read`, answer it with `run`
 /// and print the record (`what`) as one JSON line; exit 1 when it failed.
 fn answer<Q>(
     path: &std::path::Path,
@@ -269,17 +290,32 @@ pub fn set_runtime_env(request: &CellRequest) {
         vars.push(("CUBECL_AUTOTUNE_CACHE", "false".into()));
     }
     if request.settings.cold_caches {
-        vars.push((
-            "CUBECL_ENVIRONMENT",
-            crate::cubecl::fresh_environment_name(),
-        ));
-        // A Vulkan driver's own shader cache (Mesa's lavapipe and GPU drivers) is part of a
-        // cold start too.
-        vars.push(("MESA_SHADER_CACHE_DISABLE", "true".into()));
+        vars.extend(cold_caches_vars());
     }
     for (key, value) in vars {
         // SAFETY: called from `main` before any device, thread pool or other thread starts,
         // so nothing reads the environment concurrently.
+        unsafe { std::env::set_var(key, value) };
+    }
+}
+
+/// The environment of a cold start: a fresh CubeCL environment of its own (autotune results
+/// and compiled kernels), and no Vulkan driver shader cache (Mesa's lavapipe and GPU drivers
+/// keep one too).
+fn cold_caches_vars() -> [(&'static str, String); 2] {
+    [
+        (
+            "CUBECL_ENVIRONMENT",
+            crate::cubecl::fresh_environment_name(),
+        ),
+        ("MESA_SHADER_CACHE_DISABLE", "true".into()),
+    ]
+}
+
+/// Set [`cold_caches_vars`], from `main` before any device or thread starts.
+fn cold_caches_env() {
+    for (key, value) in cold_caches_vars() {
+        // SAFETY: as in `set_runtime_env`: from `main`, before any other thread starts.
         unsafe { std::env::set_var(key, value) };
     }
 }

@@ -1,0 +1,310 @@
+//! `kiln-<backend> --infer FILE`: load a weights file and measure what an application that
+//! embeds this backend waits for (kiln-contract's `infer`): the first prediction from process
+//! start, one-sample and small-batch query latency after steady state, throughput at the
+//! largest batch that fits, the memory serving takes, and the logits of the test samples.
+//! Every query is what an application does: its input uploaded from the host, the forward
+//! pass, its logits read back (the sync).
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use burn::prelude::*;
+
+use kiln_contract::Profile;
+use kiln_contract::infer::{
+    FirstPrediction, InferRecord, InferRequest, Latency, ServeMemory, Throughput, write_logits,
+};
+use kiln_data::Request;
+
+use crate::device::{Binding, one_shot, open_device};
+use crate::models::{Classifier, Net};
+use crate::verify::load_weights;
+use crate::{BURN_VERSION, CoreError};
+
+/// Run an inference request on `binding`'s device. A panic inside the backend becomes the
+/// reason.
+pub fn infer(binding: &dyn Binding, request: &InferRequest) -> InferRecord {
+    let started = Instant::now();
+    let mut record = InferRecord::start(request, binding.version());
+    record.threads = binding.threads();
+    let (status, reason) = one_shot(binding, &request.backend, request.validate(), || {
+        infer_on_device(binding, request, &mut record)
+    });
+    record.status = status;
+    record.reason = reason;
+    record.wall_seconds = started.elapsed().as_secs_f64();
+    record
+}
+
+/// Seconds since the engine started this process (`spawned_at_unix_us`), else since `fallback`.
+fn since_spawn(request: &InferRequest, fallback: Instant) -> f64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    match request.spawned_at_unix_us {
+        Some(at) if at <= now => (now - at) as f64 / 1e6,
+        _ => fallback.elapsed().as_secs_f64(),
+    }
+}
+
+/// The samples the queries take, on the host as an application holds them.
+struct Inputs {
+    images: Vec<f32>,
+    labels: Vec<u8>,
+    /// Values per sample, and the sample's `[channels, height, width]`.
+    size: usize,
+    dims: [usize; 3],
+}
+
+impl Inputs {
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// `batch` samples from sample `at` (wrapping), as a tensor uploaded to `device`.
+    fn batch(&self, at: usize, batch: usize, device: &Device) -> Tensor<4> {
+        let mut values = Vec::with_capacity(batch * self.size);
+        for k in 0..batch {
+            let i = (at + k) % self.len();
+            values.extend_from_slice(&self.images[i * self.size..(i + 1) * self.size]);
+        }
+        let [c, h, w] = self.dims;
+        Tensor::<4>::from_data(TensorData::new(values, [batch, c, h, w]), device)
+    }
+}
+
+fn infer_on_device(
+    binding: &dyn Binding,
+    request: &InferRequest,
+    record: &mut InferRecord,
+) -> Result<Option<String>, CoreError> {
+    let process = Instant::now();
+    // CubeCL's caches for this question: keyed apart from the training cells'.
+    let caches_key = crate::cubecl::cell_key(
+        &format!("{}-infer", request.model),
+        &request.backend,
+        &request.device,
+        &request.precision.to_string(),
+        1,
+    );
+    let caches = binding
+        .device(&request.device)
+        .ok()
+        .and_then(|s| s.runtime)
+        .and_then(|rt| rt.autotune_cache)
+        .map(|_| crate::cubecl::cache_state_for(&caches_key).to_string());
+    let (device, spec, name) =
+        match open_device(binding, &request.device, request.precision, request.seed)? {
+            Ok(d) => d,
+            Err(why) => return Ok(Some(why)),
+        };
+    if request.precision.is_amp() {
+        return Ok(Some(format!(
+            "{} is a training precision (mixed precision's loss scaling); inference runs in \
+             f32, f16 or bf16",
+            request.precision
+        )));
+    }
+    record.device = spec;
+    record.device_name = name;
+    let kind = request.model;
+    let weights =
+        kiln_contract::verify::Weights::read(&request.weights).map_err(CoreError::Config)?;
+    let model = load_weights(Net::new(kind, &device)?.without_dropout(), &weights)?.valid();
+    let device = device.without_autodiff();
+    let inputs = inputs(request)?;
+    record.notes.push(format!(
+        "Burn {BURN_VERSION}; {} test samples of {}; weights {}",
+        inputs.len(),
+        request.dataset.name(),
+        request.weights.display()
+    ));
+    let ready_seconds = since_spawn(request, process);
+    let ready_rss = kiln_machine::process::current_rss_bytes(None);
+    let first = query(&model, &inputs, 0, 1, &device)?;
+    record.first_prediction = Some(FirstPrediction {
+        ready_seconds,
+        seconds: since_spawn(request, process),
+        caches: caches.clone(),
+    });
+    record.notes.push(format!(
+        "first prediction: class {}",
+        kiln_contract::infer::top1(&first, kind.geometry().classes)
+            .first()
+            .copied()
+            .unwrap_or_default()
+    ));
+    let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
+    for &batch in &request.latency_batches {
+        let series = series(request, cap, |at| {
+            query(&model, &inputs, at, batch, &device).map(|_| ())
+        })?;
+        record
+            .latency
+            .extend(Latency::of(batch, &series.0, series.1));
+    }
+    let overhead = series(request, cap, |at| {
+        let x = inputs.batch(at, 1, &device);
+        read_back(x.reshape([1, inputs.size]).slice([0..1, 0..1])).map(|_| ())
+    })?;
+    record.overhead = Latency::of(1, &overhead.0, overhead.1);
+    record.throughput = Some(throughput(request, &model, &inputs, &device)?);
+    let logits = logits(&model, &inputs, request.samples, &device)?;
+    write_logits(&request.logits_out, &logits, kind.geometry().classes)
+        .map_err(CoreError::Config)?;
+    record.logits = Some(request.logits_out.clone());
+    record.memory = ready_rss.zip(kiln_machine::process::peak_rss_bytes()).map(
+        |(ready_rss_bytes, peak_rss_bytes)| ServeMemory {
+            ready_rss_bytes,
+            peak_rss_bytes,
+        },
+    );
+    if caches.is_some() && !request.cold_caches {
+        crate::cubecl::ran(&caches_key);
+    }
+    Ok(None)
+}
+
+/// The request's test samples, normalized, on the host.
+fn inputs(request: &InferRequest) -> Result<Inputs, CoreError> {
+    let geometry = request.model.geometry();
+    let dataset = kiln_data::load(&Request {
+        name: request.dataset,
+        geometry,
+        data_dir: request.data_dir.clone(),
+        seed: request.seed,
+        synthetic_sizes: Profile::Quick.synthetic_sizes(request.model.standard_epoch()),
+    })?;
+    let test = dataset
+        .test
+        .clone()
+        .truncated(request.samples, dataset.geometry);
+    if test.len() < request.samples {
+        return Err(CoreError::Config(format!(
+            "{} test samples asked; {} has {}",
+            request.samples,
+            dataset.name,
+            test.len()
+        )));
+    }
+    let g = dataset.geometry;
+    Ok(Inputs {
+        images: dataset.normalized(&test),
+        labels: test.labels.clone(),
+        size: g.channels * g.height * g.width,
+        dims: [g.channels, g.height, g.width],
+    })
+}
+
+/// Read a tensor back to the host: the sync that ends a query.
+fn read_back(t: Tensor<2>) -> Result<Vec<f32>, CoreError> {
+    let data = t
+        .try_into_data()
+        .map_err(|e| CoreError::Device(format!("cannot read the logits back: {e}")))?;
+    Ok(data.iter::<f32>().collect())
+}
+
+/// One query: `batch` samples from `at` uploaded, predicted, read back.
+fn query(
+    model: &Net,
+    inputs: &Inputs,
+    at: usize,
+    batch: usize,
+    device: &Device,
+) -> Result<Vec<f32>, CoreError> {
+    read_back(model.forward(inputs.batch(at, batch, device)))
+}
+
+/// A latency series of `run(at)` queries: warm-up groups until the steady rule holds on their
+/// medians (or the cap), then the request's queries or its seconds' worth; each query's
+/// seconds, and the warm-up's (queries, seconds, steady).
+fn series(
+    request: &InferRequest,
+    cap: Duration,
+    mut run: impl FnMut(usize) -> Result<(), CoreError>,
+) -> Result<(Vec<f64>, (usize, f64, bool)), CoreError> {
+    let mut timed = |at: usize| -> Result<f64, CoreError> {
+        let t = Instant::now();
+        run(at)?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let warm_start = Instant::now();
+    let (mut medians, mut at, mut steady) = (Vec::new(), 0, false);
+    while !steady && warm_start.elapsed() < cap {
+        let mut group = Vec::with_capacity(InferRequest::GROUP);
+        for _ in 0..InferRequest::GROUP {
+            group.push(timed(at)?);
+            at += 1;
+        }
+        medians.push(kiln_contract::stats::median(&group).unwrap_or(f64::NAN));
+        steady = request.timing.is_steady(&medians);
+    }
+    let warmup = (at, warm_start.elapsed().as_secs_f64(), steady);
+    let start = Instant::now();
+    let limit = Duration::from_secs_f64(request.series_seconds);
+    let mut seconds = Vec::with_capacity(request.queries);
+    while seconds.len() < request.queries
+        && (seconds.len() < InferRequest::MIN_QUERIES || start.elapsed() < limit)
+    {
+        seconds.push(timed(at)?);
+        at += 1;
+    }
+    Ok((seconds, warmup))
+}
+
+/// Samples per second at the request's batch, halved while the device runs out of memory; a
+/// batch is warmed up once before it is timed.
+fn throughput(
+    request: &InferRequest,
+    model: &Net,
+    inputs: &Inputs,
+    device: &Device,
+) -> Result<Throughput, CoreError> {
+    let mut batch = request.throughput_batch;
+    let mut tried = Vec::new();
+    loop {
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            query(model, inputs, 0, batch, device)
+        }));
+        let why = match attempt {
+            Ok(Ok(_)) => break,
+            Ok(Err(e)) => e.to_string(),
+            Err(panic) => crate::device::panic_text(panic.as_ref()),
+        };
+        if batch == 1 || !kiln_contract::says_out_of_memory(&why) {
+            return Err(CoreError::Device(format!("batch {batch}: {why}")));
+        }
+        tried.push(format!("batch {batch}: out of memory"));
+        batch /= 2;
+    }
+    let start = Instant::now();
+    let (mut batches, mut at) = (0, 0);
+    while batches < 2 || start.elapsed().as_secs_f64() < request.throughput_seconds {
+        query(model, inputs, at, batch, device)?;
+        (batches, at) = (batches + 1, at + batch);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(Throughput {
+        batch,
+        batches,
+        seconds,
+        samples_per_second: (batches * batch) as f64 / seconds,
+        tried,
+    })
+}
+
+/// The logits of the first `samples` test samples, in batches of up to 100.
+fn logits(
+    model: &Net,
+    inputs: &Inputs,
+    samples: usize,
+    device: &Device,
+) -> Result<Vec<f32>, CoreError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < samples {
+        let batch = (samples - at).min(100);
+        out.extend(query(model, inputs, at, batch, device)?);
+        at += batch;
+    }
+    Ok(out)
+}

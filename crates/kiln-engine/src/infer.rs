@@ -1,0 +1,325 @@
+//! `cargo xtask infer`: which backend crate to embed for serving. Every backend's runner (and
+//! the PyTorch reference) loads the same weights (safetensors: trained here by a short run on
+//! `--train-on`'s backend, or given with `--weights`) and measures its first prediction from
+//! process start, query latency percentiles at batch 1 and 8, throughput at its largest batch,
+//! memory to serve and the logits of the test samples (kiln-core's `infer`, the reference's
+//! infer.py); each row's top-1 agreement with the reference row comes from those logits.
+//! Repeats run interleaved (A B C A B C). Records go to `infer.jsonl`, tables to `infer.md`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
+use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
+use kiln_contract::{CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
+
+use crate::backends::Backend;
+use crate::bench::rundir::append_line;
+pub use crate::options::InferArgs;
+use crate::runners::{Built, Runner, build_and_probe};
+
+/// The file of inference records in a run directory.
+pub const INFER_FILE: &str = "infer.jsonl";
+
+/// One question that takes longer than this is stopped (its record says so).
+const LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// One row: a backend's runner on its one device, in one precision.
+struct Row<'a> {
+    backend: &'a Backend,
+    runner: &'a Runner,
+    device: String,
+    precision: Precision,
+    skip: Option<String>,
+    version: String,
+}
+
+/// The rows of `built`: each backend's default device (else its first available one) in
+/// each of `precisions`.
+fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<Row<'a>> {
+    let mut out = Vec::new();
+    for (backend, runner, probe) in built {
+        let device = crate::answer::one_device(probe);
+        for &precision in precisions {
+            let (device, skip) = match &device {
+                Ok(d) => (
+                    d.spec.clone(),
+                    (!d.precisions.iter().any(|s| s == precision.name())).then(|| {
+                        format!("{} {} does not support {precision}", backend.name, d.spec)
+                    }),
+                ),
+                Err(why) => ("default".into(), Some(why.clone())),
+            };
+            out.push(Row {
+                backend,
+                runner,
+                device,
+                precision,
+                skip,
+                version: probe.backend_version.clone(),
+            });
+        }
+    }
+    out
+}
+
+pub fn infer(args: InferArgs) -> Result<bool> {
+    if args.weights.is_some() && args.ask.models.len() != 1 {
+        bail!("--weights: one weights file is one model's; name one with --model");
+    }
+    let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
+    if args.weights.is_none() && !wanted.iter().any(|b| b.name == args.train_on) {
+        wanted.insert(0, crate::backends::find(&args.train_on)?);
+    }
+    let wanted = crate::runners::buildable(wanted);
+    let out = crate::answer::out_dir(args.ask.out.as_deref(), "infer", INFER_FILE, "")?;
+    for sub in ["weights", "logits"] {
+        std::fs::create_dir_all(out.join(sub))
+            .with_context(|| format!("cannot create {}", out.join(sub).display()))?;
+    }
+    let built = build_and_probe(&wanted, false)?;
+    let rows = rows(&built, &args.precisions);
+    let asking = crate::answer::Asking {
+        out: &out,
+        limit: LIMIT,
+        revision: crate::workspace::revision(),
+    };
+    let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(&args));
+    let mut all_ok = true;
+    for &model in &args.ask.models {
+        let dataset =
+            kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
+        let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
+            true => Some(export(&args, model, dataset, &out)?),
+            false => None,
+        };
+        let weights = match &args.weights {
+            Some(w) => w.clone(),
+            None => train(&args, &built, &asking, (model, dataset), data_file.as_ref())?,
+        };
+        let records = ask_rows(&args, &rows, &asking, (model, dataset, data_file), &weights)?;
+        all_ok &= records.iter().all(|r| r.status.is_result());
+        markdown += &format!(
+            "\n{}\nWeights: {}.\n",
+            kiln_report::infer::table(&records, model),
+            weights.display()
+        );
+    }
+    let path = out.join("infer.md");
+    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    println!("{markdown}");
+    eprintln!("kiln: inference records and tables in {}", out.display());
+    Ok(all_ok)
+}
+
+/// What every table of the run shares: how its figures were measured.
+fn method_text(args: &InferArgs) -> String {
+    format!(
+        "Every row loaded the same weights and answered queries as an application does: its \
+         input uploaded from the host, the forward pass, its logits read back. Latency: {} \
+         queries per batch size (or {} s of them, at least {}) after a warm-up that ends when \
+         the steady rule holds on the medians of groups of {}; percentiles by nearest rank. \
+         Throughput: back-to-back batches for {} s. First prediction: from the runner's \
+         process start to its first one-sample answer. Memory to serve: the peak resident set \
+         beyond the ready runtime (weights loaded). Agreement: top-1 classes on the first {} \
+         test samples against the reference row. {} run(s) per row, interleaved; several give \
+         the median and the 95% interval for the next run. docs/inference.md says how to read it.",
+        args.queries,
+        args.series_seconds,
+        InferRequest::MIN_QUERIES,
+        InferRequest::GROUP,
+        args.throughput_seconds,
+        args.samples,
+        args.repeats.max(1),
+    )
+}
+
+/// The data file of the PyTorch reference: what the Rust runners load for `model`.
+fn export(args: &InferArgs, model: ModelKind, dataset: DatasetName, out: &Path) -> Result<PathBuf> {
+    let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
+    cell.dataset = Some(dataset);
+    cell.settings.data_dir = args.data_dir.clone();
+    cell.settings.seed = args.seed;
+    crate::datasets::export_data(&cell, out)
+}
+
+/// Weights for `model`: a short training (verify's run: `--train-steps` steps of batch 64 from
+/// seeded initial weights, in sample order) on `--train-on`'s runner, written to weights/.
+fn train(
+    args: &InferArgs,
+    built: &[Built],
+    asking: &crate::answer::Asking,
+    (model, dataset): (ModelKind, DatasetName),
+    data_file: Option<&PathBuf>,
+) -> Result<PathBuf> {
+    let Some((backend, runner, probe)) = built.iter().find(|(b, _, _)| b.name == args.train_on)
+    else {
+        bail!("--train-on {}: that backend cannot run here", args.train_on);
+    };
+    let device = crate::answer::one_device(probe)
+        .map_err(|why| anyhow::anyhow!("--train-on {}: {why}", args.train_on))?;
+    let weights = asking.out.join("weights");
+    let request = VerifyRequest {
+        kiln_verify: VERIFY_VERSION,
+        model,
+        backend: backend.name.clone(),
+        device: device.spec.clone(),
+        precision: Precision::F32,
+        steps: args.train_steps,
+        batch: 64,
+        seed: args.seed,
+        dataset,
+        data_dir: args.data_dir.clone(),
+        data_file: data_file.cloned().filter(|_| runner.needs_data_file),
+        weights_in: None,
+        init_out: Some(weights.join(format!("{model}-init.safetensors"))),
+        final_out: weights.join(format!("{model}.safetensors")),
+        fault: None,
+        learning_rate: kiln_contract::LEARNING_RATE,
+    };
+    request
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--train-steps: {e}"))?;
+    eprintln!(
+        "kiln: training {model}'s weights on {} ({} steps of batch 64)",
+        backend.name, args.train_steps
+    );
+    let record = asking.row(runner, &request, None, &probe.backend_version);
+    match (record.status, record.final_weights) {
+        (Status::Ok, Some(path)) => Ok(path),
+        (status, _) => bail!(
+            "training {model}'s weights on {} {}: {}",
+            backend.name,
+            status.as_str(),
+            record.reason.unwrap_or_default()
+        ),
+    }
+}
+
+/// Every row's record for `model`, `--repeats` times interleaved, each given its agreement with
+/// the reference row of its repeat and its runner's size; appended to infer.jsonl.
+fn ask_rows(
+    args: &InferArgs,
+    rows: &[Row],
+    asking: &crate::answer::Asking,
+    (model, dataset, data_file): (ModelKind, DatasetName, Option<PathBuf>),
+    weights: &Path,
+) -> Result<Vec<InferRecord>> {
+    let labels = test_labels(args, model, dataset)?;
+    let mut all = Vec::new();
+    for repeat in 1..=args.repeats.max(1) {
+        let mut records: Vec<InferRecord> = rows
+            .iter()
+            .map(|row| {
+                let mut q = request(args, model, dataset, row, weights);
+                q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
+                q.logits_out = asking
+                    .out
+                    .join("logits")
+                    .join(format!("{}-r{repeat}.safetensors", q.stem()));
+                q.spawned_at_unix_us = Some(unix_us());
+                let mut r = asking.row(row.runner, &q, row.skip.clone(), &row.version);
+                r.binary_bytes = binary_bytes(row);
+                r.repeat = Some(repeat);
+                r
+            })
+            .collect();
+        agree(&mut records, &[&args.reference, &args.train_on], &labels);
+        for r in &records {
+            append_line(&asking.out.join(INFER_FILE), r)?;
+        }
+        all.extend(records);
+    }
+    Ok(all)
+}
+
+/// The request of one row; its logits path and start time set by the caller.
+fn request(
+    args: &InferArgs,
+    model: ModelKind,
+    dataset: DatasetName,
+    row: &Row,
+    weights: &Path,
+) -> InferRequest {
+    InferRequest {
+        kiln_infer: INFER_VERSION,
+        model,
+        backend: row.backend.name.clone(),
+        device: row.device.clone(),
+        precision: row.precision,
+        weights: weights.to_path_buf(),
+        dataset,
+        data_dir: args.data_dir.clone(),
+        data_file: None,
+        samples: args.samples,
+        logits_out: PathBuf::new(),
+        latency_batches: vec![1, 8],
+        queries: args.queries,
+        series_seconds: args.series_seconds,
+        throughput_batch: args.throughput_batch,
+        throughput_seconds: args.throughput_seconds,
+        warmup_cap_seconds: args.warmup_cap_seconds,
+        timing: kiln_contract::TimingRules::KILN,
+        spawned_at_unix_us: None,
+        cold_caches: args.cold_caches,
+        seed: args.seed,
+    }
+}
+
+fn unix_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The runner binary's size, for a runner that is one (not the reference's interpreter).
+fn binary_bytes(row: &Row) -> Option<u64> {
+    (row.runner.args.is_empty())
+        .then(|| std::fs::metadata(&row.runner.program).ok().map(|m| m.len()))
+        .flatten()
+}
+
+/// The labels of the test samples the rows predict, for each row's accuracy.
+fn test_labels(args: &InferArgs, model: ModelKind, dataset: DatasetName) -> Result<Vec<u8>> {
+    let data = kiln_data::load(&kiln_data::Request {
+        name: dataset,
+        geometry: model.geometry(),
+        data_dir: args.data_dir.clone(),
+        seed: args.seed,
+        synthetic_sizes: Profile::Quick.synthetic_sizes(model.standard_epoch()),
+    })?;
+    Ok(data
+        .test
+        .labels
+        .iter()
+        .take(args.samples)
+        .copied()
+        .collect())
+}
+
+/// Each ok record's agreement with the reference row (the first ok row of the first of
+/// `references`, backends' names, that has one), from their logits files; the reference row's
+/// own accuracy too.
+fn agree(records: &mut [InferRecord], references: &[&str], labels: &[u8]) {
+    let logits = |r: &InferRecord| {
+        r.logits
+            .as_deref()
+            .filter(|_| r.status == Status::Ok)
+            .and_then(|p| kiln_contract::infer::read_logits(p).ok())
+    };
+    let Some((name, (base, classes))) = references.iter().find_map(|&reference| {
+        records
+            .iter()
+            .filter(|r| r.backend == reference)
+            .find_map(|r| logits(r).map(|l| (r.label(), l)))
+    }) else {
+        return;
+    };
+    for r in records.iter_mut() {
+        if let Some((values, _)) = logits(r) {
+            r.agreement =
+                kiln_contract::infer::agreement(&name, &base, &values, classes, Some(labels));
+        }
+    }
+}

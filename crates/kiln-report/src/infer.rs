@@ -1,0 +1,263 @@
+//! `cargo xtask infer`'s table: one row per backend, device and precision, its repeats
+//! combined (the median, and the 95% interval for the next run where there are several), with
+//! agreement against the reference row; the request and record are
+//! `kiln_contract::infer`'s, re-exported here.
+
+pub use kiln_contract::infer::*;
+use kiln_contract::{ModelKind, Stats, Status};
+
+use crate::units::{human_bytes, human_seconds};
+
+/// A latency as people read it: `17.2 µs`, `3.41 ms`, `1.20 s`.
+pub fn latency_text(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        human_seconds(s)
+    }
+}
+
+/// `values` (one per repeat) as their median, with the next run's interval where there are
+/// several: `17.2 µs (16.9–17.5)`.
+fn combined(values: &[f64], text: fn(f64) -> String) -> String {
+    match Stats::from_samples(values) {
+        None => "–".into(),
+        Some(s) => match s.prediction_interval().filter(|_| values.len() > 1) {
+            Some((lo, hi)) => format!("{} ({}–{})", text(s.median), text(lo.max(0.0)), text(hi)),
+            None => text(s.median),
+        },
+    }
+}
+
+/// Kiln's own overhead is under this share of the row's smallest p50, or the row says so.
+pub const OVERHEAD_SHARE: f64 = 0.02;
+
+/// Top-1 agreement with the reference below this marks a row as disagreeing (not ranked).
+pub const AGREEMENT: f64 = 0.999;
+
+/// The rows of `model` in `records`, grouped by backend, device and precision in the order
+/// they first appear.
+fn rows(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
+    let mut rows: Vec<Vec<&InferRecord>> = Vec::new();
+    for r in records.iter().filter(|r| r.model == model) {
+        match rows.iter_mut().find(|g| g[0].label() == r.label()) {
+            Some(g) => g.push(r),
+            None => rows.push(vec![r]),
+        }
+    }
+    rows
+}
+
+/// The Markdown table of `model`'s rows, with the notes under it.
+pub fn table(records: &[InferRecord], model: ModelKind) -> String {
+    let mut out = format!(
+        "### {model}\n\n| Backend / device | Precision | p50, batch 1 | p99, batch 1 | \
+         p50, batch 8 | Throughput (samples/s) | First prediction | Memory to serve | \
+         Runner | Top-1 agreement | Largest logit difference | Accuracy |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let mut notes = Vec::new();
+    for group in rows(records, model) {
+        let first = group[0];
+        let ok: Vec<&InferRecord> = group
+            .iter()
+            .copied()
+            .filter(|r| r.status == Status::Ok)
+            .collect();
+        if ok.is_empty() {
+            out += &format!(
+                "| {} / {} | {} | {} | | | | | | | | | |\n",
+                first.backend,
+                first.device,
+                first.precision,
+                first.status.as_str().to_uppercase()
+            );
+            notes.push(format!(
+                "{}: {}",
+                first.label(),
+                first.reason.as_deref().unwrap_or("no reason given")
+            ));
+            continue;
+        }
+        let of = |f: &dyn Fn(&InferRecord) -> Option<f64>| -> Vec<f64> {
+            ok.iter().filter_map(|r| f(r)).collect()
+        };
+        let p = |batch: usize, q: fn(&Latency) -> f64| {
+            combined(&of(&|r| r.latency_at(batch).map(q)), latency_text)
+        };
+        let throughput = combined(
+            &of(&|r| r.throughput.as_ref().map(|t| t.samples_per_second)),
+            |v| format!("{v:.0}"),
+        );
+        let batch = ok[0].throughput.as_ref().map_or(0, |t| t.batch);
+        let first_prediction = combined(
+            &of(&|r| r.first_prediction.as_ref().map(|f| f.seconds)),
+            human_seconds,
+        );
+        let caches = ok[0]
+            .first_prediction
+            .as_ref()
+            .and_then(|f| f.caches.clone())
+            .map_or(String::new(), |c| format!(", caches {c}"));
+        let memory = combined(
+            &of(&|r| r.memory.as_ref().map(|m| m.serving_bytes() as f64)),
+            |b| human_bytes(b as u64),
+        );
+        let binary = ok[0].binary_bytes.map_or("–".into(), |b| human_bytes(b));
+        let agreement = ok
+            .iter()
+            .filter_map(|r| r.agreement.as_ref())
+            .min_by(|a, b| a.top1.total_cmp(&b.top1));
+        let (top1, logit, accuracy) = match agreement {
+            Some(a) if a.reference == first.label() => (
+                "reference".to_string(),
+                "–".to_string(),
+                crate::units::percent(a.accuracy),
+            ),
+            Some(a) => (
+                format!(
+                    "{:.2}%{}",
+                    a.top1 * 100.0,
+                    if a.top1 < AGREEMENT {
+                        " **disagrees**"
+                    } else {
+                        ""
+                    }
+                ),
+                format!("{:.2e}", a.max_logit_difference),
+                crate::units::percent(a.accuracy),
+            ),
+            None => ("–".into(), "–".into(), "–".into()),
+        };
+        out += &format!(
+            "| {} / {} | {} | {} | {} | {} | {throughput} (batch {batch}) | {first_prediction}{caches} | \
+             {memory} | {binary} | {top1} | {logit} | {accuracy} |\n",
+            first.backend,
+            first.device,
+            first.precision,
+            p(1, |l| l.p50_seconds),
+            p(1, |l| l.p99_seconds),
+            p(8, |l| l.p50_seconds),
+        );
+        notes.extend(row_notes(first, &ok));
+    }
+    for note in notes {
+        out += &format!("\n- {note}");
+    }
+    out + "\n"
+}
+
+/// What a row's reader must know: Kiln's overhead beyond its share of the smallest p50, a
+/// series whose warm-up never settled, a row that disagrees with the reference.
+fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let label = first.label();
+    let smallest_p50 = ok
+        .iter()
+        .flat_map(|r| r.latency.iter().map(|l| l.p50_seconds))
+        .fold(f64::INFINITY, f64::min);
+    let overhead = ok
+        .iter()
+        .filter_map(|r| r.overhead.as_ref().map(|o| o.p50_seconds))
+        .fold(0.0, f64::max);
+    if overhead > OVERHEAD_SHARE * smallest_p50 {
+        notes.push(format!(
+            "{label}: Kiln's own cost per query (upload and read-back, no model) is {} at p50, \
+             {:.1}% of its smallest p50: its latencies carry it",
+            latency_text(overhead),
+            overhead / smallest_p50 * 100.0
+        ));
+    }
+    for r in ok {
+        for l in r.latency.iter().filter(|l| !l.steady) {
+            notes.push(format!(
+                "{label}: batch {} never settled in its warm-up ({} queries, {}); timed anyway",
+                l.batch,
+                l.warmup_queries,
+                human_seconds(l.warmup_seconds)
+            ));
+        }
+    }
+    if let Some(a) = ok
+        .iter()
+        .filter_map(|r| r.agreement.as_ref())
+        .find(|a| a.top1 < AGREEMENT)
+    {
+        notes.push(format!(
+            "{label}: disagrees with {}: {:.2}% of {} top-1 classes agree (under {:.1}%), logits \
+             differ by up to {:.3}; not ranked",
+            a.reference,
+            a.top1 * 100.0,
+            a.samples,
+            AGREEMENT * 100.0,
+            a.max_logit_difference
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_contract::Precision;
+
+    fn record(backend: &str, p50: f64, top1: f64) -> InferRecord {
+        let request = InferRequest {
+            kiln_infer: INFER_VERSION,
+            model: ModelKind::Mlp,
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: Precision::F32,
+            weights: "w".into(),
+            dataset: kiln_contract::DatasetName::Synthetic,
+            data_dir: None,
+            data_file: None,
+            samples: 100,
+            logits_out: "l".into(),
+            latency_batches: vec![1, 8],
+            queries: 1000,
+            series_seconds: 10.0,
+            throughput_batch: 256,
+            throughput_seconds: 3.0,
+            warmup_cap_seconds: 60.0,
+            timing: kiln_contract::TimingRules::KILN,
+            spawned_at_unix_us: None,
+            cold_caches: false,
+            seed: 1,
+        };
+        let mut r = InferRecord::start(&request, "0.22.1");
+        r.status = Status::Ok;
+        r.latency = vec![Latency::of(1, &[p50; 30], (10, 0.1, true)).unwrap()];
+        r.overhead = Latency::of(1, &[p50 / 10.0; 30], (10, 0.1, true));
+        r.agreement = Some(Agreement {
+            reference: "pytorch cpu f32".into(),
+            samples: 100,
+            top1,
+            max_logit_difference: 1e-5,
+            accuracy: Some(0.8),
+        });
+        r
+    }
+
+    /// Repeats combine into one row with an interval; a row under the agreement bar and one
+    /// whose overhead is over its share of p50 say so under the table.
+    #[test]
+    fn rows_combine_repeats_and_name_what_to_distrust() {
+        let records = vec![
+            record("flex", 20e-6, 1.0),
+            record("flex", 22e-6, 1.0),
+            record("burn-cpu", 1e-3, 0.95),
+        ];
+        let t = table(&records, ModelKind::Mlp);
+        assert_eq!(t.matches("| flex / cpu |").count(), 1, "{t}");
+        assert!(t.contains("21.0 µs ("), "{t}");
+        assert!(t.contains("95.00% **disagrees**"), "{t}");
+        assert!(
+            t.contains("burn-cpu cpu f32: disagrees with pytorch cpu f32"),
+            "{t}"
+        );
+        assert!(t.contains("flex cpu f32: Kiln's own cost per query"), "{t}");
+    }
+}
