@@ -323,3 +323,157 @@ fn agree(records: &mut [InferRecord], references: &[&str], labels: &[u8]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{reference_script, test_python};
+    use clap::Parser;
+    use kiln_contract::infer::write_logits;
+
+    fn args(extra: &[&str]) -> InferArgs {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: InferArgs,
+        }
+        let mut argv = vec!["infer", "--model", "mlp"];
+        argv.extend_from_slice(extra);
+        Wrap::parse_from(argv).args
+    }
+
+    fn record(backend: &str, dir: &Path, logits: &[f32]) -> InferRecord {
+        let a = args(&[]);
+        let row_request = InferRequest {
+            backend: backend.into(),
+            device: "cpu".into(),
+            ..request_for(&a, backend)
+        };
+        let mut r = InferRecord::start(&row_request, "0");
+        r.status = Status::Ok;
+        let path = dir.join(format!("{backend}.safetensors"));
+        write_logits(&path, logits, 2).unwrap();
+        r.logits = Some(path);
+        r
+    }
+
+    fn request_for(a: &InferArgs, backend: &str) -> InferRequest {
+        let mut q = InferRequest {
+            kiln_infer: INFER_VERSION,
+            model: ModelKind::Mlp,
+            backend: backend.into(),
+            device: "cpu".into(),
+            precision: Precision::F32,
+            weights: PathBuf::from("w.safetensors"),
+            dataset: DatasetName::Synthetic,
+            data_dir: None,
+            data_file: None,
+            samples: 8,
+            logits_out: PathBuf::new(),
+            latency_batches: vec![1, 8],
+            queries: InferRequest::MIN_QUERIES,
+            series_seconds: 0.2,
+            throughput_batch: 8,
+            throughput_seconds: 0.1,
+            warmup_cap_seconds: 5.0,
+            timing: kiln_contract::TimingRules::SETTLE_AT_ONCE,
+            spawned_at_unix_us: None,
+            cold_caches: a.cold_caches,
+            seed: a.seed,
+        };
+        q.validate().unwrap();
+        q.logits_out = PathBuf::from("logits.safetensors");
+        q
+    }
+
+    /// Agreement is against PyTorch's row when it has logits, else the training backend's;
+    /// the reference's own row gets its accuracy.
+    #[test]
+    fn agreement_is_against_pytorch_else_the_training_backend() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut records = vec![
+            record("flex", tmp.path(), &[1.0, 0.0, 0.0, 1.0]),
+            record("tch", tmp.path(), &[1.0, 0.0, 1.0, 0.0]),
+            record("pytorch", tmp.path(), &[1.0, 0.0, 0.0, 1.0]),
+        ];
+        agree(&mut records, &["pytorch", "flex"], &[0, 1]);
+        let top1: Vec<f64> = records
+            .iter()
+            .map(|r| r.agreement.as_ref().unwrap().top1)
+            .collect();
+        assert_eq!(top1, vec![1.0, 0.5, 1.0]);
+        assert_eq!(records[1].agreement.as_ref().unwrap().reference, "pytorch cpu f32");
+        assert_eq!(records[2].agreement.as_ref().unwrap().accuracy, Some(1.0));
+
+        records[2].status = Status::Failed;
+        for r in &mut records {
+            r.agreement = None;
+        }
+        agree(&mut records, &["pytorch", "flex"], &[0, 1]);
+        assert_eq!(records[1].agreement.as_ref().unwrap().reference, "flex cpu f32");
+        assert!(records[2].agreement.is_none());
+    }
+
+    /// The reference serves from weights in Burn's layout (written by its own verify run): a
+    /// complete record whose logits read back; another model's weights fail naming the tensor.
+    #[test]
+    fn the_reference_runner_serves_from_burns_weights() {
+        let Some(py) = test_python() else { return };
+        let tmp = tempfile::tempdir().unwrap();
+        let runner = Runner {
+            program: py,
+            args: vec![reference_script().into_os_string()],
+            env: Vec::new(),
+            needs_data_file: true,
+        };
+        let a = args(&[]);
+        let data = export(&a, ModelKind::Mlp, DatasetName::Synthetic, tmp.path()).unwrap();
+        let asking = crate::answer::Asking {
+            out: tmp.path(),
+            limit: LIMIT,
+            revision: (None, None),
+        };
+        let init = |model: ModelKind| {
+            let path = tmp.path().join(format!("{model}.safetensors"));
+            let q = VerifyRequest {
+                kiln_verify: VERIFY_VERSION,
+                model,
+                backend: "pytorch".into(),
+                device: "cpu".into(),
+                precision: Precision::F32,
+                steps: 1,
+                batch: 4,
+                seed: 1,
+                dataset: DatasetName::Synthetic,
+                data_dir: None,
+                data_file: Some(
+                    export(&a, model, DatasetName::Synthetic, tmp.path()).unwrap(),
+                ),
+                weights_in: None,
+                init_out: Some(path.clone()),
+                final_out: tmp.path().join(format!("{model}-final.safetensors")),
+                fault: None,
+                learning_rate: kiln_contract::LEARNING_RATE,
+            };
+            let r = asking.row(&runner, &q, None, "");
+            assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+            path
+        };
+        let mut q = request_for(&a, "pytorch");
+        q.weights = init(ModelKind::Mlp);
+        q.data_file = Some(data);
+        q.logits_out = tmp.path().join("logits.safetensors");
+        let r = asking.row(&runner, &q, None, "");
+        assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
+        assert!(r.latency_at(1).is_some() && r.latency_at(8).is_some());
+        assert!(r.throughput.is_some() && r.first_prediction.is_some() && r.memory.is_some());
+        let (logits, classes) = kiln_contract::infer::read_logits(&q.logits_out).unwrap();
+        assert_eq!((logits.len(), classes), (8 * 10, 10));
+
+        q.weights = init(ModelKind::MnistCnn);
+        let r = asking.row(&runner, &q, None, "");
+        assert_eq!(r.status, Status::Failed);
+        let why = r.reason.unwrap_or_default();
+        assert!(why.contains("conv1.weight") || why.contains("tensors"), "{why}");
+    }
+}
