@@ -65,6 +65,9 @@ fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<Row<'a>> {
 }
 
 pub fn infer(args: InferArgs) -> Result<bool> {
+    if let Some(dir) = &args.report {
+        return report(dir);
+    }
     if args.weights.is_some() && args.ask.models.len() != 1 {
         bail!("--weights: one weights file is one model's; name one with --model");
     }
@@ -111,6 +114,37 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
     Ok(all_ok)
+}
+
+/// `--report DIR`: infer.md rendered again from DIR's records (every model they hold).
+fn report(dir: &Path) -> Result<bool> {
+    let path = dir.join(INFER_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("--report {}: no {INFER_FILE} there", dir.display()))?;
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r: InferRecord = serde_json::from_str(line).with_context(|| {
+            format!("{}:{}: not an inference record", path.display(), i + 1)
+        })?;
+        records.push(r);
+    }
+    let mut models: Vec<ModelKind> = Vec::new();
+    for r in &records {
+        if !models.contains(&r.model) {
+            models.push(r.model);
+        }
+    }
+    let mut markdown = String::from(
+        "# cargo xtask infer\n\nRendered again from infer.jsonl (`cargo xtask infer --report`); how each figure \
+         was measured: docs/inference.md.\n",
+    );
+    for model in models {
+        markdown += &format!("\n{}", kiln_report::infer::table(&records, model));
+    }
+    let out = dir.join("infer.md");
+    std::fs::write(&out, &markdown).with_context(|| format!("cannot write {}", out.display()))?;
+    println!("{markdown}");
+    Ok(records.iter().all(|r| r.status.is_result()))
 }
 
 /// What every table of the run shares: how its figures were measured.

@@ -301,6 +301,9 @@ pub struct InferArgs {
     /// The models, backends and output directory.
     #[command(flatten)]
     pub ask: AskArgs,
+    /// Run nothing: render infer.md again from this run folder's infer.jsonl.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
     /// Precisions, comma-separated: f32, f16, bf16 (mixed precision is a training mode).
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     pub precisions: Vec<Precision>,

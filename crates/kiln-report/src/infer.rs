@@ -20,12 +20,13 @@ pub fn latency_text(s: f64) -> String {
 }
 
 /// `values` (one per repeat) as their median, with the next run's interval where there are
-/// several: `17.2 µs (16.9–17.5)`.
+/// several: `17.2 µs (16.9 µs–17.5 µs)`, or `(≤ 30.1 µs)` where the interval reaches zero.
 fn combined(values: &[f64], text: fn(f64) -> String) -> String {
     match Stats::from_samples(values) {
         None => "–".into(),
         Some(s) => match s.prediction_interval().filter(|_| values.len() > 1) {
-            Some((lo, hi)) => format!("{} ({}–{})", text(s.median), text(lo.max(0.0)), text(hi)),
+            Some((lo, hi)) if lo > 0.0 => format!("{} ({}–{})", text(s.median), text(lo), text(hi)),
+            Some((_, hi)) => format!("{} (≤ {})", text(s.median), text(hi)),
             None => text(s.median),
         },
     }
