@@ -122,10 +122,13 @@ fn report(dir: &Path) -> Result<bool> {
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("--report {}: no {INFER_FILE} there", dir.display()))?;
     let mut records = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let r: InferRecord = serde_json::from_str(line).with_context(|| {
-            format!("{}:{}: not an inference record", path.display(), i + 1)
-        })?;
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let r: InferRecord = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not an inference record", path.display(), i + 1))?;
         records.push(r);
     }
     let mut models: Vec<ModelKind> = Vec::new();
@@ -436,7 +439,10 @@ mod tests {
             .map(|r| r.agreement.as_ref().unwrap().top1)
             .collect();
         assert_eq!(top1, vec![1.0, 0.5, 1.0]);
-        assert_eq!(records[1].agreement.as_ref().unwrap().reference, "pytorch cpu f32");
+        assert_eq!(
+            records[1].agreement.as_ref().unwrap().reference,
+            "pytorch cpu f32"
+        );
         assert_eq!(records[2].agreement.as_ref().unwrap().accuracy, Some(1.0));
 
         records[2].status = Status::Failed;
@@ -444,7 +450,10 @@ mod tests {
             r.agreement = None;
         }
         agree(&mut records, &["pytorch", "flex"], &[0, 1]);
-        assert_eq!(records[1].agreement.as_ref().unwrap().reference, "flex cpu f32");
+        assert_eq!(
+            records[1].agreement.as_ref().unwrap().reference,
+            "flex cpu f32"
+        );
         assert!(records[2].agreement.is_none());
     }
 
@@ -480,9 +489,7 @@ mod tests {
                 seed: 1,
                 dataset: DatasetName::Synthetic,
                 data_dir: None,
-                data_file: Some(
-                    export(&a, model, DatasetName::Synthetic, tmp.path()).unwrap(),
-                ),
+                data_file: Some(export(&a, model, DatasetName::Synthetic, tmp.path()).unwrap()),
                 weights_in: None,
                 init_out: Some(path.clone()),
                 final_out: tmp.path().join(format!("{model}-final.safetensors")),
@@ -508,6 +515,9 @@ mod tests {
         let r = asking.row(&runner, &q, None, "");
         assert_eq!(r.status, Status::Failed);
         let why = r.reason.unwrap_or_default();
-        assert!(why.contains("conv1.weight") || why.contains("tensors"), "{why}");
+        assert!(
+            why.contains("conv1.weight") || why.contains("tensors"),
+            "{why}"
+        );
     }
 }

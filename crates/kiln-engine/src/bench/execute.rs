@@ -170,6 +170,75 @@ impl Run<'_> {
                 display.line(&format!("kiln: {m}"))
             })
         });
+        let Some(mut record) = self.attempt(cell, k, waited, position, display)? else {
+            return Ok(None);
+        };
+        // A planned warm-up that ran past its cap is tried once more under the cap it taught
+        // (doubled), when the run's time still holds it: the plan was made for another device.
+        let retry = (record.status == Status::NotSteady)
+            .then(|| self.learned.borrow().raise(cell))
+            .flatten()
+            .filter(|(raised, _)| self.not_reached(raised).is_none());
+        if retry.is_some() {
+            let first = record.warmup.as_ref().map_or(0.0, |w| w.seconds);
+            let cap = cell.warmup_cap_seconds.unwrap_or_default();
+            display.line(&format!(
+                "kiln: {}: not steady under the plan's {} cap; once more under a raised one",
+                cell.id,
+                human_seconds(cap)
+            ));
+            let Some(mut again) = self.attempt(cell, k, None, position, display)? else {
+                return Ok(None);
+            };
+            let note = format!(
+                "a first try under the plan's {} warm-up cap did not settle (stopped after {})",
+                human_seconds(cap),
+                human_seconds(first)
+            );
+            again.reason = Some(match again.reason.take() {
+                Some(r) => format!("{r}; {note}"),
+                None => note,
+            });
+            record = again;
+        }
+        append_record(self.results, &record)?;
+        let fallback = match (&self.cfg.cell.fallback, fallback_reason(&record)) {
+            (Some(_), Some(why)) => plan::fallback_cell(cell, &self.probes)
+                .and_then(|c| runner_of(self.built, &c.id.backend).map(|r| (c, r)))
+                .map(|c| (c, why)),
+            _ => None,
+        };
+        let Some(((fb_cell, fb_runner), why)) = fallback else {
+            return Ok(Some(record.status.is_result()));
+        };
+        let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
+        display.line(&format!(
+            "kiln: {} falls back to {} {}",
+            cell.id, fb_cell.id.backend, fb_cell.id.device
+        ));
+        let fb_run = cell_run(&fb_cell, self.peaks, k, self.repeats, &self.run_id, None);
+        let Some(mut fb) = self.run(fb_runner, &fb_cell, &fb_run, position, display)? else {
+            return Ok(None);
+        };
+        fb.fallback_from = Some(from.clone());
+        fb.reason = Some(match fb.reason.take() {
+            Some(r) => format!("fell back from {from}; {r}"),
+            None => format!("fell back from {from}"),
+        });
+        append_record(self.results, &fb)?;
+        Ok(Some(fb.status.is_result()))
+    }
+
+    /// One try of repeat `k` of `cell`, its cap raised by what the run's earlier cells taught
+    /// (the record says so), learned from in turn; `None` when Ctrl-C interrupted it.
+    fn attempt(
+        &self,
+        cell: &PlannedCell,
+        k: usize,
+        waited: Option<(f64, Option<bool>)>,
+        position: &Position,
+        display: &mut Display,
+    ) -> Result<Option<Record>> {
         let raised = self.learned.borrow().raise(cell);
         let (cell, raised_note) = match &raised {
             Some((c, note)) => (c, Some(note)),
@@ -200,32 +269,7 @@ impl Run<'_> {
             });
         }
         self.learned.borrow_mut().learn(cell, &record);
-        append_record(self.results, &record)?;
-        let fallback = match (&self.cfg.cell.fallback, fallback_reason(&record)) {
-            (Some(_), Some(why)) => plan::fallback_cell(cell, &self.probes)
-                .and_then(|c| runner_of(self.built, &c.id.backend).map(|r| (c, r)))
-                .map(|c| (c, why)),
-            _ => None,
-        };
-        let Some(((fb_cell, fb_runner), why)) = fallback else {
-            return Ok(Some(record.status.is_result()));
-        };
-        let from = format!("{} {}: {why}", cell.id.backend, cell.id.device);
-        display.line(&format!(
-            "kiln: {} falls back to {} {}",
-            cell.id, fb_cell.id.backend, fb_cell.id.device
-        ));
-        let fb_run = cell_run(&fb_cell, self.peaks, k, self.repeats, &self.run_id, None);
-        let Some(mut fb) = self.run(fb_runner, &fb_cell, &fb_run, position, display)? else {
-            return Ok(None);
-        };
-        fb.fallback_from = Some(from.clone());
-        fb.reason = Some(match fb.reason.take() {
-            Some(r) => format!("fell back from {from}; {r}"),
-            None => format!("fell back from {from}"),
-        });
-        append_record(self.results, &fb)?;
-        Ok(Some(fb.status.is_result()))
+        Ok(Some(record))
     }
 
     /// What is left of the run's time, if it has one.

@@ -6,6 +6,7 @@
 //! replay) learn or are changed.
 
 use kiln_contract::Record;
+use kiln_report::fields::human_seconds;
 
 use super::config::PlannedCell;
 
@@ -13,13 +14,24 @@ use super::config::PlannedCell;
 /// of its backend and device keep this share of headroom over what it measured.
 const CLOSE: f64 = 0.8;
 
-/// The factor a warm-up that ran into its cap without settling raises the later caps by: its
-/// true length is unknown, only that it is longer than the cap.
+/// The least factor a warm-up that ran into its cap without settling raises the later caps by:
+/// its true length is unknown, only that it is longer than the cap (or than the step that
+/// overran it).
 const PAST_CAP: f64 = 2.0;
 
 /// The factors learned so far, by backend and device.
 #[derive(Debug, Default)]
-pub(super) struct Learned(Vec<(String, String, f64)>);
+pub(super) struct Learned(Vec<Taught>);
+
+/// What one backend and device's earlier cells taught: the factor their later caps take, and
+/// whether a warm-up ran past its cap (else it came close).
+#[derive(Debug)]
+struct Taught {
+    backend: String,
+    device: String,
+    factor: f64,
+    past_cap: bool,
+}
 
 impl Learned {
     /// Learn from `record`, the end of `cell` as it ran (with the cap it ran under).
@@ -28,18 +40,29 @@ impl Learned {
             return;
         };
         let factor = if !w.steady {
-            PAST_CAP
+            // At least doubled; more where one step alone ran far past the cap.
+            PAST_CAP.max(w.seconds / (CLOSE * cap))
         } else if w.seconds > CLOSE * cap {
             w.seconds / (CLOSE * cap)
         } else {
             return;
         };
-        let key = (&cell.id.backend, &cell.id.device);
-        match self.0.iter_mut().find(|(b, d, _)| (b, d) == key) {
-            Some((_, _, f)) => *f = f.max(factor),
-            None => self
-                .0
-                .push((cell.id.backend.clone(), cell.id.device.clone(), factor)),
+        let past_cap = !w.steady;
+        match self
+            .0
+            .iter_mut()
+            .find(|t| t.backend == cell.id.backend && t.device == cell.id.device)
+        {
+            Some(t) => {
+                t.factor = t.factor.max(factor);
+                t.past_cap |= past_cap;
+            }
+            None => self.0.push(Taught {
+                backend: cell.id.backend.clone(),
+                device: cell.id.device.clone(),
+                factor,
+                past_cap,
+            }),
         }
     }
 
@@ -47,20 +70,22 @@ impl Learned {
     /// cells measured, and the note its record carries; `None` when nothing was learned.
     pub(super) fn raise(&self, cell: &PlannedCell) -> Option<(PlannedCell, String)> {
         let cap = cell.warmup_cap_seconds?;
-        let &(_, _, factor) = self
+        let taught = self
             .0
             .iter()
-            .find(|(b, d, _)| *b == cell.id.backend && *d == cell.id.device)?;
+            .find(|t| t.backend == cell.id.backend && t.device == cell.id.device)?;
+        let factor = taught.factor;
         let mut raised = cell.clone();
         raised.warmup_cap_seconds = Some(cap * factor);
         raised.planned_seconds = cell.planned_seconds.map(|p| p + cap * (factor - 1.0));
         let note = format!(
-            "warm-up cap raised {factor:.2}x from the plan's {cap:.1} s to {:.1} s: an earlier \
-             {} {} cell of this run warmed up {}",
-            cap * factor,
+            "warm-up cap raised {factor:.2}x from the plan's {} to {}: an earlier {} {} cell \
+             of this run warmed up {}",
+            human_seconds(cap),
+            human_seconds(cap * factor),
             cell.id.backend,
             cell.id.device,
-            if factor == PAST_CAP {
+            if taught.past_cap {
                 "past its cap"
             } else {
                 "close to its cap"
