@@ -158,8 +158,8 @@ fn python_accepts_what_rust_reads_and_refuses_a_misspelt_or_mistyped_field() {
 
 #[test]
 fn every_committed_request_and_record_passes_the_python_validator() {
-    // What Rust and Python runners really wrote: the explain and verify records, and the
-    // requests kept beside them, in every committed run directory.
+    // What Rust and Python runners really wrote: the explain, verify and inference records,
+    // and the requests kept beside them, in every committed run directory.
     let script = r#"
 import glob, json, os, sys
 sys.path.insert(0, sys.argv[1])
@@ -172,7 +172,8 @@ def check(value, message, where):
     errors = contract.errors(value, message)
     if errors:
         bad.append("%s: %s" % (where, errors[0]))
-for name, message in (("explain.jsonl", "explain_record"), ("verify.jsonl", "verify_record")):
+for name, message in (("explain.jsonl", "explain_record"), ("verify.jsonl", "verify_record"),
+                      ("infer.jsonl", "infer_record")):
     for path in glob.glob("docs/results/**/" + name, recursive=True):
         for i, line in enumerate(open(path)):
             if line.strip():
@@ -180,7 +181,8 @@ for name, message in (("explain.jsonl", "explain_record"), ("verify.jsonl", "ver
 for path in glob.glob("docs/results/**/*.request.json", recursive=True):
     value = json.load(open(path))
     message = ("explain_request" if "kiln_explain" in value else
-               "verify_request" if "kiln_verify" in value else "cell_request")
+               "verify_request" if "kiln_verify" in value else
+               "infer_request" if "kiln_infer" in value else "cell_request")
     check(value, message, path)
 print(json.dumps({"seen": seen, "bad": bad}))
 "#;
