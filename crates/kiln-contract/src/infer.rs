@@ -14,6 +14,12 @@ use crate::{DatasetName, Fingerprint, ModelKind, Precision, Status, TimingRules}
 /// Version of the inference request and record; runners refuse another.
 pub const INFER_VERSION: u32 = 1;
 
+/// `cargo xtask infer`'s default: a latency series is its queries or this many seconds of them.
+pub const SERIES_SECONDS: f64 = 10.0;
+
+/// `cargo xtask infer`'s default: throughput is timed over this many seconds of batches.
+pub const THROUGHPUT_SECONDS: f64 = 3.0;
+
 /// One backend/device/precision's inference measurements.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

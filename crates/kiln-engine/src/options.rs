@@ -327,12 +327,13 @@ pub struct InferArgs {
     #[arg(long, default_value_t = 1000)]
     pub queries: usize,
     /// ... or as many as this many seconds hold, when they take longer.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = kiln_contract::infer::SERIES_SECONDS)]
     pub series_seconds: f64,
     /// The batch throughput is measured at (halved until it fits).
     #[arg(long, default_value_t = 256)]
     pub throughput_batch: usize,
-    #[arg(long, default_value_t = 3.0)]
+    /// For this many seconds.
+    #[arg(long, default_value_t = kiln_contract::infer::THROUGHPUT_SECONDS)]
     pub throughput_seconds: f64,
     /// Test samples predicted for agreement.
     #[arg(long, default_value_t = 2000)]

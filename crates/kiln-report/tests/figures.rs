@@ -66,6 +66,10 @@ fn constant(name: &str) -> Option<f64> {
         "kiln_contract::BUSY_SHARE" => kiln_contract::BUSY_SHARE,
         "kiln_contract::stats::PREDICTION_LEVEL" => kiln_contract::stats::PREDICTION_LEVEL,
         "kiln_report::ab::P_VALUE" => kiln_report::ab::P_VALUE,
+        "kiln_report::infer::AGREEMENT" => kiln_report::infer::AGREEMENT,
+        "kiln_report::infer::OVERHEAD_SHARE" => kiln_report::infer::OVERHEAD_SHARE,
+        "kiln_contract::infer::SERIES_SECONDS" => kiln_contract::infer::SERIES_SECONDS,
+        "kiln_contract::infer::THROUGHPUT_SECONDS" => kiln_contract::infer::THROUGHPUT_SECONDS,
         "kiln_contract::TimingRules::KILN.late_floor_seconds" => {
             kiln_contract::TimingRules::KILN.late_floor_seconds
         }
