@@ -168,44 +168,8 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    if let Some(path) = &args.explain {
-        return answer(
-            path,
-            "explain",
-            kiln_contract::explain::ExplainRequest::read,
-            |r| {
-                let record = crate::explain::explain(binding, r);
-                (serde_json::to_string(&record), record.status)
-            },
-        );
-    }
-    if let Some(path) = &args.verify {
-        return answer(
-            path,
-            "verify",
-            kiln_contract::verify::VerifyRequest::read,
-            |r| {
-                let record = crate::verify::verify(binding, r);
-                (serde_json::to_string(&record), record.status)
-            },
-        );
-    }
-    if let Some(path) = &args.infer {
-        return answer(
-            path,
-            "inference",
-            kiln_contract::infer::InferRequest::read,
-            |r| {
-                if r.cold_caches {
-                    cold_caches_env();
-                }
-                let record = crate::infer::infer(binding, r);
-                if r.cold_caches {
-                    crate::cubecl::remove_environment();
-                }
-                (serde_json::to_string(&record), record.status)
-            },
-        );
+    if let Some(code) = answer_question(binding, &args) {
+        return code;
     }
     let Some(path) = &args.cell else {
         // clap requires one of --probe, --cell, --explain, --verify.
@@ -246,6 +210,50 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `--explain FILE`, `--verify FILE` or `--infer FILE`, when one was given: its exit code.
+fn answer_question(binding: &dyn Binding, args: &Args) -> Option<ExitCode> {
+    if let Some(path) = &args.explain {
+        return Some(answer(
+            path,
+            "explain",
+            kiln_contract::explain::ExplainRequest::read,
+            |r| {
+                let record = crate::explain::explain(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        ));
+    }
+    if let Some(path) = &args.verify {
+        return Some(answer(
+            path,
+            "verify",
+            kiln_contract::verify::VerifyRequest::read,
+            |r| {
+                let record = crate::verify::verify(binding, r);
+                (serde_json::to_string(&record), record.status)
+            },
+        ));
+    }
+    if let Some(path) = &args.infer {
+        return Some(answer(
+            path,
+            "inference",
+            kiln_contract::infer::InferRequest::read,
+            |r| {
+                if r.cold_caches {
+                    cold_caches_env();
+                }
+                let record = crate::infer::infer(binding, r);
+                if r.cold_caches {
+                    crate::cubecl::remove_environment();
+                }
+                (serde_json::to_string(&record), record.status)
+            },
+        ));
+    }
+    None
 }
 
 /// `--explain FILE`, `--verify FILE` and `--infer FILE`: read the request with `read`, answer it with `run`
