@@ -163,9 +163,12 @@ pub struct Latency {
     pub steady: bool,
 }
 
+/// A series' warm-up: its queries, its seconds, and whether the rule called it steady.
+pub type SeriesWarmup = (usize, f64, bool);
+
 impl Latency {
     /// The series of `seconds` (one per query) as percentiles (nearest rank), with its warm-up.
-    pub fn of(batch: usize, seconds: &[f64], warmup: (usize, f64, bool)) -> Option<Latency> {
+    pub fn of(batch: usize, seconds: &[f64], warmup: SeriesWarmup) -> Option<Latency> {
         let mut sorted = seconds.to_vec();
         sorted.sort_by(f64::total_cmp);
         let q = |p: f64| crate::stats::percentile_of_sorted(&sorted, p);

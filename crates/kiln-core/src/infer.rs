@@ -11,7 +11,8 @@ use burn::prelude::*;
 
 use kiln_contract::Profile;
 use kiln_contract::infer::{
-    FirstPrediction, InferRecord, InferRequest, Latency, ServeMemory, Throughput, write_logits,
+    FirstPrediction, InferRecord, InferRequest, Latency, SeriesWarmup, ServeMemory, Throughput,
+    write_logits,
 };
 use kiln_data::Request;
 
@@ -221,7 +222,7 @@ fn series(
     request: &InferRequest,
     cap: Duration,
     mut run: impl FnMut(usize) -> Result<(), CoreError>,
-) -> Result<(Vec<f64>, (usize, f64, bool)), CoreError> {
+) -> Result<(Vec<f64>, SeriesWarmup), CoreError> {
     let mut timed = |at: usize| -> Result<f64, CoreError> {
         let t = Instant::now();
         run(at)?;

@@ -106,7 +106,7 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
             &of(&|r| r.memory.as_ref().map(|m| m.serving_bytes() as f64)),
             |b| human_bytes(b as u64),
         );
-        let binary = ok[0].binary_bytes.map_or("–".into(), |b| human_bytes(b));
+        let binary = ok[0].binary_bytes.map_or("–".into(), human_bytes);
         let agreement = ok
             .iter()
             .filter_map(|r| r.agreement.as_ref())
