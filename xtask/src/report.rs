@@ -82,7 +82,7 @@ pub fn report(
     if let [dir] = paths
         && let Some(sides) = crate::burns::side_dirs(dir)?
     {
-        print!("{}", kiln_engine::ab::rewrite(dir, &sides)?);
+        print!("{}", kiln_engine::bench::ab::rewrite(dir, &sides)?);
         return Ok(Vec::new());
     }
     // `cargo xtask explain` directories hold explain.jsonl; a run directory may hold both.

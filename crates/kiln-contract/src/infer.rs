@@ -200,7 +200,8 @@ pub struct Throughput {
     pub tried: Vec<String>,
 }
 
-/// What an application pays before its first answer, counted from the process's start.
+/// What an application pays before its first answer, counted from the process's start (the
+/// runner's reading of the test set left out: an application has its input at hand).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]

@@ -357,7 +357,7 @@ mod tests {
         let burns = tmp.path().join(crate::burns::BURNS_FILE);
         std::fs::write(&burns, r#"[{"dir": "a"}, {"dir": "b"}]"#).unwrap();
         let sides = crate::burns::side_dirs(tmp.path()).unwrap().unwrap();
-        crate::ab::rewrite(tmp.path(), &sides).unwrap();
+        crate::bench::ab::rewrite(tmp.path(), &sides).unwrap();
         assert_eq!(
             std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),
             text

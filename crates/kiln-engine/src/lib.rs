@@ -8,7 +8,6 @@
 //! weights; the options of them all are in `options`. `cargo xtask` calls it; so can a program
 //! or a CI job (`examples/run.rs`). It never trains: the runners do.
 
-pub mod ab;
 pub mod answer;
 pub mod backends;
 pub mod bench;

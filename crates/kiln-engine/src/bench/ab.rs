@@ -2,7 +2,8 @@
 //! runners are built on their own (`crate::burns`), the cells are planned once, and the runs
 //! alternate as separate processes, one pass of the matrix per Burn in turn (A's pass 1, B's
 //! pass 1, A's pass 2, ...), each Burn into its own run directory. `ab.md` compares every
-//! other Burn with the first (`kiln_report::ab`).
+//! other Burn with the first (`kiln_report::ab`), and `rewrite` writes it again from a run
+//! directory's sides (`cargo xtask report DIR`).
 
 use std::path::{Path, PathBuf};
 
@@ -220,4 +221,26 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
     }
     std::fs::write(out.join(AB_FILE), &text)?;
     Ok(text)
+}
+
+/// The comparison of an A/B run directory's sides (explain's op by op when they hold explain
+/// records), written again.
+pub fn rewrite(dir: &Path, sides: &[PathBuf]) -> Result<String> {
+    if !sides
+        .first()
+        .is_some_and(|s| s.join(crate::explain::EXPLAIN_FILE).is_file())
+    {
+        let sequential = sides.first().and_then(|s| sequential_of(s));
+        return write_ab(dir, sides, sequential.as_ref());
+    }
+    let mut labelled = Vec::new();
+    for side in sides {
+        let records = crate::explain::load(std::slice::from_ref(side))?;
+        let label = records
+            .iter()
+            .find_map(|r| r.burn.as_ref().map(|b| b.label()))
+            .unwrap_or_else(|| side.display().to_string());
+        labelled.push((label, records));
+    }
+    crate::explain::write_ab(dir, &labelled)
 }
