@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use kiln_contract::question::{Answer, Question};
-use kiln_contract::{DeviceReport, ProbeReport, Status};
+use kiln_contract::{DeviceReport, Precision, ProbeReport, Status};
 
+use crate::backends::Backend;
 use crate::runners::Runner;
 use crate::time;
 use crate::workspace::workspace_root;
@@ -39,6 +40,18 @@ pub fn out_dir(
         );
     }
     Ok(dir)
+}
+
+/// One row a command asks (verify's, infer's): a backend's runner on one device in one
+/// precision.
+pub struct Row<'a> {
+    pub backend: &'a Backend,
+    pub runner: &'a Runner,
+    pub device: String,
+    pub precision: Precision,
+    /// Why it cannot run, when the probe already says so.
+    pub skip: Option<String>,
+    pub version: String,
 }
 
 /// The device a backend answers on: its default device when available, else its first

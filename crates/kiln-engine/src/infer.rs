@@ -14,7 +14,7 @@ use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
 use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
 use kiln_contract::{CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
 
-use crate::backends::Backend;
+use crate::answer::Row;
 use crate::bench::rundir::append_line;
 pub use crate::options::InferArgs;
 use crate::runners::{Built, Runner, build_and_probe};
@@ -24,16 +24,6 @@ pub const INFER_FILE: &str = "infer.jsonl";
 
 /// One question that takes longer than this is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
-
-/// One row: a backend's runner on its one device, in one precision.
-struct Row<'a> {
-    backend: &'a Backend,
-    runner: &'a Runner,
-    device: String,
-    precision: Precision,
-    skip: Option<String>,
-    version: String,
-}
 
 /// The rows of `built`: each backend's default device (else its first available one) in
 /// each of `precisions`.

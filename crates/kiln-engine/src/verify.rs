@@ -14,7 +14,8 @@ use kiln_report::verify::{
     self, Deviation, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights,
 };
 
-use crate::backends::{self, Backend};
+use crate::answer::Row;
+use crate::backends;
 use crate::bench::rundir::append_line;
 pub use crate::options::VerifyArgs;
 use crate::runners::Runner;
@@ -37,17 +38,6 @@ fn parse_reference(text: &str) -> Result<(String, Precision)> {
         None => (text, Precision::F32),
     };
     Ok((backend.to_string(), precision))
-}
-
-/// One row to run: a backend's runner on one device in one precision.
-struct Row<'a> {
-    backend: &'a Backend,
-    runner: &'a Runner,
-    device: String,
-    precision: Precision,
-    /// Why it cannot run, when the probe already says so.
-    skip: Option<String>,
-    version: String,
 }
 
 /// The rows of `built`: each backend's default device (else its first available one) in
