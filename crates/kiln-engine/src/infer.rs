@@ -4,7 +4,8 @@
 //! process start, query latency percentiles at batch 1 and 8, throughput at its largest batch,
 //! memory to serve and the logits of the test samples (kiln-core's `infer`, the reference's
 //! infer.py); each row's top-1 agreement with the reference row comes from those logits.
-//! Repeats run interleaved (A B C A B C). Records go to `infer.jsonl`, tables to `infer.md`.
+//! Repeats run interleaved (A B C A B C). Records go to `infer.jsonl`, tables to `infer.md`
+//! and `infer.csv`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +18,7 @@ use kiln_contract::{CellRequest, DatasetName, ModelKind, Precision, Profile, Sta
 use crate::answer::Row;
 use crate::bench::rundir::append_line;
 pub use crate::options::InferArgs;
-use crate::runners::{Built, Runner, build_and_probe};
+use crate::runners::{Built, build_and_probe};
 
 /// The file of inference records in a run directory.
 pub const INFER_FILE: &str = "infer.jsonl";
@@ -80,6 +81,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     };
     let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(&args));
     let mut all_ok = true;
+    let mut all = Vec::new();
     for &model in &args.ask.models {
         let dataset =
             kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
@@ -98,9 +100,9 @@ pub fn infer(args: InferArgs) -> Result<bool> {
             kiln_report::infer::table(&records, model),
             weights.display()
         );
+        all.extend(records);
     }
-    let path = out.join("infer.md");
-    std::fs::write(&path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    write_tables(&out, &markdown, &all)?;
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
     Ok(all_ok)
@@ -134,10 +136,21 @@ fn report(dir: &Path) -> Result<bool> {
     for model in models {
         markdown += &format!("\n{}", kiln_report::infer::table(&records, model));
     }
-    let out = dir.join("infer.md");
-    std::fs::write(&out, &markdown).with_context(|| format!("cannot write {}", out.display()))?;
+    write_tables(dir, &markdown, &records)?;
     println!("{markdown}");
     Ok(records.iter().all(|r| r.status.is_result()))
+}
+
+/// `infer.md` and `infer.csv` (one line per record) in `dir`.
+fn write_tables(dir: &Path, markdown: &str, records: &[InferRecord]) -> Result<()> {
+    for (name, text) in [
+        ("infer.md", markdown.to_string()),
+        ("infer.csv", kiln_report::infer::csv(records)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What every table of the run shares: how its figures were measured.
@@ -354,6 +367,7 @@ fn agree(records: &mut [InferRecord], references: &[&str], labels: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runners::Runner;
     use crate::testing::{reference_script, test_python};
     use clap::Parser;
     use kiln_contract::infer::write_logits;

@@ -18,7 +18,6 @@ use crate::answer::Row;
 use crate::backends;
 use crate::bench::rundir::append_line;
 pub use crate::options::VerifyArgs;
-use crate::runners::Runner;
 use crate::runners::{Built, build_and_probe};
 
 /// The file of verify records in a run directory.
@@ -390,6 +389,7 @@ fn read_final(record: &VerifyRecord) -> Result<Option<Weights>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runners::Runner;
 
     /// One request asked as `verify` asks it.
     fn run_one(
