@@ -1,13 +1,14 @@
 //! `explain --burn A --burn B`: each Burn's op-by-op table side by side, and the operations
 //! whose time moved beyond their noise. Each Burn ran `explain` several times, alternating; an
-//! op's runs are its time per step in each of them, compared by the rule of [`crate::ab`]
-//! (Welch's t-test at p < 0.05 and a change above the larger of the runs' variation and
-//! [`OP_FLOOR`]). Each moved op's change is also given as a share of A's measured step, which
+//! op's runs are its time per step in each of them, compared by the rule of [`crate::ab`]:
+//! paired over the passes where both sides have every pass (B's pass k against A's pass k, p <
+//! 0.05 and a change above [`OP_FLOOR`]), else Welch's t-test with the runs' variation as the
+//! least change. Each moved op's change is also given as a share of A's measured step, which
 //! says how much of the step it explains.
 
 use std::fmt::Write as _;
 
-use crate::ab::{Compared, compare_runs};
+use crate::ab::{Compared, compare_pairs, compare_runs};
 use kiln_contract::explain::ExplainRecord;
 use kiln_contract::{ModelKind, Status};
 
@@ -34,7 +35,14 @@ pub struct OpRow {
 
 impl OpRow {
     fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>) -> OpRow {
-        let mut compared = compare_runs(&a, &b, OP_FLOOR, false, 0.0);
+        // The passes alternated (A's pass k, then B's): paired where both sides have every
+        // pass, so drift between passes cancels; Welch's over the runs where they do not.
+        let mut compared = if a.len() == b.len() && a.len() > 1 {
+            let pairs: Vec<(f64, f64)> = a.iter().copied().zip(b.iter().copied()).collect();
+            compare_pairs(&pairs, OP_FLOOR, false)
+        } else {
+            compare_runs(&a, &b, OP_FLOOR, false, 0.0)
+        };
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let of_step = step_a
             .filter(|s| *s > 0.0)
@@ -222,9 +230,10 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
     }
     let _ = write!(
         out,
-        "\nAn op moved when Welch's t-test over the runs gives p < {} and its change exceeds the \
-         larger of its runs' variation and {:.0}%, and is at least {:.0}% of A's measured step. \
-         The runs alternated (A, B, A, B, ...).\n",
+        "\nThe runs alternated (A, B, A, B, ...). An op moved when the paired t-test over its \
+         passes (B's pass k against A's pass k; Welch's over the runs where a side lacks a \
+         pass) gives p < {} and its change exceeds {:.0}% (Welch's: and its runs' variation), \
+         and is at least {:.0}% of A's measured step.\n",
         crate::ab::P_VALUE,
         100.0 * OP_FLOOR,
         100.0 * MIN_STEP_SHARE
