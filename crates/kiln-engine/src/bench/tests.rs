@@ -458,3 +458,64 @@ fn repeats_run_round_robin_and_a_resume_runs_only_the_missing_ones() {
 }
 
 mod matrix;
+
+/// A planned cell whose warm-up ran past its cap (a device slower than the plan's) is tried
+/// once more under the cap it taught, and only that try's record is kept, saying what the
+/// first one did; a later cell of the same backend and device starts with the raised cap.
+#[test]
+fn a_planned_cell_past_its_cap_is_tried_again_under_the_cap_it_taught() {
+    let tmp = tempfile::tempdir().unwrap();
+    let planned = |model: &str| {
+        let mut c = cell("flex");
+        c.id.model = model.into();
+        c.warmup_cap_seconds = Some(2.0);
+        c.planned_seconds = Some(10.0);
+        c
+    };
+    let warmup = |steady: bool, seconds: f64| {
+        serde_json::json!({"steady": steady, "steps": 1, "seconds": seconds,
+            "process_seconds": null, "epoch": 1, "cap_seconds": 2.0, "step_seconds": [seconds]})
+    };
+    let write = |name: &str, status: Status, warmup: serde_json::Value| {
+        let mut r =
+            serde_json::to_value(Record::not_run(&planned("mnist-cnn").id, status, "")).unwrap();
+        r["reason"] = serde_json::Value::Null;
+        r["warmup"] = warmup;
+        let record: Record = serde_json::from_value(r).unwrap();
+        let event = serde_json::to_string(&Event::Final(Box::new(record))).unwrap();
+        let path = tmp.path().join(name);
+        std::fs::write(&path, event).unwrap();
+        path
+    };
+    let slow = write("slow.json", Status::NotSteady, warmup(false, 3.0));
+    let fine = write("fine.json", Status::Ok, warmup(true, 3.0));
+    // The first call warms up past its cap; every later one settles.
+    let runner = script(
+        tmp.path(),
+        "flex",
+        &format!(
+            "if [ -e {m} ]; then cat {fine}; else touch {m}; cat {slow}; fi",
+            m = tmp.path().join("called").display(),
+            fine = fine.display(),
+            slow = slow.display()
+        ),
+    );
+    let cells = vec![planned("mnist-cnn"), planned("mlp")];
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let mut cfg = cfg();
+    cfg.time_limit_seconds = Some(600.0);
+    // No GEMM calibration: the runner's first call must be the cell's.
+    cfg.calibrate = false;
+    write_run_file(&out, &cfg, &cells).unwrap();
+    execute(cells, &[on_cpu("flex", runner)], cfg, &out).unwrap();
+    let loaded = kiln_report::read::load(std::slice::from_ref(&out)).unwrap();
+    assert_eq!(loaded.records.len(), 2, "one record a cell");
+    let first = &loaded.records[0];
+    assert_eq!(first.status, Status::Ok, "{:?}", first.reason);
+    let why = first.reason.clone().unwrap_or_default();
+    assert!(why.contains("a first try under the plan's 2.00 s"), "{why}");
+    assert!(why.contains("warm-up cap raised"), "{why}");
+    let later = loaded.records[1].reason.clone().unwrap_or_default();
+    assert!(later.contains("warm-up cap raised"), "{later}");
+}
