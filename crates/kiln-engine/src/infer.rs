@@ -4,8 +4,8 @@
 //! process start, query latency percentiles at batch 1 and 8, throughput at its largest batch,
 //! memory to serve and the logits of the test samples (kiln-core's `infer`, the reference's
 //! infer.py); each row's top-1 agreement with the reference row comes from those logits.
-//! Repeats run interleaved (A B C A B C). Records go to `infer.jsonl`, tables to `infer.md`
-//! and `infer.csv`.
+//! Repeats run interleaved (A B C A B C). Records go to `infer.jsonl`, tables to `infer.md`,
+//! `infer.html` (with a latency chart per model) and `infer.csv`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -102,7 +102,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
         );
         all.extend(records);
     }
-    write_tables(&out, &markdown, &all)?;
+    write_tables(&out, (&markdown, &method_text(&args)), &all)?;
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
     Ok(all_ok)
@@ -136,15 +136,28 @@ fn report(dir: &Path) -> Result<bool> {
     for model in models {
         markdown += &format!("\n{}", kiln_report::infer::table(&records, model));
     }
-    write_tables(dir, &markdown, &records)?;
+    write_tables(
+        dir,
+        (
+            &markdown,
+            "How each figure was measured: docs/inference.md.",
+        ),
+        &records,
+    )?;
     println!("{markdown}");
     Ok(records.iter().all(|r| r.status.is_result()))
 }
 
-/// `infer.md` and `infer.csv` (one line per record) in `dir`.
-fn write_tables(dir: &Path, markdown: &str, records: &[InferRecord]) -> Result<()> {
+/// `infer.md`, `infer.html` (with a latency chart per model; `method` says how it was
+/// measured) and `infer.csv` (one line per record) in `dir`.
+fn write_tables(
+    dir: &Path,
+    (markdown, method): (&str, &str),
+    records: &[InferRecord],
+) -> Result<()> {
     for (name, text) in [
         ("infer.md", markdown.to_string()),
+        ("infer.html", kiln_report::infer::html(records, method)),
         ("infer.csv", kiln_report::infer::csv(records)),
     ] {
         let path = dir.join(name);

@@ -51,15 +51,26 @@ fn rows(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
     rows
 }
 
-/// The Markdown table of `model`'s rows, with the notes under it.
-pub fn table(records: &[InferRecord], model: ModelKind) -> String {
-    let mut out = format!(
-        "### {model}\n\n| Backend / device | Precision | p50, batch 1 | p99, batch 1 | \
-         p50, batch 8 | Throughput (samples/s) | First prediction | Memory to serve | \
-         Runner | Top-1 agreement | Largest logit difference | Accuracy |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    );
-    let mut notes = Vec::new();
+/// The table's columns.
+pub const COLUMNS: [&str; 12] = [
+    "Backend / device",
+    "Precision",
+    "p50, batch 1",
+    "p99, batch 1",
+    "p50, batch 8",
+    "Throughput (samples/s)",
+    "First prediction",
+    "Memory to serve",
+    "Runner",
+    "Top-1 agreement",
+    "Largest logit difference",
+    "Accuracy",
+];
+
+/// `model`'s table: one line of [`COLUMNS`] per row, and the notes under it. A row that
+/// disagrees with the reference says **disagrees** in its agreement cell.
+pub fn table_of(records: &[InferRecord], model: ModelKind) -> (Vec<Vec<String>>, Vec<String>) {
+    let (mut lines, mut notes) = (Vec::new(), Vec::new());
     for group in rows(records, model) {
         let first = group[0];
         let ok: Vec<&InferRecord> = group
@@ -67,14 +78,15 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
             .copied()
             .filter(|r| r.status == Status::Ok)
             .collect();
+        let name = format!("{} / {}", first.backend, first.device);
         if ok.is_empty() {
-            out += &format!(
-                "| {} / {} | {} | {} | | | | | | | | | |\n",
-                first.backend,
-                first.device,
-                first.precision,
-                first.status.as_str().to_uppercase()
-            );
+            let mut line = vec![
+                name,
+                first.precision.to_string(),
+                first.status.as_str().to_uppercase(),
+            ];
+            line.resize(COLUMNS.len(), String::new());
+            lines.push(line);
             notes.push(format!(
                 "{}: {}",
                 first.label(),
@@ -82,72 +94,133 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
             ));
             continue;
         }
-        let of = |f: &dyn Fn(&InferRecord) -> Option<f64>| -> Vec<f64> {
-            ok.iter().filter_map(|r| f(r)).collect()
-        };
-        let p = |batch: usize, q: fn(&Latency) -> f64| {
-            combined(&of(&|r| r.latency_at(batch).map(q)), latency_text)
-        };
-        let throughput = combined(
-            &of(&|r| r.throughput.as_ref().map(|t| t.samples_per_second)),
-            |v| format!("{v:.0}"),
-        );
-        let batch = ok[0].throughput.as_ref().map_or(0, |t| t.batch);
-        let first_prediction = combined(
+        let mut line = vec![name, first.precision.to_string()];
+        line.extend(row_cells(first, &ok));
+        lines.push(line);
+        notes.extend(row_notes(first, &ok));
+    }
+    (lines, notes)
+}
+
+/// A row's cells after its name and precision, its repeats (`ok`) combined.
+fn row_cells(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
+    let of = |f: &dyn Fn(&InferRecord) -> Option<f64>| -> Vec<f64> {
+        ok.iter().filter_map(|r| f(r)).collect()
+    };
+    let p = |batch: usize, q: fn(&Latency) -> f64| {
+        combined(&of(&|r| r.latency_at(batch).map(q)), latency_text)
+    };
+    let throughput = combined(
+        &of(&|r| r.throughput.as_ref().map(|t| t.samples_per_second)),
+        |v| format!("{v:.0}"),
+    );
+    let batch = ok[0].throughput.as_ref().map_or(0, |t| t.batch);
+    let caches = ok[0]
+        .first_prediction
+        .as_ref()
+        .and_then(|f| f.caches.clone())
+        .map_or(String::new(), |c| format!(", caches {c}"));
+    let agreement = ok
+        .iter()
+        .filter_map(|r| r.agreement.as_ref())
+        .min_by(|a, b| a.top1.total_cmp(&b.top1));
+    let (top1, logit, accuracy) = match agreement {
+        Some(a) if a.reference == first.label() => (
+            "reference".to_string(),
+            "–".to_string(),
+            crate::units::percent(a.accuracy),
+        ),
+        Some(a) => (
+            format!(
+                "{:.2}%{}",
+                a.top1 * 100.0,
+                if a.top1 < AGREEMENT {
+                    " **disagrees**"
+                } else {
+                    ""
+                }
+            ),
+            format!("{:.2e}", a.max_logit_difference),
+            crate::units::percent(a.accuracy),
+        ),
+        None => ("–".into(), "–".into(), "–".into()),
+    };
+    vec![
+        p(1, |l| l.p50_seconds),
+        p(1, |l| l.p99_seconds),
+        p(8, |l| l.p50_seconds),
+        format!("{throughput} (batch {batch})"),
+        combined(
             &of(&|r| r.first_prediction.as_ref().map(|f| f.seconds)),
             human_seconds,
-        );
-        let caches = ok[0]
-            .first_prediction
-            .as_ref()
-            .and_then(|f| f.caches.clone())
-            .map_or(String::new(), |c| format!(", caches {c}"));
-        let memory = combined(
+        ) + &caches,
+        combined(
             &of(&|r| r.memory.as_ref().map(|m| m.serving_bytes() as f64)),
             |b| human_bytes(b as u64),
-        );
-        let binary = ok[0].binary_bytes.map_or("–".into(), human_bytes);
-        let agreement = ok
-            .iter()
-            .filter_map(|r| r.agreement.as_ref())
-            .min_by(|a, b| a.top1.total_cmp(&b.top1));
-        let (top1, logit, accuracy) = match agreement {
-            Some(a) if a.reference == first.label() => (
-                "reference".to_string(),
-                "–".to_string(),
-                crate::units::percent(a.accuracy),
-            ),
-            Some(a) => (
-                format!(
-                    "{:.2}%{}",
-                    a.top1 * 100.0,
-                    if a.top1 < AGREEMENT {
-                        " **disagrees**"
-                    } else {
-                        ""
-                    }
-                ),
-                format!("{:.2e}", a.max_logit_difference),
-                crate::units::percent(a.accuracy),
-            ),
-            None => ("–".into(), "–".into(), "–".into()),
-        };
-        out += &format!(
-            "| {} / {} | {} | {} | {} | {} | {throughput} (batch {batch}) | {first_prediction}{caches} | \
-             {memory} | {binary} | {top1} | {logit} | {accuracy} |\n",
-            first.backend,
-            first.device,
-            first.precision,
-            p(1, |l| l.p50_seconds),
-            p(1, |l| l.p99_seconds),
-            p(8, |l| l.p50_seconds),
-        );
-        notes.extend(row_notes(first, &ok));
+        ),
+        ok[0].binary_bytes.map_or("–".into(), human_bytes),
+        top1,
+        logit,
+        accuracy,
+    ]
+}
+
+/// The Markdown table of `model`'s rows, with the notes under it.
+pub fn table(records: &[InferRecord], model: ModelKind) -> String {
+    let (lines, notes) = table_of(records, model);
+    let mut out = format!(
+        "### {model}\n\n| {} |\n|{}\n",
+        COLUMNS.join(" | "),
+        "---|".repeat(COLUMNS.len())
+    );
+    for line in lines {
+        out += &format!("| {} |\n", line.join(" | "));
     }
     for note in notes {
         out += &format!("\n- {note}");
     }
     out + "\n"
+}
+
+/// `infer.html`: the method, then per model its latency chart and its table, with the notes;
+/// written with maud's templates (escaped by construction).
+pub fn html(records: &[InferRecord], method: &str) -> String {
+    let mut models: Vec<ModelKind> = Vec::new();
+    for r in records {
+        if !models.contains(&r.model) {
+            models.push(r.model);
+        }
+    }
+    let page = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "cargo xtask infer" }
+                style { "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+                         td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}" }
+            }
+            body {
+                h1 { "cargo xtask infer" }
+                p { (method) }
+                @for model in &models {
+                    @let (lines, notes) = table_of(records, *model);
+                    h2 { (model.to_string()) }
+                    @if let Ok(Some(svg)) = crate::chart::latency_chart(records, *model) {
+                        (maud::PreEscaped(svg))
+                    }
+                    table {
+                        tr { @for c in COLUMNS { th { (c) } } }
+                        @for line in &lines {
+                            tr { @for cell in line { td { (cell.replace("**", "")) } } }
+                        }
+                    }
+                    ul { @for n in &notes { li { (n) } } }
+                }
+            }
+        }
+    };
+    page.into_string()
 }
 
 /// What a row's reader must know: Kiln's overhead beyond its share of the smallest p50, a
@@ -334,6 +407,14 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("flex cpu f32: Kiln's own cost per query"), "{t}");
+
+        let page = html(&records, "how it was measured");
+        assert!(
+            page.contains("<svg") && page.contains("p99"),
+            "a latency chart"
+        );
+        assert!(page.contains("<td>95.00% disagrees</td>"), "{page}");
+        assert_eq!(page.matches("<tr>").count(), 3, "a header and two rows");
 
         let csv = csv(&records);
         let mut rows = ::csv::Reader::from_reader(csv.as_bytes());

@@ -7,11 +7,13 @@
 mod bars;
 mod curves;
 mod explain;
+mod latency;
 mod palette;
 
 pub use bars::charts;
 pub use curves::{accuracy_curves, batch_charts};
 pub use explain::explain_chart;
+pub use latency::latency_chart;
 #[cfg(test)]
 pub use palette::*;
 
