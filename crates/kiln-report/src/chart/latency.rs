@@ -66,10 +66,10 @@ fn draw(
             .x_desc("percentile of the queries")
             .y_desc("milliseconds")
             .x_labels(POINTS.len())
-            .x_label_formatter(&|v| {
+            .x_label_formatter(&|v: &f64| {
                 POINTS
                     .iter()
-                    .find(|(p, _)| (p - v).abs() < 3.0)
+                    .find(|(p, _)| (*p - *v).abs() < 3.0)
                     .map_or(String::new(), |(_, l)| l.to_string())
             })
             .y_label_formatter(&|v| format!("{v:.3}"))
