@@ -7,8 +7,6 @@ use plotters::prelude::*;
 use crate::infer::InferRecord;
 use kiln_contract::{ModelKind, Status};
 
-use super::palette::PALETTE;
-
 /// The percentiles on the chart's x axis, and their labels.
 const POINTS: [(f64, &str); 4] = [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (100.0, "max")];
 
@@ -74,25 +72,7 @@ fn draw(
             })
             .y_label_formatter(&|v| format!("{v:.3}"))
             .draw()?;
-        for (i, (label, points)) in lines.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    color.stroke_width(2),
-                ))?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        super::curves::labelled_lines(&mut chart, lines, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
     }
     Ok(svg)
