@@ -229,11 +229,12 @@ pub struct AskArgs {
         default_value = "mnist-cnn"
     )]
     pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend; `verify` also
-    /// takes a CPU-emulated adapter such as lavapipe).
+    /// Backends, comma-separated (default: every buildable default backend; `verify` and
+    /// `infer` also take a CPU-emulated adapter such as lavapipe).
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
-    /// Output directory (default: results/explain-<UTC timestamp>/ or verify-...).
+    /// Output directory (default: results/<command>-<UTC timestamp>/: explain-, verify-,
+    /// infer-...).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
