@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use crate::infer::InferRecord;
 use kiln_contract::{ModelKind, Status};
 
-/// The percentiles on the chart's x axis, and their labels.
-const POINTS: [(f64, &str); 4] = [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (100.0, "max")];
+/// The chart's x axis: evenly spaced positions, and what each one is.
+const POINTS: [(f64, &str); 4] = [(0.0, "p50"), (1.0, "p90"), (2.0, "p99"), (3.0, "max")];
 
 /// `model`'s latency chart as SVG, or `None` when no row has a one-sample series.
 pub fn latency_chart(records: &[InferRecord], model: ModelKind) -> Result<Option<String>> {
@@ -58,16 +58,16 @@ fn draw(
             .margin(14)
             .x_label_area_size(36)
             .y_label_area_size(60)
-            .build_cartesian_2d(45.0..105.0, ((lo / 1.5)..(hi * 1.5)).log_scale())?;
+            .build_cartesian_2d(-0.3..3.3, ((lo / 1.5)..(hi * 1.5)).log_scale())?;
         chart
             .configure_mesh()
-            .x_desc("percentile of the queries")
+            .x_desc("percentile of the queries (max: the slowest)")
             .y_desc("milliseconds")
             .x_labels(POINTS.len())
             .x_label_formatter(&|v: &f64| {
                 POINTS
                     .iter()
-                    .find(|(p, _)| (*p - *v).abs() < 3.0)
+                    .find(|(p, _)| (*p - *v).abs() < 0.05)
                     .map_or(String::new(), |(_, l)| l.to_string())
             })
             .y_label_formatter(&|v| format!("{v:.3}"))
