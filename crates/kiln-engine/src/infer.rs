@@ -279,6 +279,16 @@ fn ask_rows(
             })
             .collect();
         agree(&mut records, &[&args.reference, &args.train_on], &labels);
+        if kiln_contract::models::has_batch_norm(&model.layers()) {
+            for r in &mut records {
+                r.notes.push(
+                    "batch norm's running statistics are not in the weights file (it holds the \
+                     trainable parameters): every row serves with fresh ones, alike, so \
+                     agreement holds and accuracy does not mean the trained model's"
+                        .into(),
+                );
+            }
+        }
         for r in &records {
             append_line(&asking.out.join(INFER_FILE), r)?;
         }

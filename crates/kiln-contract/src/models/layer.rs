@@ -35,6 +35,16 @@ pub enum Layer {
     },
 }
 
+/// Whether any of `layers` (nested ones included) is a batch norm, whose running statistics
+/// are state, not trainable parameters (a weights file of parameters does not carry them).
+pub fn has_batch_norm(layers: &[Layer]) -> bool {
+    layers.iter().any(|l| match l {
+        Layer::Op { op, .. } => matches!(op, LayerOp::BatchNorm { .. }),
+        Layer::Flatten => false,
+        Layer::Residual { main, shortcut, .. } => has_batch_norm(main) || has_batch_norm(shortcut),
+    })
+}
+
 impl Layer {
     /// A layer with its weights started as the frameworks do by default.
     pub fn op(name: impl Into<String>, op: LayerOp) -> Layer {
@@ -65,4 +75,19 @@ pub enum Init {
     /// torchvision's for ResNet convolutions: `kaiming_normal_(mode="fan_out",
     /// nonlinearity="relu")`.
     KaimingFanOut,
+}
+
+#[cfg(test)]
+mod batch_norm_tests {
+    use super::has_batch_norm;
+    use crate::ModelKind;
+
+    /// ResNet18's batch norms sit inside its residual blocks and its stem; the MNIST CNN and
+    /// the MLP have none.
+    #[test]
+    fn batch_norms_are_found_in_nested_blocks_and_only_there() {
+        assert!(has_batch_norm(&ModelKind::ResNet18.layers()));
+        assert!(!has_batch_norm(&ModelKind::MnistCnn.layers()));
+        assert!(!has_batch_norm(&ModelKind::Mlp.layers()));
+    }
 }

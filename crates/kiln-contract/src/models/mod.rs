@@ -12,7 +12,7 @@ use crate::vocab::{Geometry, UnknownName, Vocabulary, vocabulary};
 mod layer;
 mod op;
 
-pub use layer::{Init, Layer, Model};
+pub use layer::{Init, Layer, Model, has_batch_norm};
 pub use op::LayerOp;
 
 /// The registry: `file: Variant = "name",` — the model's file in this folder, its variant of
