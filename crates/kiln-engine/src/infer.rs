@@ -59,9 +59,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     if let Some(dir) = &args.report {
         return report(dir);
     }
-    if args.weights.is_some() && args.ask.models.len() != 1 {
-        bail!("--weights: one weights file is one model's; name one with --model");
-    }
+    check_args(&args)?;
     let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     if args.weights.is_none() && !wanted.iter().any(|b| b.name == args.train_on) {
         wanted.insert(0, crate::backends::find(&args.train_on)?);
@@ -106,6 +104,25 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
     Ok(all_ok)
+}
+
+/// The flags' own rules, checked before anything is built: one model for one weights file, a
+/// weights file that reads, and the request's limits (queries, samples, batches).
+fn check_args(args: &InferArgs) -> Result<()> {
+    if let Some(w) = &args.weights {
+        if args.ask.models.len() != 1 {
+            bail!("--weights: one weights file is one model's; name one with --model");
+        }
+        kiln_contract::verify::Weights::read(w).map_err(|e| anyhow::anyhow!("--weights: {e}"))?;
+    }
+    for &model in &args.ask.models {
+        let dataset =
+            kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
+        let row = request_of(args, model, dataset, Path::new(""));
+        row.validate()
+            .map_err(|e| anyhow::anyhow!("--queries/--samples/--throughput-batch: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `--report DIR`: infer.md rendered again from DIR's records (every model they hold).
@@ -306,11 +323,26 @@ fn request(
     weights: &Path,
 ) -> InferRequest {
     InferRequest {
-        kiln_infer: INFER_VERSION,
-        model,
         backend: row.backend.name.clone(),
         device: row.device.clone(),
         precision: row.precision,
+        ..request_of(args, model, dataset, weights)
+    }
+}
+
+/// The request the flags make for `model`, its row (backend, device, precision) to be set.
+fn request_of(
+    args: &InferArgs,
+    model: ModelKind,
+    dataset: DatasetName,
+    weights: &Path,
+) -> InferRequest {
+    InferRequest {
+        kiln_infer: INFER_VERSION,
+        model,
+        backend: String::new(),
+        device: "default".into(),
+        precision: Precision::F32,
         weights: weights.to_path_buf(),
         dataset,
         data_dir: args.data_dir.clone(),
@@ -448,6 +480,25 @@ mod tests {
         q.validate().unwrap();
         q.logits_out = PathBuf::from("logits.safetensors");
         q
+    }
+
+    /// Bad flags are refused before anything is built, naming the flag and the value: a
+    /// weights file that does not read, too few queries, one weights file for two models.
+    #[test]
+    fn bad_flags_are_refused_before_any_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("missing.safetensors");
+        let e = check_args(&args(&["--weights", missing.to_str().unwrap()])).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("--weights") && e.contains("missing.safetensors"),
+            "{e}"
+        );
+        let e = format!("{:#}", check_args(&args(&["--queries", "5"])).unwrap_err());
+        assert!(e.contains("--queries") && e.contains("got"), "{e}");
+        let two = args(&["--model", "mlp,mnist-cnn", "--weights", "w.safetensors"]);
+        assert!(format!("{:#}", check_args(&two).unwrap_err()).contains("one model"));
+        check_args(&args(&[])).unwrap();
     }
 
     /// Agreement is against PyTorch's row when it has logits, else the training backend's;
