@@ -3,6 +3,8 @@
 //! header (status, reason, wall time, threads, the backend's version, the fingerprint) the
 //! engine fills the same way for each. The engine's one skeleton (`kiln_engine::answer`) runs any [`Question`].
 
+use std::path::Path;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -10,6 +12,21 @@ use crate::explain::{ExplainRecord, ExplainRequest};
 use crate::infer::{InferRecord, InferRequest};
 use crate::schema::{Fingerprint, Status};
 use crate::verify::{VerifyRecord, VerifyRequest};
+
+/// The records of a JSON-lines file (`explain.jsonl`, `infer.jsonl`): one per non-blank line,
+/// a line that is not `what` (`an explain record`) an error naming the file and the line.
+pub fn read_records<R: DeserializeOwned>(path: &Path, what: &str) -> Result<Vec<R>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not {what} ({e})", path.display(), i + 1))
+        })
+        .collect()
+}
 
 /// A request one runner answers with one record.
 pub trait Question: Serialize {

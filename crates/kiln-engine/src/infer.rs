@@ -59,7 +59,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     if let Some(dir) = &args.report {
         return report(dir);
     }
-    check_args(&args)?;
+    let datasets = check_args(&args)?;
     let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     if args.weights.is_none() && !wanted.iter().any(|b| b.name == args.train_on) {
         wanted.insert(0, crate::backends::find(&args.train_on)?);
@@ -80,9 +80,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(&args));
     let mut all_ok = true;
     let mut all = Vec::new();
-    for &model in &args.ask.models {
-        let dataset =
-            kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
+    for &(model, dataset) in &datasets {
         let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
             true => Some(export(&args, model, dataset, &out)?),
             false => None,
@@ -107,50 +105,41 @@ pub fn infer(args: InferArgs) -> Result<bool> {
 }
 
 /// The flags' own rules, checked before anything is built: one model for one weights file, a
-/// weights file that reads, and the request's limits (queries, samples, batches).
-fn check_args(args: &InferArgs) -> Result<()> {
+/// weights file that reads, and the request's limits (queries, samples, batches); each model
+/// with its dataset.
+fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
     if let Some(w) = &args.weights {
         if args.ask.models.len() != 1 {
             bail!("--weights: one weights file is one model's; name one with --model");
         }
         kiln_contract::verify::Weights::read(w).map_err(|e| anyhow::anyhow!("--weights: {e}"))?;
     }
+    let mut datasets = Vec::new();
     for &model in &args.ask.models {
         let dataset =
             kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
         let row = request_of(args, model, dataset, Path::new(""));
         row.validate()
             .map_err(|e| anyhow::anyhow!("--queries/--samples/--throughput-batch: {e}"))?;
+        datasets.push((model, dataset));
     }
-    Ok(())
+    Ok(datasets)
 }
 
 /// `--report DIR`: infer.md rendered again from DIR's records (every model they hold).
 fn report(dir: &Path) -> Result<bool> {
     let path = dir.join(INFER_FILE);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("--report {}: no {INFER_FILE} there", dir.display()))?;
-    let mut records = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let r: InferRecord = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not an inference record", path.display(), i + 1))?;
-        records.push(r);
+    if !path.is_file() {
+        bail!("--report {}: no {INFER_FILE} there", dir.display());
     }
-    let mut models: Vec<ModelKind> = Vec::new();
-    for r in &records {
-        if !models.contains(&r.model) {
-            models.push(r.model);
-        }
-    }
+    let records: Vec<InferRecord> =
+        kiln_contract::question::read_records(&path, "an inference record")
+            .map_err(anyhow::Error::msg)?;
     let mut markdown = String::from(
         "# cargo xtask infer\n\nRendered again from infer.jsonl (`cargo xtask infer --report`); how each figure \
          was measured: docs/inference.md.\n",
     );
-    for model in models {
+    for model in kiln_report::infer::models(&records) {
         markdown += &format!("\n{}", kiln_report::infer::table(&records, model));
     }
     write_tables(
@@ -498,7 +487,7 @@ mod tests {
         assert!(e.contains("--queries") && e.contains("got"), "{e}");
         let two = args(&["--model", "mlp,mnist-cnn", "--weights", "w.safetensors"]);
         assert!(format!("{:#}", check_args(&two).unwrap_err()).contains("one model"));
-        check_args(&args(&[])).unwrap();
+        assert_eq!(check_args(&args(&[])).unwrap().len(), 1);
     }
 
     /// Agreement is against PyTorch's row when it has logits, else the training backend's;

@@ -38,6 +38,17 @@ pub const OVERHEAD_SHARE: f64 = 0.02;
 /// Top-1 agreement with the reference below this marks a row as disagreeing (not ranked).
 pub const AGREEMENT: f64 = 0.999;
 
+/// The models `records` hold, in the order they first appear.
+pub fn models(records: &[InferRecord]) -> Vec<ModelKind> {
+    let mut models: Vec<ModelKind> = Vec::new();
+    for r in records {
+        if !models.contains(&r.model) {
+            models.push(r.model);
+        }
+    }
+    models
+}
+
 /// The rows of `model` in `records`, grouped by backend, device and precision in the order
 /// they first appear.
 fn rows(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
@@ -185,12 +196,7 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
 /// `infer.html`: the method, then per model its latency chart and its table, with the notes;
 /// written with maud's templates (escaped by construction).
 pub fn html(records: &[InferRecord], method: &str) -> String {
-    let mut models: Vec<ModelKind> = Vec::new();
-    for r in records {
-        if !models.contains(&r.model) {
-            models.push(r.model);
-        }
-    }
+    let models = models(records);
     let page = maud::html! {
         (maud::DOCTYPE)
         html lang="en" {

@@ -333,16 +333,7 @@ pub fn decomposition_note(column: &str, share: f64) -> Option<String> {
 
 /// The explain records of a file (`explain.jsonl`), with an error naming the file and line.
 pub fn read_records(path: &Path) -> Result<Vec<ExplainRecord>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| format!("{}:{}: not an explain record ({e})", path.display(), i + 1))
-        })
-        .collect()
+    crate::question::read_records(path, "an explain record")
 }
 
 #[cfg(test)]

@@ -305,6 +305,15 @@ impl Record {
         self.achieved_gflops = None;
     }
 
+    /// Add `note` after the reason the record already has (or make it the reason): how the
+    /// run treated the cell (a raised warm-up cap, a second try).
+    pub fn append_reason(&mut self, note: &str) {
+        self.reason = Some(match self.reason.take() {
+            Some(r) => format!("{r}; {note}"),
+            None => note.to_string(),
+        });
+    }
+
     /// A record for a cell that produced no measurement (skipped or failed before training).
     pub fn not_run(cell: &CellId, status: Status, reason: impl Into<String>) -> Self {
         Record {

@@ -174,7 +174,8 @@ impl Run<'_> {
             return Ok(None);
         };
         // A planned warm-up that ran past its cap is tried once more under the cap it taught
-        // (doubled), when the run's time still holds it: the plan was made for another device.
+        // (at least doubled), when the run's time still holds it: the plan was made for
+        // another device.
         let retry = (record.status == Status::NotSteady)
             .then(|| self.learned.borrow().raise(cell))
             .flatten()
@@ -195,10 +196,7 @@ impl Run<'_> {
                 human_seconds(cap),
                 human_seconds(first)
             );
-            again.reason = Some(match again.reason.take() {
-                Some(r) => format!("{r}; {note}"),
-                None => note,
-            });
+            again.append_reason(&note);
             record = again;
         }
         append_record(self.results, &record)?;
@@ -263,10 +261,7 @@ impl Run<'_> {
             return Ok(None);
         };
         if let Some(note) = raised_note {
-            record.reason = Some(match record.reason.take() {
-                Some(r) => format!("{r}; {note}"),
-                None => note.clone(),
-            });
+            record.append_reason(note);
         }
         self.learned.borrow_mut().learn(cell, &record);
         Ok(Some(record))
