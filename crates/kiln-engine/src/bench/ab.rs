@@ -31,12 +31,11 @@ pub fn bench_ab(
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
 ) -> Result<bool> {
-    let (_, mut cfg) = config(common, false)?;
-    // An A/B run compares runs: three each unless --repeats says otherwise (`auto`: until
-    // decided).
-    if common.repeats.is_none() {
-        cfg.repeats = cfg.repeats.max(3);
-    }
+    // An A/B run adds pairs until it knows (`--repeats auto`) unless --repeats gives a number.
+    let mut common = common.clone();
+    common.repeats.get_or_insert(crate::options::Repeats::Auto);
+    let common = &common;
+    let (_, cfg) = config(common, false)?;
     let learner = cfg.loops.contains(&TrainingLoop::Learner);
     let wanted = wanted_backends(backend_names.as_deref())?;
     // The output directory is checked before the (long) builds.
