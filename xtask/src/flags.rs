@@ -191,7 +191,7 @@ pub enum Cmd {
         #[arg(long)]
         plan_only: bool,
         /// Plan from this measured profile instead of the committed H200 one
-        /// (bench/gpu-kit/profiles/; the format: docs/gpu.md). With --replay: plan from this
+        /// (gpu-kit/profiles/; the format: docs/gpu.md). With --replay: plan from this
         /// profile, replay the other's device (a GPU that is not the one planned for).
         #[arg(long, value_name = "FILE")]
         profile: Option<PathBuf>,

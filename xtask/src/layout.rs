@@ -168,7 +168,7 @@ mod tests {
         for dir in source_roots() {
             files(&dir, "rs", &mut sources);
         }
-        files(&workspace_root().join("bench"), "py", &mut sources);
+        files(&workspace_root().join("pytorch"), "py", &mut sources);
         let mut over = Vec::new();
         for path in sources.iter().filter(|p| !is_test_file(p)) {
             let text = std::fs::read_to_string(path).unwrap();

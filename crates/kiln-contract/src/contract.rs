@@ -11,7 +11,7 @@ use crate::verify::{VerifyRecord, VerifyRequest};
 use crate::{CellRequest, Observed};
 
 /// Where the generated schema is committed, from the workspace root.
-pub const SCHEMA_FILE: &str = "bench/pytorch/kiln_torch/contract.schema.json";
+pub const SCHEMA_FILE: &str = "pytorch/kiln_torch/contract.schema.json";
 
 /// The schema document: one schema per message, by the name the Python runner asks for.
 pub fn contract_schema() -> serde_json::Value {

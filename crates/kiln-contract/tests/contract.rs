@@ -60,7 +60,7 @@ fn observed_from_python() -> Value {
 /// Each of `values` checked by the Python runner's validator against `message`'s schema:
 /// `None` when valid, else its first error.
 fn python_verdicts(message: &str, values: &[Value]) -> Vec<Option<String>> {
-    let package = workspace_root().join("bench/pytorch/kiln_torch");
+    let package = workspace_root().join("pytorch/kiln_torch");
     let script = "import json, sys\n\
                   sys.path.insert(0, sys.argv[1])\n\
                   import contract\n\
@@ -189,7 +189,7 @@ print(json.dumps({"seen": seen, "bad": bad}))
     let root = workspace_root();
     let out = Command::new("python3")
         .args(["-c", script])
-        .arg(root.join("bench/pytorch/kiln_torch"))
+        .arg(root.join("pytorch/kiln_torch"))
         .arg(&root)
         .output()
         .expect("python3");
@@ -257,7 +257,7 @@ fn python_and_rust_agree_on_when_step_times_are_steady() {
 /// Run `script` (reading a JSON list of cases on stdin, printing one line per case) in the
 /// PyTorch reference's package directory; its lines.
 fn python_lines(script: &str, cases: &[Value]) -> Vec<String> {
-    let package = workspace_root().join("bench/pytorch/kiln_torch");
+    let package = workspace_root().join("pytorch/kiln_torch");
     let mut child = Command::new("python3")
         .arg("-c")
         .arg(script)

@@ -27,7 +27,7 @@ pub use device::Binding;
 pub use kiln_contract::{CellRequest, Precision, Record};
 pub use models::{Classifier, ModelKind, Net};
 pub use protocol::Protocol;
-pub use runner::bench;
+pub use runner::train_cell;
 pub use trainer::Trainer;
 
 /// The Burn version Kiln is pinned to (see the workspace `Cargo.toml`).

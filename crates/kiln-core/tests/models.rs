@@ -107,7 +107,7 @@ fn dropout_is_off_only_when_asked() {
 fn pytorch_layout(python: &std::ffi::OsStr) -> serde_json::Value {
     let package = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../bench/pytorch/kiln_torch"
+        "/../../pytorch/kiln_torch"
     );
     let script = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport models\n\
                   print(json.dumps({n: [[k, list(p.t().shape if t else p.shape)] \
@@ -162,7 +162,7 @@ fn the_reference_builds_its_loop_alike_for_cells_explain_and_verify() {
     };
     let package = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../bench/pytorch/kiln_torch"
+        "/../../pytorch/kiln_torch"
     );
     let request = serde_json::to_value(kiln_contract::CellRequest::new(
         ModelKind::Mlp,

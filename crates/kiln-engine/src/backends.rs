@@ -232,8 +232,8 @@ enum Requires {
 }
 
 /// The PyTorch reference runner: a Python package directory that the torch environment's
-/// interpreter runs (`python bench/pytorch/kiln_torch`, its `__main__.py`).
-pub const REFERENCE_RUNNER: &str = "bench/pytorch/kiln_torch";
+/// interpreter runs (`python pytorch/kiln_torch`, its `__main__.py`).
+pub const REFERENCE_RUNNER: &str = "pytorch/kiln_torch";
 
 /// The reference runner's source files, relative to the workspace root (what a GPU kit carries).
 pub fn reference_files() -> Result<Vec<String>> {

@@ -10,7 +10,7 @@ fn main() {
     request.settings.epochs = 2;
     request.settings.train_limit = Some(1_024);
     request.settings.eval_limit = Some(512);
-    let record = kiln_core::bench(&kiln_flex::FlexBinding, &request, &mut |event| {
+    let record = kiln_core::train_cell(&kiln_flex::FlexBinding, &request, &mut |event| {
         if let Event::Epoch(e) = event {
             println!(
                 "epoch {}: {:.1} s, loss {:.3}",

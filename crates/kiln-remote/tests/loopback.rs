@@ -148,7 +148,7 @@ fn a_remote_cell_trains_as_the_local_flex_cell_does() {
     let link = remote.remote.clone().expect("the record names the server");
     assert_eq!(link.backend, "flex");
     assert!(link.rtt_seconds > 0.0);
-    let local = kiln_core::bench(&kiln_flex::FlexBinding, &tiny("flex", "cpu"), &mut |_| {});
+    let local = kiln_core::train_cell(&kiln_flex::FlexBinding, &tiny("flex", "cpu"), &mut |_| {});
     assert_eq!(local.status, Status::Ok, "{:?}", local.reason);
     assert!(local.remote.is_none());
     assert_eq!(remote.epochs.len(), local.epochs.len());

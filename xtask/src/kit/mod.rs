@@ -1,7 +1,7 @@
 //! `cargo xtask gpu-kit`: everything a GPU machine without a Rust toolchain or network needs to
 //! run Kiln's GPU rows, in one folder under 64 MiB: the stripped, xz-compressed runners of the GPU
 //! backends and xtask itself, the PyTorch reference script, the backends' metadata, the Vulkan
-//! loader, a plan of the GPU cells and `run.sh` (bench/gpu-kit/run.sh), which runs them there and
+//! loader, a plan of the GPU cells and `run.sh` (gpu-kit/run.sh), which runs them there and
 //! writes the report. A runner that cannot be built here is left out with the reason beside it
 //! (`bin/<runner>.missing`), and its cells are skipped there with that reason.
 
@@ -32,7 +32,7 @@ pub use plan::{Plan, kit_common_args, plan, profile_of};
 pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
-pub const RUN_SCRIPT: &str = "bench/gpu-kit/run.sh";
+pub const RUN_SCRIPT: &str = "gpu-kit/run.sh";
 
 /// The files of a kit, relative to its folder, whatever could be built: `run.sh` depends on
 /// these names. A runner that could not be built is `bin/<runner>.missing` instead of

@@ -85,12 +85,12 @@ pub const WINDOW: Duration = Duration::from_secs(8 * 60);
 
 /// The measured profile the kit plans from: the H200's, from its committed records
 /// (docs/results/2026-12-04-xeon-f6m207-h200-*; a test derives it from them again).
-pub const MEASURED: &str = "bench/gpu-kit/profiles/h200-2026-12-04.json";
+pub const MEASURED: &str = "gpu-kit/profiles/h200-2026-12-04.json";
 
 /// [`MEASURED`], as built into xtask.
 pub fn measured() -> Result<ReplayProfile> {
     let profile: ReplayProfile = serde_json::from_str(include_str!(
-        "../../../bench/gpu-kit/profiles/h200-2026-12-04.json"
+        "../../../gpu-kit/profiles/h200-2026-12-04.json"
     ))
     .with_context(|| format!("{MEASURED}: not a replay profile"))?;
     profile

@@ -35,11 +35,11 @@ fn emit(event: &Event) {
 /// all become a record whose status says so; this never panics. CubeCL's autotune settings
 /// (`request.autotune`, `request.autotune_cache`) are environment variables read when a
 /// device starts: only the runner binary sets them (see [`set_runtime_env`]).
-pub fn bench(binding: &dyn Binding, request: &CellRequest, sink: &mut dyn FnMut(&Event)) -> Record {
-    bench_with_args(binding, request, Vec::new(), sink)
+pub fn train_cell(binding: &dyn Binding, request: &CellRequest, sink: &mut dyn FnMut(&Event)) -> Record {
+    train_cell_with_args(binding, request, Vec::new(), sink)
 }
 
-fn bench_with_args(
+fn train_cell_with_args(
     binding: &dyn Binding,
     request: &CellRequest,
     args: Vec<String>,
@@ -183,7 +183,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         }
     };
     set_runtime_env(&request);
-    let record = bench_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
+    let record = train_cell_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
     if request.settings.cold_caches {
         // The cell's own environment served its one cold measurement.
         crate::cubecl::remove_environment();

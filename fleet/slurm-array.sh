@@ -3,7 +3,7 @@
 #
 #   cargo xtask bench-all --quick --plan-only --out PLAN      # on any machine with the repo
 #   n=$(ls PLAN/cells/*.json | wc -l)
-#   sbatch --array=0-$((n - 1)) --export=ALL,KILN_PLAN=PLAN bench/fleet/slurm-array.sh
+#   sbatch --array=0-$((n - 1)) --export=ALL,KILN_PLAN=PLAN fleet/slurm-array.sh
 #   cargo xtask report PLAN/results/*                         # when the array is done
 #
 # Each task runs its cell alone on its node (--exclusive: no other job shares the CPU while it

@@ -1,8 +1,8 @@
-//! The results site at scale (a benchmark, not a test): 10,000 generated records (16 machines ×
+//! The results site at scale (a timing program, not a test): 10,000 generated records (16 machines ×
 //! 4 Burns × up to 160 cells, made from a committed record) written as 63 run directories, the site
 //! built from them as `cargo xtask site` builds it (every record checked against the schema),
 //! then opened in headless chromium, where filter changes are timed from the change event to
-//! the next frame. `cargo bench -p kiln-report --features site --bench site_scale [-- OUT.json]`.
+//! the next frame. `cargo run --release -p kiln-report --features site --example site_scale [-- OUT.json]`.
 
 #[path = "../tests/browser/mod.rs"]
 mod browser;
@@ -188,7 +188,7 @@ async fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let result = json!({
-        "what": "cargo bench -p kiln-report --features site --bench site_scale",
+        "what": "cargo run --release -p kiln-report --features site --example site_scale",
         "kiln_commit": commit,
         "cpu": cpu,
         "records": records,

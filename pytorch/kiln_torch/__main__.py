@@ -9,7 +9,7 @@ the fingerprint code every Rust runner's records use, so statistics, projection 
 never computed twice. `cargo xtask bench-all` starts it with
 the torch environment's Python and `--cell FILE`, the same cell request every Rust runner takes,
 whose `data_file` holds the exact samples the Rust runners load. Run by hand:
-`python bench/pytorch/kiln_torch --probe`.
+`python pytorch/kiln_torch --probe`.
 
 The package: common.py (JSON lines, requests), contract.py (the request and record checked
 against contract.schema.json, generated from the Rust types), models.py (the networks built from the models' descriptions in the contract file; their FLOPs are Rust's), machine.py (devices, memory, GEMM
