@@ -16,21 +16,11 @@ from models import Net
 from machine import current_rss_bytes, open_device, peak_rss_bytes
 from cell import load_data, weights_dtype
 from verify import load_weights, save_tensors
-from warmup import median, process_age_seconds, steady
+from warmup import median, percentiles, process_age_seconds, steady
 
 INFER_VERSION = 1
 MIN_QUERIES = 20
 GROUP = 10
-
-
-def percentiles(batch, seconds, warmup):
-    """kiln-contract' Latency::of: nearest-rank percentiles of one series, with its warm-up."""
-    s = sorted(seconds)
-    n = len(s)
-    q = lambda p: s[min(max(math.ceil(p / 100.0 * n), 1), n) - 1]
-    return {"batch": batch, "queries": n, "p50_seconds": q(50), "p90_seconds": q(90),
-            "p99_seconds": q(99), "max_seconds": s[-1], "warmup_queries": warmup[0],
-            "warmup_seconds": warmup[1], "steady": warmup[2]}
 
 
 def series(req, run):

@@ -1,6 +1,7 @@
 """Warm-up to steady state, as kiln-core's warmup.rs and kiln-contract' TimingRules::is_steady:
-each warm-up step's synced time, until the rule says steady or the cap runs out. No torch here:
-xtask's tests run this file's rule against Rust's on the same series."""
+each warm-up step's synced time, until the rule says steady or the cap runs out; and the
+percentiles of a steady series of queries, as kiln-contract' Latency::of. No torch here:
+kiln-contract's tests run these rules against Rust's on the same series."""
 
 import math
 import os
@@ -142,3 +143,13 @@ class Warmup:
             summary.update(late_compiles=self.late_count, late_compile_seconds=self.late_seconds,
                            late_compile_steps=self.late)
         return summary
+
+
+def percentiles(batch, seconds, warmup):
+    """kiln-contract' Latency::of: nearest-rank percentiles of one series, with its warm-up."""
+    s = sorted(seconds)
+    n = len(s)
+    q = lambda p: s[min(max(math.ceil(p / 100.0 * n), 1), n) - 1]
+    return {"batch": batch, "queries": n, "p50_seconds": q(50), "p90_seconds": q(90),
+            "p99_seconds": q(99), "max_seconds": s[-1], "warmup_queries": warmup[0],
+            "warmup_seconds": warmup[1], "steady": warmup[2]}

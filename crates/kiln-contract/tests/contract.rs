@@ -254,6 +254,49 @@ fn python_and_rust_agree_on_when_step_times_are_steady() {
     }
 }
 
+/// The PyTorch reference's latency percentiles (`warmup.py`'s `percentiles`, which infer.py
+/// uses) are kiln-contract' `Latency::of` on the same series: nearest rank at every length
+/// where the rank's rounding could differ (1 to 1,001 queries, ties, unsorted input).
+#[test]
+fn python_and_rust_agree_on_latency_percentiles() {
+    use kiln_contract::infer::Latency;
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut cases = Vec::new();
+    let mut expected = Vec::new();
+    for n in (1..=40).chain([99, 100, 101, 999, 1000, 1001]) {
+        let seconds: Vec<f64> = (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Coarse values, so that ties occur.
+                ((x >> 54) as f64 + 1.0) * 1e-5
+            })
+            .collect();
+        let warmup = (n % 7, n as f64 * 0.01, n % 2 == 0);
+        cases.push(json!({"batch": n % 9 + 1, "seconds": seconds, "warmup": [warmup.0, warmup.1, warmup.2]}));
+        expected.push(serde_json::to_value(Latency::of(n % 9 + 1, &seconds, warmup).unwrap()).unwrap());
+    }
+    let script = "import json, sys\nimport warmup\nfor c in json.load(sys.stdin):\n    \
+                  print(json.dumps(warmup.percentiles(c['batch'], c['seconds'], c['warmup'])))\n";
+    let got = python_lines(script, &cases);
+    assert_eq!(got.len(), expected.len());
+    for (i, (line, e)) in got.iter().zip(&expected).enumerate() {
+        let g: Value = serde_json::from_str(line).unwrap();
+        let (g, e) = (g.as_object().unwrap(), e.as_object().unwrap());
+        assert_eq!(g.keys().collect::<Vec<_>>(), e.keys().collect::<Vec<_>>(), "case {i}");
+        for (k, v) in e {
+            // serde_json reads Python's shortest decimals to within an ulp, not exactly; a
+            // wrong rank is off by at least one step of 1e-5.
+            let same = match (g[k].as_f64(), v.as_f64()) {
+                (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+                _ => &g[k] == v,
+            };
+            assert!(same, "case {i}, {k}: python {} rust {v}: {}", g[k], cases[i]);
+        }
+    }
+}
+
 /// Run `script` (reading a JSON list of cases on stdin, printing one line per case) in the
 /// PyTorch reference's package directory; its lines.
 fn python_lines(script: &str, cases: &[Value]) -> Vec<String> {
