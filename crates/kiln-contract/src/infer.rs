@@ -298,6 +298,9 @@ pub struct InferRecord {
     pub binary_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<usize>,
+    /// The Burn the runner was built against, in an A/B run (`infer --burn A --burn B`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn: Option<crate::BurnBuild>,
 }
 
 impl InferRecord {
@@ -327,6 +330,7 @@ impl InferRecord {
             agreement: None,
             binary_bytes: None,
             repeat: None,
+            burn: None,
         }
     }
 

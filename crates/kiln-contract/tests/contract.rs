@@ -275,7 +275,8 @@ fn python_and_rust_agree_on_latency_percentiles() {
             .collect();
         let warmup = (n % 7, n as f64 * 0.01, n % 2 == 0);
         cases.push(json!({"batch": n % 9 + 1, "seconds": seconds, "warmup": [warmup.0, warmup.1, warmup.2]}));
-        expected.push(serde_json::to_value(Latency::of(n % 9 + 1, &seconds, warmup).unwrap()).unwrap());
+        expected
+            .push(serde_json::to_value(Latency::of(n % 9 + 1, &seconds, warmup).unwrap()).unwrap());
     }
     let script = "import json, sys\nimport warmup\nfor c in json.load(sys.stdin):\n    \
                   print(json.dumps(warmup.percentiles(c['batch'], c['seconds'], c['warmup'])))\n";
@@ -284,7 +285,11 @@ fn python_and_rust_agree_on_latency_percentiles() {
     for (i, (line, e)) in got.iter().zip(&expected).enumerate() {
         let g: Value = serde_json::from_str(line).unwrap();
         let (g, e) = (g.as_object().unwrap(), e.as_object().unwrap());
-        assert_eq!(g.keys().collect::<Vec<_>>(), e.keys().collect::<Vec<_>>(), "case {i}");
+        assert_eq!(
+            g.keys().collect::<Vec<_>>(),
+            e.keys().collect::<Vec<_>>(),
+            "case {i}"
+        );
         for (k, v) in e {
             // serde_json reads Python's shortest decimals to within an ulp, not exactly; a
             // wrong rank is off by at least one step of 1e-5.
@@ -292,7 +297,11 @@ fn python_and_rust_agree_on_latency_percentiles() {
                 (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
                 _ => &g[k] == v,
             };
-            assert!(same, "case {i}, {k}: python {} rust {v}: {}", g[k], cases[i]);
+            assert!(
+                same,
+                "case {i}, {k}: python {} rust {v}: {}",
+                g[k], cases[i]
+            );
         }
     }
 }

@@ -105,10 +105,7 @@ fn dropout_is_off_only_when_asked() {
 /// Every model's parameters as the PyTorch reference builds them (its `models.Net`, from the
 /// same description): names, shapes in Burn's layout, in Burn's order.
 fn pytorch_layout(python: &std::ffi::OsStr) -> serde_json::Value {
-    let package = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../pytorch/kiln_torch"
-    );
+    let package = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pytorch/kiln_torch");
     let script = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport models\n\
                   print(json.dumps({n: [[k, list(p.t().shape if t else p.shape)] \
                   for k, p, t in models.Net(n).names] for n in models.models()}))";
@@ -160,10 +157,7 @@ fn the_reference_builds_its_loop_alike_for_cells_explain_and_verify() {
         );
         return;
     };
-    let package = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../pytorch/kiln_torch"
-    );
+    let package = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pytorch/kiln_torch");
     let request = serde_json::to_value(kiln_contract::CellRequest::new(
         ModelKind::Mlp,
         "pytorch",

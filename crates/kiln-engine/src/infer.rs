@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
 use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
-use kiln_contract::{CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
+use kiln_contract::{BurnBuild, CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
 
 use crate::answer::Row;
 use crate::bench::rundir::append_line;
@@ -66,42 +66,175 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     }
     let wanted = crate::runners::buildable(wanted);
     let out = crate::answer::out_dir(args.ask.out.as_deref(), "infer", INFER_FILE, "")?;
-    for sub in ["weights", "logits"] {
-        std::fs::create_dir_all(out.join(sub))
-            .with_context(|| format!("cannot create {}", out.join(sub).display()))?;
+    if !args.burn.is_empty() {
+        return infer_ab(&args, &datasets, &wanted, &out);
     }
+    make_dirs(&out)?;
     let built = build_and_probe(&wanted, false)?;
     let rows = rows(&built, &args.precisions);
-    let asking = crate::answer::Asking {
-        out: &out,
-        limit: LIMIT,
-        revision: crate::workspace::revision(),
-    };
-    let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(&args));
-    let mut all_ok = true;
     let mut all = Vec::new();
+    let mut weights = Vec::new();
     for &(model, dataset) in &datasets {
-        let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
-            true => Some(export(&args, model, dataset, &out)?),
-            false => None,
-        };
-        let weights = match &args.weights {
-            Some(w) => w.clone(),
-            None => train(&args, &built, &asking, (model, dataset), data_file.as_ref())?,
-        };
-        let records = ask_rows(&args, &rows, &asking, (model, dataset, data_file), &weights)?;
-        all_ok &= records.iter().all(|r| r.status.is_result());
-        markdown += &format!(
-            "\n{}\nWeights: {}.\n",
-            kiln_report::infer::table(&records, model),
-            weights.display()
-        );
-        all.extend(records);
+        let (data_file, w) = inputs(&args, &built, &asking(&out), (model, dataset))?;
+        for repeat in 1..=args.repeats() {
+            let at = (model, dataset, data_file.clone());
+            all.extend(ask_rows(
+                &args,
+                &rows,
+                &asking(&out),
+                at,
+                &w,
+                (repeat, None),
+            )?);
+        }
+        weights.push((model, w));
     }
+    let markdown = markdown(&args, &all, &weights);
     write_tables(&out, (&markdown, &method_text(&args)), &all)?;
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
+    Ok(all.iter().all(|r| r.status.is_result()))
+}
+
+/// The file of an inference A/B's comparison (`infer --burn A --burn B`).
+pub const AB_FILE: &str = "infer-ab.md";
+
+/// `infer --burn A --burn B ...`: each Burn's runners built on their own, the weights made once
+/// (on the first Burn's --train-on runner, or --weights), `--repeats` passes per Burn
+/// alternating (A, B, A, B, ...) into `out/<letter>-<burn>/` with their own tables, and
+/// `infer-ab.md` comparing every other Burn's rows with the first's, pass by pass.
+fn infer_ab(
+    args: &InferArgs,
+    datasets: &[(ModelKind, DatasetName)],
+    wanted: &[&'static crate::backends::Backend],
+    out: &Path,
+) -> Result<bool> {
+    let built = crate::burns::build_all(&args.burn, wanted, false)?;
+    let dirs: Vec<PathBuf> = built
+        .iter()
+        .enumerate()
+        .map(|(i, s)| crate::burns::side_dir(out, i, &s.burn))
+        .collect();
+    let listed: Vec<_> = built
+        .iter()
+        .zip(&dirs)
+        .map(|(s, d)| (s, d.as_path()))
+        .collect();
+    crate::burns::write_burns(out, &listed)?;
+    let sides: Vec<(BurnBuild, Vec<Built>, PathBuf)> = built
+        .into_iter()
+        .zip(dirs)
+        .map(|(s, dir)| (s.burn.build, s.built, dir))
+        .collect();
+    let (text, all_ok) = ab_passes(args, datasets, &sides, out)?;
+    println!("{text}");
+    eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
     Ok(all_ok)
+}
+
+/// The passes of an inference A/B over built `sides` (each Burn, its runners, its directory)
+/// and `infer-ab.md` in `out`; returns its text and whether every row gave a result.
+fn ab_passes(
+    args: &InferArgs,
+    datasets: &[(ModelKind, DatasetName)],
+    sides: &[(BurnBuild, Vec<Built>, PathBuf)],
+    out: &Path,
+) -> Result<(String, bool)> {
+    let Some((first, first_built, _)) = sides.first() else {
+        bail!("no --burn could be built (the log says why)");
+    };
+    make_dirs(out)?;
+    let mut records: Vec<Vec<InferRecord>> = vec![Vec::new(); sides.len()];
+    let mut weights = Vec::new();
+    for &(model, dataset) in datasets {
+        let (data_file, w) = inputs(args, first_built, &asking(out), (model, dataset))?;
+        for repeat in 1..=args.repeats() {
+            for (i, (burn, built, dir)) in sides.iter().enumerate() {
+                eprintln!(
+                    "kiln: inference pass {repeat} of {}, Burn {}",
+                    args.repeats(),
+                    burn.label()
+                );
+                make_dirs(dir)?;
+                let rows = rows(built, &args.precisions);
+                let at = (model, dataset, data_file.clone());
+                let pass = ask_rows(args, &rows, &asking(dir), at, &w, (repeat, Some(burn)))?;
+                records[i].extend(pass);
+            }
+        }
+        weights.push((model, w));
+    }
+    for ((_, _, dir), side) in sides.iter().zip(&records) {
+        write_tables(
+            dir,
+            (&markdown(args, side, &weights), &method_text(args)),
+            side,
+        )?;
+    }
+    let a = first.label();
+    let mut text = String::from("# cargo xtask infer, Burn A against Burn B\n\n");
+    for ((burn, _, _), side) in sides.iter().zip(&records).skip(1) {
+        let rows = kiln_report::infer::compare(&records[0], side);
+        text += &kiln_report::infer::ab_markdown(&rows, &a, &burn.label());
+    }
+    if sides.len() < 2 {
+        text += &format!(
+            "Only Burn {a} could be built: nothing to compare (the log says why each other \
+             --burn could not be used).\n"
+        );
+    }
+    let path = out.join(AB_FILE);
+    std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((text, records.iter().flatten().all(|r| r.status.is_result())))
+}
+
+/// A run directory's folders for weights, logits and the runners' logs.
+fn make_dirs(dir: &Path) -> Result<()> {
+    for sub in ["weights", "logits", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    Ok(())
+}
+
+fn asking(out: &Path) -> crate::answer::Asking<'_> {
+    crate::answer::Asking {
+        out,
+        limit: LIMIT,
+        revision: crate::workspace::revision(),
+    }
+}
+
+/// What every row of `model` reads: the reference's data file (where a runner of `built`
+/// needs one) and the weights (`--weights`, else trained on `--train-on`'s runner of `built`).
+fn inputs(
+    args: &InferArgs,
+    built: &[Built],
+    asking: &crate::answer::Asking,
+    (model, dataset): (ModelKind, DatasetName),
+) -> Result<(Option<PathBuf>, PathBuf)> {
+    let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
+        true => Some(export(args, model, dataset, asking.out)?),
+        false => None,
+    };
+    let weights = match &args.weights {
+        Some(w) => w.clone(),
+        None => train(args, built, asking, (model, dataset), data_file.as_ref())?,
+    };
+    Ok((data_file, weights))
+}
+
+/// infer.md: how the figures were measured, then each model's table and its weights.
+fn markdown(args: &InferArgs, records: &[InferRecord], weights: &[(ModelKind, PathBuf)]) -> String {
+    let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(args));
+    for (model, w) in weights {
+        markdown += &format!(
+            "\n{}\nWeights: {}.\n",
+            kiln_report::infer::table(records, *model),
+            w.display()
+        );
+    }
+    markdown
 }
 
 /// The flags' own rules, checked before anything is built: one model for one weights file, a
@@ -190,7 +323,7 @@ fn method_text(args: &InferArgs) -> String {
         InferRequest::GROUP,
         args.throughput_seconds,
         args.samples,
-        args.repeats.max(1),
+        args.repeats(),
     )
 }
 
@@ -256,51 +389,50 @@ fn train(
     }
 }
 
-/// Every row's record for `model`, `--repeats` times interleaved, each given its agreement with
-/// the reference row of its repeat and its runner's size; appended to infer.jsonl.
+/// Every row's record for `model` in pass `repeat` (the Burn its runners were built against,
+/// in an A/B), each given its agreement with the reference row and its runner's size;
+/// appended to infer.jsonl.
 fn ask_rows(
     args: &InferArgs,
     rows: &[Row],
     asking: &crate::answer::Asking,
     (model, dataset, data_file): (ModelKind, DatasetName, Option<PathBuf>),
     weights: &Path,
+    (repeat, burn): (usize, Option<&kiln_contract::BurnBuild>),
 ) -> Result<Vec<InferRecord>> {
     let labels = test_labels(args, model, dataset)?;
-    let mut all = Vec::new();
-    for repeat in 1..=args.repeats.max(1) {
-        let mut records: Vec<InferRecord> = rows
-            .iter()
-            .map(|row| {
-                let mut q = request(args, model, dataset, row, weights);
-                q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
-                q.logits_out = asking
-                    .out
-                    .join("logits")
-                    .join(format!("{}-r{repeat}.safetensors", q.stem()));
-                q.spawned_at_unix_us = Some(unix_us());
-                let mut r = asking.row(row.runner, &q, row.skip.clone(), &row.version);
-                r.binary_bytes = binary_bytes(row);
-                r.repeat = Some(repeat);
-                r
-            })
-            .collect();
-        agree(&mut records, &[&args.reference, &args.train_on], &labels);
-        if kiln_contract::models::has_batch_norm(&model.layers()) {
-            for r in &mut records {
-                r.notes.push(
-                    "batch norm's running statistics are not in the weights file (it holds the \
-                     trainable parameters): every row serves with fresh ones, alike, so \
-                     agreement holds and accuracy does not mean the trained model's"
-                        .into(),
-                );
-            }
+    let mut records: Vec<InferRecord> = rows
+        .iter()
+        .map(|row| {
+            let mut q = request(args, model, dataset, row, weights);
+            q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
+            q.logits_out = asking
+                .out
+                .join("logits")
+                .join(format!("{}-r{repeat}.safetensors", q.stem()));
+            q.spawned_at_unix_us = Some(unix_us());
+            let mut r = asking.row(row.runner, &q, row.skip.clone(), &row.version);
+            r.binary_bytes = binary_bytes(row);
+            r.repeat = Some(repeat);
+            r.burn = burn.cloned();
+            r
+        })
+        .collect();
+    agree(&mut records, &[&args.reference, &args.train_on], &labels);
+    if kiln_contract::models::has_batch_norm(&model.layers()) {
+        for r in &mut records {
+            r.notes.push(
+                "batch norm's running statistics are not in the weights file (it holds the \
+                 trainable parameters): every row serves with fresh ones, alike, so \
+                 agreement holds and accuracy does not mean the trained model's"
+                    .into(),
+            );
         }
-        for r in &records {
-            append_line(&asking.out.join(INFER_FILE), r)?;
-        }
-        all.extend(records);
     }
-    Ok(all)
+    for r in &records {
+        append_line(&asking.out.join(INFER_FILE), r)?;
+    }
+    Ok(records)
 }
 
 /// The request of one row; its logits path and start time set by the caller.
@@ -585,6 +717,88 @@ mod tests {
         assert!(
             why.contains("conv1.weight") || why.contains("tensors"),
             "{why}"
+        );
+    }
+
+    /// An inference A/B runs every row from one set of weights on each Burn, alternating pass
+    /// by pass into each Burn's folder, and compares B's rows with A's in infer-ab.md.
+    #[test]
+    fn an_inference_ab_alternates_the_burns_from_the_same_weights() {
+        let Some(py) = test_python() else { return };
+        let tmp = tempfile::tempdir().unwrap();
+        let runner = || Runner {
+            program: py.clone(),
+            args: vec![reference_script().into_os_string()],
+            env: Vec::new(),
+            needs_data_file: true,
+        };
+        let a = args(&[
+            "--train-on",
+            "pytorch",
+            "--train-steps",
+            "1",
+            "--queries",
+            "20",
+            "--series-seconds",
+            "0.1",
+            "--throughput-seconds",
+            "0.05",
+            "--samples",
+            "8",
+            "--throughput-batch",
+            "8",
+            "--repeats",
+            "2",
+        ]);
+        let burn = |spec: &str| BurnBuild {
+            spec: spec.into(),
+            version: "0.22.1".into(),
+            path: spec.strip_prefix("path:").map(str::to_string),
+            revision: None,
+            dirty: None,
+        };
+        let sides = vec![
+            (
+                burn("0.22.1"),
+                vec![crate::testing::on_cpu("pytorch", runner())],
+                tmp.path().join("a"),
+            ),
+            (
+                burn("path:/src/burn"),
+                vec![crate::testing::on_cpu("pytorch", runner())],
+                tmp.path().join("b"),
+            ),
+        ];
+        let datasets = check_args(&a).unwrap();
+        let (text, ok) = ab_passes(&a, &datasets, &sides, tmp.path()).unwrap();
+        assert!(ok, "{text}");
+        let read = |side: &str| -> Vec<InferRecord> {
+            let path = tmp.path().join(side).join(INFER_FILE);
+            kiln_contract::question::read_records(&path, "an inference record").unwrap()
+        };
+        let (ra, rb) = (read("a"), read("b"));
+        assert_eq!(
+            ra.iter().map(|r| r.repeat).collect::<Vec<_>>(),
+            vec![Some(1), Some(2)]
+        );
+        assert!(
+            rb.iter()
+                .all(|r| r.burn.as_ref().unwrap().spec == "path:/src/burn")
+        );
+        // One weights file for both Burns.
+        let weights = std::fs::read_dir(tmp.path().join("weights"))
+            .unwrap()
+            .count();
+        assert_eq!(weights, 2, "the initial and the trained weights, once");
+        assert!(text.contains("A = 0.22.1, B = path:/src/burn"), "{text}");
+        assert!(
+            text.contains("| mlp · pytorch cpu f32 | latency p50, batch 1 |"),
+            "{text}"
+        );
+        assert!(tmp.path().join("b").join("infer.md").is_file());
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),
+            text
         );
     }
 }

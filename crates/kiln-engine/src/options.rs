@@ -321,9 +321,15 @@ pub struct InferArgs {
     /// The backend every row's predictions are compared with (else --train-on's).
     #[arg(long, default_value = "pytorch")]
     pub reference: String,
-    /// Runs of every row, interleaved.
-    #[arg(long, default_value_t = 1)]
-    pub repeats: usize,
+    /// Runs of every row, interleaved (default 1; with --burn, 3 passes per Burn).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeats: Option<u64>,
+    /// Build the runners against this Burn: a published version or path:DIR (see bench-all).
+    /// Twice or more: the same rows from the same weights on each Burn, alternating pass by
+    /// pass, and B against A on latency, throughput and first prediction in infer-ab.md
+    /// (docs/inference.md).
+    #[arg(long, value_name = "SPEC")]
+    pub burn: Vec<crate::burns::BurnSpec>,
     /// Queries per latency series ...
     #[arg(long, default_value_t = 1000)]
     pub queries: usize,
@@ -351,4 +357,13 @@ pub struct InferArgs {
     /// Directory holding dataset files (as for bench-all).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+impl InferArgs {
+    /// Runs of every row: `--repeats`, else 1 (3 passes per Burn in an A/B, the fewest that
+    /// give a verdict a spread).
+    pub fn repeats(&self) -> usize {
+        let default = if self.burn.is_empty() { 1 } else { 3 };
+        self.repeats.map_or(default, |n| n as usize)
+    }
 }

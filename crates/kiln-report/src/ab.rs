@@ -57,19 +57,30 @@ pub struct AbRow {
     pub measures: Vec<Measure>,
 }
 
-/// What each measure compares: its name, the value a run gives, its floor, and the words for
-/// "B higher" and "B lower".
-struct Rule {
-    name: &'static str,
-    value: fn(&Record) -> Option<f64>,
-    floor: f64,
-    /// Accuracy compares differences of shares, the rest ratios.
-    difference: bool,
-    higher: &'static str,
-    lower: &'static str,
+/// A run an A/B compares (a training record, an inference record): the pass it ran in.
+pub trait Run {
+    fn pass(&self) -> Option<usize>;
 }
 
-const RULES: [Rule; 4] = [
+impl Run for Record {
+    fn pass(&self) -> Option<usize> {
+        self.repeat.as_ref().map(|p| p.index)
+    }
+}
+
+/// What each measure compares: its name, the value a run gives, its floor, and the words for
+/// "B higher" and "B lower".
+pub struct Rule<R> {
+    pub name: &'static str,
+    pub value: fn(&R) -> Option<f64>,
+    pub floor: f64,
+    /// Accuracy compares differences of shares, the rest ratios.
+    pub difference: bool,
+    pub higher: &'static str,
+    pub lower: &'static str,
+}
+
+const RULES: [Rule<Record>; 4] = [
     Rule {
         name: "epoch time",
         value: |r| r.epoch_seconds.as_ref().map(|s| s.median),
@@ -159,15 +170,17 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
         .collect()
 }
 
-fn measure(
-    rule: &Rule,
-    a: &[&Record],
-    b: &[&Record],
+/// One measure of the same row, B's runs against A's, by `rule`: paired where every run has its
+/// partner of the same pass, else unpaired (a change must then exceed `drift` too); the epoch
+/// time of a sequential A/B by `sequential`'s rule.
+pub fn measure<R: Run>(
+    rule: &Rule<R>,
+    a: &[&R],
+    b: &[&R],
     drift: f64,
     sequential: Option<&Sequential>,
 ) -> Option<Measure> {
-    let values =
-        |rs: &[&Record]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
+    let values = |rs: &[&R]| -> Vec<f64> { rs.iter().filter_map(|r| (rule.value)(r)).collect() };
     let (va, vb) = (values(a), values(b));
     if va.is_empty() || vb.is_empty() {
         return None;
@@ -217,7 +230,7 @@ fn measure(
 }
 
 /// A measure's verdict by `seq` over its `pairs` (unpaired runs keep Welch's).
-fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, p: &[(f64, f64)]) {
+fn judge_sequentially<R>(m: &mut Measure, rule: &Rule<R>, seq: &Sequential, p: &[(f64, f64)]) {
     let look = seq.look(&differences(p, rule.difference));
     m.test = format!(
         "sequential paired t, {} pairs (each look at {:.4}, {} looks at most)",
@@ -242,15 +255,14 @@ fn judge_sequentially(m: &mut Measure, rule: &Rule, seq: &Sequential, p: &[(f64,
 /// Each B run's value beside its partner's, A's run of the same pass, when every run of each
 /// side has one and there are 2 pairs or more; `None` otherwise (the runs are compared
 /// unpaired).
-fn pairs(rule: &Rule, a: &[&Record], b: &[&Record]) -> Option<Vec<(f64, f64)>> {
-    let index = |r: &Record| r.repeat.as_ref().map(|p| p.index);
+fn pairs<R: Run>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<Vec<(f64, f64)>> {
     if a.len() != b.len() || a.len() < 2 {
         return None;
     }
     let mut out = Vec::new();
     for rb in b {
-        let k = index(rb)?;
-        let mut partners = a.iter().filter(|ra| index(ra) == Some(k));
+        let k = rb.pass()?;
+        let mut partners = a.iter().filter(|ra| ra.pass() == Some(k));
         let ra = partners.next()?;
         if partners.next().is_some() {
             return None;
@@ -360,11 +372,13 @@ pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f
     }
 }
 
-/// A measure's value as text (seconds, bytes, or a share as %).
+/// A measure's value as text (seconds, bytes, samples per second, or a share as %).
 fn value_text(name: &str, v: f64) -> String {
     match name {
-        "training memory" => human_bytes(v as u64),
+        "training memory" | "memory to serve" => human_bytes(v as u64),
         "test accuracy" => format!("{:.1}%", v * 100.0),
+        "throughput" => format!("{v:.0} samples/s"),
+        n if n.starts_with("latency") || n == "first prediction" => crate::infer::latency_text(v),
         _ => human_seconds(v),
     }
 }
@@ -388,32 +402,7 @@ pub fn change_text(m: &Measure) -> String {
 /// measure, and the rule in one paragraph.
 pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     let mut out = format!("## Burn A/B\n\nA = {a_label}, B = {b_label}.\n\n");
-    out.push_str(
-        "| Cell | Measure | A (median of runs) | B (median of runs) | B vs A (95% interval) | p | Test | Verdict |\n\
-         |---|---|---|---|---|---|---|---|\n",
-    );
-    for row in rows {
-        for m in &row.measures {
-            let median = |v: &[f64]| {
-                kiln_contract::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
-            };
-            let change = change_text(m);
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} | {} |",
-                row.cell,
-                m.name,
-                median(&m.a),
-                m.a.len(),
-                median(&m.b),
-                m.b.len(),
-                change,
-                m.p.map_or("–".into(), |p| format!("{p:.3}")),
-                m.test,
-                m.verdict
-            );
-        }
-    }
+    out.push_str(&table(rows, "Cell"));
     out.push_str(
         "\nA and B ran as alternating processes (A's run 1, B's run 1, A's run 2, ...). Paired \
          runs: each B is compared with its A (the paired t-test of their log ratio), so drift \
@@ -436,6 +425,37 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
              look and over 1%, \"no change of 3% either way\" when two one-sided tests at that level \
              put it within 3% either way, else undecided at the most pairs.\n",
         );
+    }
+    out
+}
+
+/// The rows' measures as one Markdown table, each row named in its first column (`first`).
+pub fn table(rows: &[AbRow], first: &str) -> String {
+    let mut out = format!(
+        "| {first} | Measure | A (median of runs) | B (median of runs) | B vs A (95% interval) | p | Test | Verdict |\n\
+         |---|---|---|---|---|---|---|---|\n"
+    );
+    for row in rows {
+        for m in &row.measures {
+            let median = |v: &[f64]| {
+                kiln_contract::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
+            };
+            let change = change_text(m);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} ({} runs) | {} ({} runs) | {} | {} | {} | {} |",
+                row.cell,
+                m.name,
+                median(&m.a),
+                m.a.len(),
+                median(&m.b),
+                m.b.len(),
+                change,
+                m.p.map_or("–".into(), |p| format!("{p:.3}")),
+                m.test,
+                m.verdict
+            );
+        }
     }
     out
 }

@@ -352,6 +352,107 @@ const CSV_COLUMNS: [&str; 24] = [
     "reason",
 ];
 
+impl crate::ab::Run for InferRecord {
+    fn pass(&self) -> Option<usize> {
+        self.repeat
+    }
+}
+
+/// A one-sample query's latency at percentile `p` (50 or 99).
+fn batch_one(r: &InferRecord, p: u8) -> Option<f64> {
+    let l = r.latency.iter().find(|l| l.batch == 1)?;
+    Some(if p == 50 {
+        l.p50_seconds
+    } else {
+        l.p99_seconds
+    })
+}
+
+/// What an inference A/B compares, each with its floor: the measures an embedding application
+/// pays (the tail and the first prediction are noisier than the median, so their floors are
+/// wider).
+const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
+    crate::ab::Rule {
+        name: "latency p50, batch 1",
+        value: |r| batch_one(r, 50),
+        floor: 0.03,
+        difference: false,
+        higher: "slower",
+        lower: "faster",
+    },
+    crate::ab::Rule {
+        name: "latency p99, batch 1",
+        value: |r| batch_one(r, 99),
+        floor: 0.10,
+        difference: false,
+        higher: "slower in the tail",
+        lower: "faster in the tail",
+    },
+    crate::ab::Rule {
+        name: "throughput",
+        value: |r| r.throughput.as_ref().map(|t| t.samples_per_second),
+        floor: 0.03,
+        difference: false,
+        higher: "serves more",
+        lower: "serves less",
+    },
+    crate::ab::Rule {
+        name: "first prediction",
+        value: |r| r.first_prediction.as_ref().map(|f| f.seconds),
+        floor: 0.10,
+        difference: false,
+        higher: "slower to first answer",
+        lower: "faster to first answer",
+    },
+];
+
+/// Burn A's inference rows against Burn B's (`infer --burn A --burn B`): every row both sides
+/// measured (model, backend, device, precision), each measure by kiln_report::ab's rule, B's
+/// run of each pass paired with A's.
+pub fn compare<'a>(a: &'a [InferRecord], b: &'a [InferRecord]) -> Vec<crate::ab::AbRow> {
+    let ok = |r: &&InferRecord| r.status == Status::Ok;
+    let key = |r: &InferRecord| format!("{} · {}", r.model, r.label());
+    let mut keys: Vec<String> = Vec::new();
+    for r in a.iter().filter(ok) {
+        if !keys.contains(&key(r)) && b.iter().filter(ok).any(|q| key(q) == key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .map(|k| {
+            let side = |rs: &'a [InferRecord]| -> Vec<&'a InferRecord> {
+                rs.iter().filter(ok).filter(|r| key(r) == k).collect()
+            };
+            let (ra, rb) = (side(a), side(b));
+            let measures = AB_RULES
+                .iter()
+                .filter_map(|rule| crate::ab::measure(rule, &ra, &rb, 0.0, None))
+                .collect();
+            crate::ab::AbRow { cell: k, measures }
+        })
+        .collect()
+}
+
+/// `infer-ab.md`'s section for one pair of Burns.
+pub fn ab_markdown(rows: &[crate::ab::AbRow], a_label: &str, b_label: &str) -> String {
+    let mut out = format!("## Inference, Burn A/B\n\nA = {a_label}, B = {b_label}.\n\n");
+    if rows.is_empty() {
+        out.push_str("No row was measured ok by both Burns: nothing to compare.\n");
+        return out;
+    }
+    out.push_str(&crate::ab::table(rows, "Row"));
+    out.push_str(
+        "\nA and B ran as alternating processes from the same weights (A's pass 1, B's pass 1, \
+         A's pass 2, ...); each B is compared with A's run of the same pass (the paired t-test \
+         of their log ratio), so drift over the run cancels. A change counts when p < 0.05 and \
+         it exceeds the measure's floor: 3% for the median latency and throughput, 10% for the \
+         99th percentile and the first prediction. A \"no difference\" says the smallest change \
+         the pairs would have shown 80% of the time; with a single pass there is no verdict \
+         (give --repeats 3 or more).\n",
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,5 +531,43 @@ mod tests {
         assert_eq!(&rows[2][1], "burn-cpu");
         assert_eq!(rows[0][6].parse::<f64>().unwrap(), 20e-6);
         assert_eq!(&rows[2][20], "0.95");
+    }
+
+    /// Burn B's rows against A's, pass by pass: a p50 10% higher in every pass is "B slower",
+    /// the same runs twice are no difference, and a single pass gets no verdict.
+    #[test]
+    fn an_inference_ab_reads_its_pairs() {
+        let runs = |p50: &[f64]| -> Vec<InferRecord> {
+            p50.iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    let mut r = record("flex", p, 1.0);
+                    r.repeat = Some(i + 1);
+                    r
+                })
+                .collect()
+        };
+        let a = runs(&[1.00e-3, 1.02e-3, 0.98e-3, 1.05e-3]);
+        let slower: Vec<f64> = [1.00e-3, 1.02e-3, 0.98e-3, 1.05e-3]
+            .iter()
+            .zip([1.10, 1.11, 1.09, 1.10])
+            .map(|(p, f)| p * f)
+            .collect();
+        let verdict = |rows: &[crate::ab::AbRow]| rows[0].measures[0].verdict.clone();
+        let rows = compare(&a, &runs(&slower));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].measures[0].name, "latency p50, batch 1");
+        assert_eq!(verdict(&rows), "B slower", "{rows:?}");
+        assert!(verdict(&compare(&a, &a)).starts_with("no difference"));
+        assert!(verdict(&compare(&a[..1], &runs(&slower)[..1])).starts_with("no verdict"));
+        let text = ab_markdown(&rows, "0.22.1", "path:../burn");
+        assert!(
+            text.contains("| mlp · flex cpu f32 | latency p50, batch 1 | 1.01 ms (4 runs)"),
+            "{text}"
+        );
+        // A row only one side measured is not compared.
+        let mut other = runs(&slower);
+        other.iter_mut().for_each(|r| r.backend = "ndarray".into());
+        assert!(compare(&a, &other).is_empty());
     }
 }

@@ -35,7 +35,11 @@ fn emit(event: &Event) {
 /// all become a record whose status says so; this never panics. CubeCL's autotune settings
 /// (`request.autotune`, `request.autotune_cache`) are environment variables read when a
 /// device starts: only the runner binary sets them (see [`set_runtime_env`]).
-pub fn train_cell(binding: &dyn Binding, request: &CellRequest, sink: &mut dyn FnMut(&Event)) -> Record {
+pub fn train_cell(
+    binding: &dyn Binding,
+    request: &CellRequest,
+    sink: &mut dyn FnMut(&Event),
+) -> Record {
     train_cell_with_args(binding, request, Vec::new(), sink)
 }
 
