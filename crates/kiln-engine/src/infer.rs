@@ -20,8 +20,7 @@ use crate::bench::rundir::append_line;
 pub use crate::options::InferArgs;
 use crate::runners::{Built, build_and_probe};
 
-/// The file of inference records in a run directory.
-pub const INFER_FILE: &str = "infer.jsonl";
+pub use kiln_report::infer::INFER_FILE;
 
 /// One question that takes longer than this is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);

@@ -177,7 +177,7 @@ async fn main() {
     let (dirs, _) = site::run_dirs(&[runs_dir]).unwrap();
     let runs = site::read_runs(&dirs).unwrap();
     let read_s = t.elapsed().as_secs_f64();
-    let built = site::build(&runs, &out).unwrap();
+    let built = site::build(&runs, &[], &out).unwrap();
     let build_s = t.elapsed().as_secs_f64();
     let data_bytes = std::fs::metadata(out.join("data.js")).unwrap().len();
     let browser = browse(&out).await;

@@ -6,6 +6,9 @@
 pub use kiln_contract::infer::*;
 use kiln_contract::{ModelKind, Stats, Status};
 
+/// The file of inference records in a run directory.
+pub const INFER_FILE: &str = "infer.jsonl";
+
 use crate::units::{human_bytes, human_seconds};
 
 /// A latency as people read it: `17.2 µs`, `3.41 ms`, `1.20 s`.
@@ -196,7 +199,6 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
 /// `infer.html`: the method, then per model its latency chart and its table, with the notes;
 /// written with maud's templates (escaped by construction).
 pub fn html(records: &[InferRecord], method: &str) -> String {
-    let models = models(records);
     let page = maud::html! {
         (maud::DOCTYPE)
         html lang="en" {
@@ -209,24 +211,36 @@ pub fn html(records: &[InferRecord], method: &str) -> String {
             body {
                 h1 { "cargo xtask infer" }
                 p { (method) }
-                @for model in &models {
-                    @let (lines, notes) = table_of(records, *model);
-                    h2 { (model.to_string()) }
-                    @if let Ok(Some(svg)) = crate::chart::latency_chart(records, *model) {
-                        (maud::PreEscaped(svg))
-                    }
-                    table {
-                        tr { @for c in COLUMNS { th { (c) } } }
-                        @for line in &lines {
-                            tr { @for cell in line { td { (cell.replace("**", "")) } } }
-                        }
-                    }
-                    ul { @for n in &notes { li { (n) } } }
-                }
+                (sections(records, "h2"))
             }
         }
     };
     page.into_string()
+}
+
+/// Each model of `records`: its name (as heading `level`), latency chart, table and notes; the
+/// run's infer.html and the results site's serving page both show them so.
+pub fn sections(records: &[InferRecord], level: &str) -> maud::Markup {
+    let heading = |text: String| match level {
+        "h2" => maud::html! { h2 { (text) } },
+        _ => maud::html! { h3 { (text) } },
+    };
+    maud::html! {
+        @for model in &models(records) {
+            @let (lines, notes) = table_of(records, *model);
+            (heading(model.to_string()))
+            @if let Ok(Some(svg)) = crate::chart::latency_chart(records, *model) {
+                (maud::PreEscaped(svg))
+            }
+            table {
+                tr { @for c in COLUMNS { th { (c) } } }
+                @for line in &lines {
+                    tr { @for cell in line { td { (cell.replace("**", "")) } } }
+                }
+            }
+            ul { @for n in &notes { li { (n) } } }
+        }
+    }
 }
 
 /// What a row's reader must know: Kiln's overhead beyond its share of the smallest p50, a

@@ -16,9 +16,10 @@ use kiln_report::site;
 
 fn committed_site(out: &Path) -> Value {
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
-    let (dirs, _) = site::run_dirs(&[results]).unwrap();
+    let (dirs, _) = site::run_dirs(std::slice::from_ref(&results)).unwrap();
     let runs = site::read_runs(&dirs).unwrap();
-    site::build(&runs, out).unwrap();
+    let serving = site::serving::read_serving(&[results]).unwrap();
+    site::build(&runs, &serving, out).unwrap();
     serde_json::from_str(&std::fs::read_to_string(out.join("data.json")).unwrap()).unwrap()
 }
 
@@ -218,6 +219,32 @@ async fn machine_page(b: &Browser, out: &Path) {
     );
 }
 
+/// The serving page, reached from the index's menu: the inference runs' tables and charts.
+async fn serving_page(b: &Browser, out: &Path) {
+    b.open(&url(out, "index.html")).await;
+    b.client
+        .find(Locator::LinkText("Serving"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let h1 = b.client.find(Locator::Css("h1")).await.unwrap();
+    assert_eq!(h1.text().await.unwrap(), "Serving");
+    let rows = b
+        .client
+        .find_all(Locator::Css("section table tr"))
+        .await
+        .unwrap();
+    assert!(rows.len() >= 4, "{} rows", rows.len());
+    let charts = b
+        .client
+        .find_all(Locator::Css("section svg"))
+        .await
+        .unwrap();
+    assert!(!charts.is_empty());
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn the_site_filters_compares_and_links_in_chromium_without_console_errors() {
     let Some(b) = Browser::start("the results site in chromium", 1500, 1000).await else {
@@ -228,6 +255,7 @@ async fn the_site_filters_compares_and_links_in_chromium_without_console_errors(
     index_filters_and_sorts(&b, tmp.path(), &data).await;
     compare_two_burns(&b, tmp.path(), &data).await;
     machine_page(&b, tmp.path()).await;
+    serving_page(&b, tmp.path()).await;
     let errors = b.console_errors().await;
     let _ = b.client.clone().close().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");

@@ -44,19 +44,25 @@ fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<(
     let sources: Vec<PathBuf> = std::iter::once(results).chain(runs).collect();
     let (dirs, passed_over) = site::run_dirs(&sources)?;
     let runs = site::read_runs(&dirs)?;
-    let built = site::build(&runs, &out)?;
+    let serving = site::serving::read_serving(&sources)?;
+    let built = site::build(&runs, &serving, &out)?;
+    let (inference, _) = site::runs::dirs_holding(&sources, kiln_report::infer::INFER_FILE)?;
     for dir in &passed_over {
+        if inference.iter().any(|d| d.path.starts_with(dir)) {
+            continue;
+        }
         eprintln!(
-            "kiln: passed over {} (no results.jsonl in it or below: explain, verify or build runs hold none)",
+            "kiln: passed over {} (no results.jsonl or infer.jsonl in it or below: explain, verify or build runs hold none)",
             dir.display()
         );
     }
     eprintln!(
-        "kiln: site of {} records from {} runs on {} machines ({} rows): {}",
+        "kiln: site of {} records from {} runs on {} machines ({} rows), and {} inference runs: {}",
         built.records,
         built.runs,
         built.machines,
         built.rows,
+        serving.len(),
         out.join("index.html").display()
     );
     Ok(())

@@ -1,12 +1,14 @@
 //! The results site: every committed run's records (and any run directories given) as one
 //! static, self-contained site (HTML, CSS, one script, the data as JSON; no server, no network
 //! at view time). Every record is checked against the record schema first (`validate`); the
-//! rows are `rows`'s, the pages `pages`'s; `name` is the rule a committed run is named by.
+//! rows are `rows`'s, the pages `pages`'s, the inference runs' page `serving`'s; `name` is the
+//! rule a committed run is named by.
 
 pub mod name;
 pub mod pages;
 pub mod rows;
 pub mod runs;
+pub mod serving;
 pub mod submit;
 pub mod validate;
 
@@ -30,10 +32,10 @@ pub struct Built {
     pub machines: usize,
 }
 
-/// The site of `runs`, written to `out`: index.html, compare.html, machines.html, one page per
-/// machine under machines/, site.js, site.css, and the data as data.json (and as data.js, which
+/// The site of `runs` (and the inference runs, `serving`), written to `out`: index.html,
+/// compare.html, machines.html, serving.html, one page per machine under machines/, site.js, site.css, and the data as data.json (and as data.js, which
 /// pages opened from files can load).
-pub fn build(runs: &[Run], out: &Path) -> Result<Built> {
+pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Result<Built> {
     let (machines, rows, per_run) = rows::site_rows(runs);
     std::fs::create_dir_all(out.join("machines"))
         .with_context(|| format!("{}: cannot create the site here", out.display()))?;
@@ -52,6 +54,7 @@ pub fn build(runs: &[Run], out: &Path) -> Result<Built> {
         ),
         ("compare.html".into(), pages::compare()),
         ("machines.html".into(), pages::machine_list(&machines)),
+        ("serving.html".into(), pages::serving(serving)),
         ("site.js".into(), SCRIPT.into()),
         ("site.css".into(), STYLE.into()),
         ("data.js".into(), format!("window.KILN_SITE = {json};\n")),

@@ -25,6 +25,7 @@ fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
                     a href={ (up) "index.html" } { "All results" }
                     a href={ (up) "compare.html" } { "Compare" }
                     a href={ (up) "machines.html" } { "Machines" }
+                    a href={ (up) "serving.html" } { "Serving" }
                 }
                 (body)
             }
@@ -145,6 +146,11 @@ pub fn machine_list(machines: &[Machine]) -> String {
         }
     };
     layout("Machines", "machines", "", body)
+}
+
+/// The inference runs' page (`super::serving`).
+pub fn serving(runs: &[super::serving::ServingRun]) -> String {
+    layout("Serving", "serving", "", super::serving::body(runs))
 }
 
 fn row_table(rows: &[Row]) -> Markup {

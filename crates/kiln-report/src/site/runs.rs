@@ -34,11 +34,17 @@ const DEPTH: usize = 3;
 /// directories under it that hold no run at all (explain, verify or build-timing runs) are
 /// returned apart, to be named.
 pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
+    dirs_holding(paths, RESULTS_FILE)
+}
+
+/// The directories among `paths` (and below them, as [`run_dirs`] finds runs) that hold `file`
+/// (`results.jsonl`, `infer.jsonl`), and those under a folder of runs that hold none.
+pub fn dirs_holding(paths: &[PathBuf], file: &str) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
     let (mut runs, mut other) = (Vec::new(), Vec::new());
     for path in paths {
-        if path.join(RESULTS_FILE).is_file() {
+        if path.join(file).is_file() {
             // A run given itself: named by its last component.
-            collect(path.parent().unwrap_or(path), path, 1, &mut runs)?;
+            collect(path.parent().unwrap_or(path), path, (1, file), &mut runs)?;
             continue;
         }
         let children = subdirs(path).with_context(|| {
@@ -49,7 +55,7 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
         })?;
         for child in children {
             let found = runs.len();
-            collect(path, &child, DEPTH, &mut runs)?;
+            collect(path, &child, (DEPTH, file), &mut runs)?;
             if runs.len() == found {
                 other.push(child);
             }
@@ -58,10 +64,15 @@ pub fn run_dirs(paths: &[PathBuf]) -> Result<(Vec<RunDir>, Vec<PathBuf>)> {
     Ok((runs, other))
 }
 
-/// `dir` if it is a run, else the runs below it down to `depth` levels, named by their path
-/// under `root`.
-fn collect(root: &Path, dir: &Path, depth: usize, runs: &mut Vec<RunDir>) -> Result<()> {
-    if dir.join(RESULTS_FILE).is_file() {
+/// `dir` if it holds `file`, else the directories below it that do, down to `depth` levels,
+/// named by their path under `root`.
+fn collect(
+    root: &Path,
+    dir: &Path,
+    (depth, file): (usize, &str),
+    runs: &mut Vec<RunDir>,
+) -> Result<()> {
+    if dir.join(file).is_file() {
         let name = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
         runs.push(RunDir {
             name,
@@ -69,7 +80,7 @@ fn collect(root: &Path, dir: &Path, depth: usize, runs: &mut Vec<RunDir>) -> Res
         });
     } else if depth > 1 {
         for sub in subdirs(dir)? {
-            collect(root, &sub, depth - 1, runs)?;
+            collect(root, &sub, (depth - 1, file), runs)?;
         }
     }
     Ok(())

@@ -100,7 +100,7 @@ mod tests {
         let (dirs, _) = run_dirs(&[results]).unwrap();
         let runs = read_runs(&dirs).unwrap();
         let out = tmp.path().join("site");
-        build(&runs, &out).unwrap();
+        build(&runs, &[], &out).unwrap();
         let data: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("data.json")).unwrap()).unwrap();
         let named = |v: &serde_json::Value| v.to_string().contains("2026-12-04-xeon-f6m167-run\"");
