@@ -7,7 +7,7 @@
 //!   pass): the paired t-test of each B against its A (the logarithm of their ratio; accuracy:
 //!   their difference). Drift over the run moves both runs of a pair alike and cancels, so it
 //!   is no threshold; a change counts when p < 0.05 and it exceeds the measure's floor (1% for
-//!   epoch time, 10% for the warm-up, 5% for memory, 1 point of accuracy).
+//!   epoch time, 10% and 0.1 s for the warm-up, 5% and 1 MiB for memory, 1 point of accuracy).
 //! - **unpaired** (a side with failed runs, runs merged from two directories): Welch's t over
 //!   the two sides, and a change must also exceed the larger of the sides' between-run
 //!   variation and the machine's drift.
@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 
 use crate::fields::{human_bytes, human_seconds};
 use kiln_contract::schema::{Record, Status};
-use kiln_contract::stats::{Look, Sequential, Stats, welch};
+use kiln_contract::stats::{Look, Sequential, Stats, median, welch};
 
 /// Two-sided p-value under which a difference is not taken for noise.
 pub const P_VALUE: f64 = 0.05;
@@ -76,6 +76,10 @@ pub struct Rule<R> {
     pub floor: f64,
     /// Accuracy compares differences of shares, the rest ratios.
     pub difference: bool,
+    /// The least change, in the measure's own unit (seconds, bytes), that counts however
+    /// sure: an unchanged Burn built again moved a 0.02 s warm-up by 20% and 7 MiB of memory
+    /// by 4% in an A/A study (docs/burn-ab.md). 0: none.
+    pub least: f64,
     pub higher: &'static str,
     pub lower: &'static str,
 }
@@ -86,6 +90,7 @@ const RULES: [Rule<Record>; 4] = [
         value: |r| r.epoch_seconds.as_ref().map(|s| s.median),
         floor: 0.01,
         difference: false,
+        least: 0.0,
         higher: "slower",
         lower: "faster",
     },
@@ -100,6 +105,7 @@ const RULES: [Rule<Record>; 4] = [
         },
         floor: 0.10,
         difference: false,
+        least: 0.1,
         higher: "slower to start",
         lower: "faster to start",
     },
@@ -108,6 +114,7 @@ const RULES: [Rule<Record>; 4] = [
         value: |r| r.training_bytes().map(|b| b as f64),
         floor: 0.05,
         difference: false,
+        least: 1048576.0,
         higher: "needs more memory",
         lower: "needs less memory",
     },
@@ -116,6 +123,7 @@ const RULES: [Rule<Record>; 4] = [
         value: |r| r.test_accuracy,
         floor: 0.01,
         difference: true,
+        least: 0.0,
         higher: "learns more",
         lower: "learns less",
     },
@@ -196,7 +204,18 @@ pub fn measure<R: Run>(
             "Welch's t (unpaired)".to_string(),
         ),
     };
-    let verdict = match (c.moved, c.detectable) {
+    // A sure change too small to matter (under the rule's least, in its unit) does not count.
+    let shift = match (median(&va), median(&vb)) {
+        (Some(x), Some(y)) => (y - x).abs(),
+        _ => 0.0,
+    };
+    let small = c.moved.is_some() && shift < rule.least;
+    let verdict = match (c.moved.filter(|_| !small), c.detectable) {
+        (None, _) if small => format!(
+            "no difference that counts (the medians {} apart, under the {} a change must reach)",
+            value_text(rule.name, shift),
+            value_text(rule.name, rule.least)
+        ),
         (None, _) if c.p.is_none() => {
             "no verdict: a side has a single run (give --repeats 3 or more)".to_string()
         }
@@ -375,6 +394,10 @@ pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f
 /// A measure's value as text (seconds, bytes, samples per second, or a share as %).
 fn value_text(name: &str, v: f64) -> String {
     match name {
+        // Small shifts (the A/A study's) with their fraction, not rounded to a whole MiB.
+        "training memory" | "memory to serve" if v < 10.0 * 1048576.0 => {
+            format!("{:.2} MiB", v / 1048576.0)
+        }
         "training memory" | "memory to serve" => human_bytes(v as u64),
         "test accuracy" => format!("{:.1}%", v * 100.0),
         "throughput" => format!("{v:.0} samples/s"),
@@ -407,7 +430,8 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
         "\nA and B ran as alternating processes (A's run 1, B's run 1, A's run 2, ...). Paired \
          runs: each B is compared with its A (the paired t-test of their log ratio), so drift \
          over the run cancels; a change counts when p < 0.05 and it exceeds the measure's floor \
-         (1% for epoch time, 10% for the warm-up, 5% for memory, 1 point of accuracy), and a \
+         (1% for epoch time, 10% and 0.1 s for the warm-up, 5% and 1 MiB for memory, 1 point of \
+         accuracy), and a \
          \"no difference\" says the smallest change the pairs would have shown 80% of the time. \
          Unpaired runs (a side with failed runs): Welch's t-test, and a change must also exceed \
          the larger of the sides' between-run variation and the machine's drift.\n",
@@ -556,5 +580,34 @@ mod tests {
         );
         // Cells only one side ran are left out.
         assert!(compare(&a, &runs("ndarray", &[1.0, 2.0], 0.8), None).is_empty());
+    }
+
+    /// A sure change smaller than the measure's least (a warm-up of hundredths of a second, as
+    /// an unchanged Burn rebuilt showed in the A/A study) does not count.
+    #[test]
+    fn a_sure_change_under_the_least_that_counts_is_none() {
+        let warm = |values: &[f64]| -> Vec<Record> {
+            values
+                .iter()
+                .map(|&w| {
+                    let mut r = runs("flex", &[100.0], 0.8).remove(0);
+                    r.first_step_seconds = Some(w);
+                    r
+                })
+                .collect()
+        };
+        let a = warm(&[0.020, 0.021, 0.020, 0.021]);
+        let b = warm(&[0.016, 0.0165, 0.016, 0.0165]);
+        let rows = compare(&a, &b, None);
+        let v = verdict(&rows, "flex", "warm-up to steady state");
+        assert!(v.starts_with("no difference that counts"), "{v}");
+        // The same shift in seconds is a change.
+        let a = warm(&[2.0, 2.1, 2.0, 2.1]);
+        let b = warm(&[1.6, 1.65, 1.6, 1.65]);
+        let rows = compare(&a, &b, None);
+        assert_eq!(
+            verdict(&rows, "flex", "warm-up to steady state"),
+            "B faster to start"
+        );
     }
 }
