@@ -319,13 +319,7 @@ mod tests {
         let order = tmp.path().join("order");
         let args = Cli::parse_from(["x", "--passes", "2", "--model", "mnist-cnn"]).args;
         let probe = |runner: Runner| vec![crate::testing::on_cpu("flex", runner)];
-        let burn = |spec: &str| BurnBuild {
-            spec: spec.into(),
-            version: "0.22.1".into(),
-            path: spec.strip_prefix("path:").map(str::to_string),
-            revision: None,
-            dirty: None,
-        };
+        let burn = crate::testing::burn_build;
         let sides = vec![
             (
                 burn("0.22.1"),

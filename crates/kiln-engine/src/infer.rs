@@ -749,13 +749,7 @@ mod tests {
             "--repeats",
             "2",
         ]);
-        let burn = |spec: &str| BurnBuild {
-            spec: spec.into(),
-            version: "0.22.1".into(),
-            path: spec.strip_prefix("path:").map(str::to_string),
-            revision: None,
-            dirty: None,
-        };
+        let burn = crate::testing::burn_build;
         let sides = vec![
             (
                 burn("0.22.1"),

@@ -58,3 +58,14 @@ pub fn test_python() -> Option<PathBuf> {
         }
     }
 }
+
+/// The Burn of an A/B side as a test names it (`0.22.1`, `path:/src/burn`).
+pub fn burn_build(spec: &str) -> kiln_contract::BurnBuild {
+    kiln_contract::BurnBuild {
+        spec: spec.into(),
+        version: "0.22.1".into(),
+        path: spec.strip_prefix("path:").map(str::to_string),
+        revision: None,
+        dirty: None,
+    }
+}

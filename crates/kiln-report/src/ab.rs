@@ -401,7 +401,7 @@ fn value_text(name: &str, v: f64) -> String {
         "training memory" | "memory to serve" => human_bytes(v as u64),
         "test accuracy" => format!("{:.1}%", v * 100.0),
         "throughput" => format!("{v:.0} samples/s"),
-        n if n.starts_with("latency") || n == "first prediction" => crate::infer::latency_text(v),
+        n if n.starts_with("latency") || n == "first prediction" => crate::units::latency_text(v),
         _ => human_seconds(v),
     }
 }

@@ -9,18 +9,8 @@ use kiln_contract::{ModelKind, Stats, Status};
 /// The file of inference records in a run directory.
 pub const INFER_FILE: &str = "infer.jsonl";
 
+pub use crate::units::latency_text;
 use crate::units::{human_bytes, human_seconds};
-
-/// A latency as people read it: `17.2 µs`, `3.41 ms`, `1.20 s`.
-pub fn latency_text(s: f64) -> String {
-    if s < 1e-3 {
-        format!("{:.1} µs", s * 1e6)
-    } else if s < 1.0 {
-        format!("{:.2} ms", s * 1e3)
-    } else {
-        human_seconds(s)
-    }
-}
 
 /// `values` (one per repeat) as their median, with the next run's interval where there are
 /// several: `17.2 µs (16.9 µs–17.5 µs)`, or `(≤ 30.1 µs)` where the interval reaches zero.

@@ -50,3 +50,14 @@ pub(crate) fn thousands(n: usize) -> String {
     }
     out
 }
+
+/// A latency as people read it: `17.2 µs`, `3.41 ms`, `1.20 s`.
+pub fn latency_text(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        human_seconds(s)
+    }
+}
