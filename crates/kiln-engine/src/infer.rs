@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
 use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
-use kiln_contract::{CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
+use kiln_contract::{BurnBuild, CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
 
 use crate::answer::Row;
 use crate::bench::rundir::append_line;
@@ -22,8 +22,8 @@ use crate::runners::{Built, build_and_probe};
 
 pub use kiln_report::infer::INFER_FILE;
 
-mod ab;
-pub use ab::AB_FILE;
+mod agreement;
+use agreement::{agree, test_labels};
 
 /// One question that takes longer than this is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -69,7 +69,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     let wanted = crate::runners::buildable(wanted);
     let out = crate::answer::out_dir(args.ask.out.as_deref(), "infer", INFER_FILE, "")?;
     if !args.burn.is_empty() {
-        return ab::infer_ab(&args, &datasets, &wanted, &out);
+        return infer_ab(&args, &datasets, &wanted, &out);
     }
     make_dirs(&out)?;
     let built = build_and_probe(&wanted, false)?;
@@ -96,6 +96,98 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
     Ok(all.iter().all(|r| r.status.is_result()))
+}
+
+/// The file of an inference A/B's comparison (`infer --burn A --burn B`).
+pub const AB_FILE: &str = "infer-ab.md";
+
+/// `infer --burn A --burn B ...`: each Burn's runners built on their own, the weights made once
+/// (on the first Burn's --train-on runner, or --weights), `--repeats` passes per Burn
+/// alternating (A, B, A, B, ...) into `out/<letter>-<burn>/` with their own tables, and
+/// `infer-ab.md` comparing every other Burn's rows with the first's, pass by pass.
+fn infer_ab(
+    args: &InferArgs,
+    datasets: &[(ModelKind, DatasetName)],
+    wanted: &[&'static crate::backends::Backend],
+    out: &Path,
+) -> Result<bool> {
+    let built = crate::burns::build_all(&args.burn, wanted, false)?;
+    let dirs: Vec<PathBuf> = built
+        .iter()
+        .enumerate()
+        .map(|(i, s)| crate::burns::side_dir(out, i, &s.burn))
+        .collect();
+    let listed: Vec<_> = built
+        .iter()
+        .zip(&dirs)
+        .map(|(s, d)| (s, d.as_path()))
+        .collect();
+    crate::burns::write_burns(out, &listed)?;
+    let sides: Vec<(BurnBuild, Vec<Built>, PathBuf)> = built
+        .into_iter()
+        .zip(dirs)
+        .map(|(s, dir)| (s.burn.build, s.built, dir))
+        .collect();
+    let (text, all_ok) = ab_passes(args, datasets, &sides, out)?;
+    println!("{text}");
+    eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
+    Ok(all_ok)
+}
+
+/// The passes of an inference A/B over built `sides` (each Burn, its runners, its directory)
+/// and `infer-ab.md` in `out`; returns its text and whether every row gave a result.
+fn ab_passes(
+    args: &InferArgs,
+    datasets: &[(ModelKind, DatasetName)],
+    sides: &[(BurnBuild, Vec<Built>, PathBuf)],
+    out: &Path,
+) -> Result<(String, bool)> {
+    let Some((first, first_built, _)) = sides.first() else {
+        bail!("no --burn could be built (the log says why)");
+    };
+    make_dirs(out)?;
+    let mut records: Vec<Vec<InferRecord>> = vec![Vec::new(); sides.len()];
+    let mut weights = Vec::new();
+    for &(model, dataset) in datasets {
+        let (data_file, w) = inputs(args, first_built, &asking(out), (model, dataset))?;
+        for repeat in 1..=args.repeats() {
+            for (i, (burn, built, dir)) in sides.iter().enumerate() {
+                eprintln!(
+                    "kiln: inference pass {repeat} of {}, Burn {}",
+                    args.repeats(),
+                    burn.label()
+                );
+                make_dirs(dir)?;
+                let rows = rows(built, &args.precisions);
+                let at = (model, dataset, data_file.clone());
+                let pass = ask_rows(args, &rows, &asking(dir), at, &w, (repeat, Some(burn)))?;
+                records[i].extend(pass);
+            }
+        }
+        weights.push((model, w));
+    }
+    for ((_, _, dir), side) in sides.iter().zip(&records) {
+        write_tables(
+            dir,
+            (&markdown(args, side, &weights), &method_text(args)),
+            side,
+        )?;
+    }
+    let a = first.label();
+    let mut text = String::from("# cargo xtask infer, Burn A against Burn B\n\n");
+    for ((burn, _, _), side) in sides.iter().zip(&records).skip(1) {
+        let rows = kiln_report::infer::compare(&records[0], side);
+        text += &kiln_report::infer::ab_markdown(&rows, &a, &burn.label());
+    }
+    if sides.len() < 2 {
+        text += &format!(
+            "Only Burn {a} could be built: nothing to compare (the log says why each other \
+             --burn could not be used).\n"
+        );
+    }
+    let path = out.join(AB_FILE);
+    std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((text, records.iter().flatten().all(|r| r.status.is_result())))
 }
 
 /// A run directory's folders for weights, logits and the runners' logs.
@@ -406,50 +498,6 @@ fn binary_bytes(row: &Row) -> Option<u64> {
         .flatten()
 }
 
-/// The labels of the test samples the rows predict, for each row's accuracy.
-fn test_labels(args: &InferArgs, model: ModelKind, dataset: DatasetName) -> Result<Vec<u8>> {
-    let data = kiln_data::load(&kiln_data::Request {
-        name: dataset,
-        geometry: model.geometry(),
-        data_dir: args.data_dir.clone(),
-        seed: args.seed,
-        synthetic_sizes: Profile::Quick.synthetic_sizes(model.standard_epoch()),
-    })?;
-    Ok(data
-        .test
-        .labels
-        .iter()
-        .take(args.samples)
-        .copied()
-        .collect())
-}
-
-/// Each ok record's agreement with the reference row (the first ok row of the first of
-/// `references`, backends' names, that has one), from their logits files; the reference row's
-/// own accuracy too.
-fn agree(records: &mut [InferRecord], references: &[&str], labels: &[u8]) {
-    let logits = |r: &InferRecord| {
-        r.logits
-            .as_deref()
-            .filter(|_| r.status == Status::Ok)
-            .and_then(|p| kiln_contract::infer::read_logits(p).ok())
-    };
-    let Some((name, (base, classes))) = references.iter().find_map(|&reference| {
-        records
-            .iter()
-            .filter(|r| r.backend == reference)
-            .find_map(|r| logits(r).map(|l| (r.label(), l)))
-    }) else {
-        return;
-    };
-    for r in records.iter_mut() {
-        if let Some((values, _)) = logits(r) {
-            r.agreement =
-                kiln_contract::infer::agreement(&name, &base, &values, classes, Some(labels));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,7 +722,7 @@ mod tests {
             ),
         ];
         let datasets = check_args(&a).unwrap();
-        let (text, ok) = ab::ab_passes(&a, &datasets, &sides, tmp.path()).unwrap();
+        let (text, ok) = ab_passes(&a, &datasets, &sides, tmp.path()).unwrap();
         assert!(ok, "{text}");
         let read = |side: &str| -> Vec<InferRecord> {
             let path = tmp.path().join(side).join(INFER_FILE);
