@@ -90,26 +90,7 @@ fn explain_pass(
 /// explain per Burn alternating (A, B, A, B, ...) into `out/<letter>-<burn>/`, and
 /// `explain-ab.md` comparing every other Burn with the first op by op.
 fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Result<bool> {
-    let built = crate::burns::build_all(&args.burn, wanted, false)?;
-    let dirs: Vec<PathBuf> = built
-        .iter()
-        .enumerate()
-        .map(|(i, s)| crate::burns::side_dir(out, i, &s.burn))
-        .collect();
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    crate::burns::write_burns(
-        out,
-        &built
-            .iter()
-            .zip(&dirs)
-            .map(|(s, d)| (s, d.as_path()))
-            .collect::<Vec<_>>(),
-    )?;
-    let sides: Vec<(BurnBuild, Vec<Built>, PathBuf)> = built
-        .into_iter()
-        .zip(dirs)
-        .map(|(s, dir)| (s.burn.build, s.built, dir))
-        .collect();
+    let sides = crate::burns::build_sides(&args.burn, wanted, false, out)?;
     let (text, all_ok) = run_ab(args, &sides, out)?;
     println!("{text}");
     eprintln!("kiln: op-by-op A/B in {}", out.join(AB_FILE).display());

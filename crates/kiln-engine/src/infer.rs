@@ -75,23 +75,21 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     let built = build_and_probe(&wanted, false)?;
     let rows = rows(&built, &args.precisions);
     let mut all = Vec::new();
-    let mut weights = Vec::new();
-    for &(model, dataset) in &datasets {
-        let (data_file, w) = inputs(&args, &built, &asking(&out), (model, dataset))?;
+    let mut models = Vec::new();
+    for &model in &datasets {
+        let inputs = inputs(&args, &built, &asking(&out), model)?;
         for repeat in 1..=args.repeats() {
-            let at = (model, dataset, data_file.clone());
             all.extend(ask_rows(
                 &args,
                 &rows,
                 &asking(&out),
-                at,
-                &w,
+                &inputs,
                 (repeat, None),
             )?);
         }
-        weights.push((model, w));
+        models.push(inputs);
     }
-    let markdown = markdown(&args, &all, &weights);
+    let markdown = markdown(&args, &all, &models);
     write_tables(&out, (&markdown, &method_text(&args)), &all)?;
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
@@ -111,23 +109,7 @@ fn infer_ab(
     wanted: &[&'static crate::backends::Backend],
     out: &Path,
 ) -> Result<bool> {
-    let built = crate::burns::build_all(&args.burn, wanted, false)?;
-    let dirs: Vec<PathBuf> = built
-        .iter()
-        .enumerate()
-        .map(|(i, s)| crate::burns::side_dir(out, i, &s.burn))
-        .collect();
-    let listed: Vec<_> = built
-        .iter()
-        .zip(&dirs)
-        .map(|(s, d)| (s, d.as_path()))
-        .collect();
-    crate::burns::write_burns(out, &listed)?;
-    let sides: Vec<(BurnBuild, Vec<Built>, PathBuf)> = built
-        .into_iter()
-        .zip(dirs)
-        .map(|(s, dir)| (s.burn.build, s.built, dir))
-        .collect();
+    let sides = crate::burns::build_sides(&args.burn, wanted, false, out)?;
     let (text, all_ok) = ab_passes(args, datasets, &sides, out)?;
     println!("{text}");
     eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
@@ -146,32 +128,31 @@ fn ab_passes(
         bail!("no --burn could be built (the log says why)");
     };
     make_dirs(out)?;
+    let mut side_rows = Vec::new();
+    for (_, built, dir) in sides {
+        make_dirs(dir)?;
+        side_rows.push(rows(built, &args.precisions));
+    }
     let mut records: Vec<Vec<InferRecord>> = vec![Vec::new(); sides.len()];
-    let mut weights = Vec::new();
-    for &(model, dataset) in datasets {
-        let (data_file, w) = inputs(args, first_built, &asking(out), (model, dataset))?;
+    let mut models = Vec::new();
+    for &model in datasets {
+        let inputs = inputs(args, first_built, &asking(out), model)?;
         for repeat in 1..=args.repeats() {
-            for (i, (burn, built, dir)) in sides.iter().enumerate() {
+            for (i, ((burn, _, dir), rows)) in sides.iter().zip(&side_rows).enumerate() {
                 eprintln!(
                     "kiln: inference pass {repeat} of {}, Burn {}",
                     args.repeats(),
                     burn.label()
                 );
-                make_dirs(dir)?;
-                let rows = rows(built, &args.precisions);
-                let at = (model, dataset, data_file.clone());
-                let pass = ask_rows(args, &rows, &asking(dir), at, &w, (repeat, Some(burn)))?;
+                let pass = ask_rows(args, rows, &asking(dir), &inputs, (repeat, Some(burn)))?;
                 records[i].extend(pass);
             }
         }
-        weights.push((model, w));
+        models.push(inputs);
     }
     for ((_, _, dir), side) in sides.iter().zip(&records) {
-        write_tables(
-            dir,
-            (&markdown(args, side, &weights), &method_text(args)),
-            side,
-        )?;
+        let markdown = markdown(args, side, &models);
+        write_tables(dir, (&markdown, &method_text(args)), side)?;
     }
     let a = first.label();
     let mut text = String::from("# cargo xtask infer, Burn A against Burn B\n\n");
@@ -207,14 +188,24 @@ fn asking(out: &Path) -> crate::answer::Asking<'_> {
     }
 }
 
-/// What every row of `model` reads: the reference's data file (where a runner of `built`
-/// needs one) and the weights (`--weights`, else trained on `--train-on`'s runner of `built`).
+/// What every row of one model reads, made once per run: the reference's data file (where a
+/// runner needs one), the weights, and the labels of the test samples its accuracy is judged by.
+struct Inputs {
+    model: ModelKind,
+    dataset: DatasetName,
+    data_file: Option<PathBuf>,
+    weights: PathBuf,
+    labels: Vec<u8>,
+}
+
+/// `model`'s [`Inputs`]: the weights are `--weights`, else trained on `--train-on`'s runner of
+/// `built`.
 fn inputs(
     args: &InferArgs,
     built: &[Built],
     asking: &crate::answer::Asking,
     (model, dataset): (ModelKind, DatasetName),
-) -> Result<(Option<PathBuf>, PathBuf)> {
+) -> Result<Inputs> {
     let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
         true => Some(export(args, model, dataset, asking.out)?),
         false => None,
@@ -223,17 +214,23 @@ fn inputs(
         Some(w) => w.clone(),
         None => train(args, built, asking, (model, dataset), data_file.as_ref())?,
     };
-    Ok((data_file, weights))
+    Ok(Inputs {
+        model,
+        dataset,
+        data_file,
+        weights,
+        labels: test_labels(args, model, dataset)?,
+    })
 }
 
 /// infer.md: how the figures were measured, then each model's table and its weights.
-fn markdown(args: &InferArgs, records: &[InferRecord], weights: &[(ModelKind, PathBuf)]) -> String {
+fn markdown(args: &InferArgs, records: &[InferRecord], models: &[Inputs]) -> String {
     let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(args));
-    for (model, w) in weights {
+    for m in models {
         markdown += &format!(
             "\n{}\nWeights: {}.\n",
-            kiln_report::infer::table(records, *model),
-            w.display()
+            kiln_report::infer::table(records, m.model),
+            m.weights.display()
         );
     }
     markdown
@@ -391,23 +388,25 @@ fn train(
     }
 }
 
-/// Every row's record for `model` in pass `repeat` (the Burn its runners were built against,
-/// in an A/B), each given its agreement with the reference row and its runner's size;
-/// appended to infer.jsonl.
+/// Every row's record for one model (its `inputs`) in pass `repeat` (the Burn its runners were
+/// built against, in an A/B), each given its agreement with the reference row and its
+/// runner's size; appended to infer.jsonl.
 fn ask_rows(
     args: &InferArgs,
     rows: &[Row],
     asking: &crate::answer::Asking,
-    (model, dataset, data_file): (ModelKind, DatasetName, Option<PathBuf>),
-    weights: &Path,
-    (repeat, burn): (usize, Option<&kiln_contract::BurnBuild>),
+    inputs: &Inputs,
+    (repeat, burn): (usize, Option<&BurnBuild>),
 ) -> Result<Vec<InferRecord>> {
-    let labels = test_labels(args, model, dataset)?;
+    let (model, dataset) = (inputs.model, inputs.dataset);
     let mut records: Vec<InferRecord> = rows
         .iter()
         .map(|row| {
-            let mut q = request(args, model, dataset, row, weights);
-            q.data_file = data_file.clone().filter(|_| row.runner.needs_data_file);
+            let mut q = request(args, model, dataset, row, &inputs.weights);
+            q.data_file = inputs
+                .data_file
+                .clone()
+                .filter(|_| row.runner.needs_data_file);
             q.logits_out = asking
                 .out
                 .join("logits")
@@ -420,7 +419,11 @@ fn ask_rows(
             r
         })
         .collect();
-    agree(&mut records, &[&args.reference, &args.train_on], &labels);
+    agree(
+        &mut records,
+        &[&args.reference, &args.train_on],
+        &inputs.labels,
+    );
     if kiln_contract::models::has_batch_norm(&model.layers()) {
         for r in &mut records {
             r.notes.push(

@@ -31,12 +31,14 @@ use kiln_contract::stats::{Look, Sequential, Stats, median, welch};
 pub const P_VALUE: f64 = 0.05;
 
 /// One measure of a cell, A against B.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Measure {
     pub name: &'static str,
     /// The runs' values on each side.
     pub a: Vec<f64>,
     pub b: Vec<f64>,
+    /// A value of the measure as text, in its unit.
+    pub text: fn(f64) -> String,
     /// B ÷ A of the means (accuracy: B − A, in points of the share), with its 95% interval.
     pub change: Option<(f64, f64, f64)>,
     pub p: Option<f64>,
@@ -50,7 +52,7 @@ pub struct Measure {
 }
 
 /// One cell, A against B.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct AbRow {
     /// `mnist-cnn · flex/cpu/f32 · batch 128`.
     pub cell: String,
@@ -80,6 +82,8 @@ pub struct Rule<R> {
     /// sure: an unchanged Burn built again moved a 0.02 s warm-up by 20% and 7 MiB of memory
     /// by 4% in an A/A study (docs/burn-ab.md). 0: none.
     pub least: f64,
+    /// A value as text, in the measure's unit.
+    pub text: fn(f64) -> String,
     pub higher: &'static str,
     pub lower: &'static str,
 }
@@ -91,6 +95,7 @@ const RULES: [Rule<Record>; 4] = [
         floor: 0.01,
         difference: false,
         least: 0.0,
+        text: human_seconds,
         higher: "slower",
         lower: "faster",
     },
@@ -106,6 +111,7 @@ const RULES: [Rule<Record>; 4] = [
         floor: 0.10,
         difference: false,
         least: 0.1,
+        text: human_seconds,
         higher: "slower to start",
         lower: "faster to start",
     },
@@ -115,6 +121,7 @@ const RULES: [Rule<Record>; 4] = [
         floor: 0.05,
         difference: false,
         least: 1048576.0,
+        text: memory_text,
         higher: "needs more memory",
         lower: "needs less memory",
     },
@@ -124,6 +131,7 @@ const RULES: [Rule<Record>; 4] = [
         floor: 0.01,
         difference: true,
         least: 0.0,
+        text: |v| format!("{:.1}%", v * 100.0),
         higher: "learns more",
         lower: "learns less",
     },
@@ -148,18 +156,10 @@ fn key(r: &Record) -> String {
 /// The cells both sides timed, in A's order, each measure compared; the epoch time by
 /// `sequential`'s rule where the runs were added until decided (`--repeats auto`).
 pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> Vec<AbRow> {
-    let timed = |r: &&Record| r.status == Status::Ok && r.epoch_seconds.is_some();
-    let mut keys: Vec<String> = Vec::new();
-    for r in a.iter().filter(timed) {
-        if !keys.contains(&key(r)) {
-            keys.push(key(r));
-        }
-    }
-    keys.into_iter()
-        .filter(|k| b.iter().filter(timed).any(|r| key(r) == *k))
-        .map(|k| {
-            let ra: Vec<&Record> = a.iter().filter(timed).filter(|r| key(r) == k).collect();
-            let rb: Vec<&Record> = b.iter().filter(timed).filter(|r| key(r) == k).collect();
+    let timed = |r: &Record| r.status == Status::Ok && r.epoch_seconds.is_some();
+    shared_rows(a, b, timed, key)
+        .into_iter()
+        .map(|(k, ra, rb)| {
             let drift = ra
                 .iter()
                 .chain(&rb)
@@ -175,6 +175,30 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
                 .collect();
             AbRow { cell: k, measures }
         })
+        .collect()
+}
+
+/// The rows both sides have among the runs they `keep`, in A's order: each row's `key` with
+/// its runs on A and on B.
+pub fn shared_rows<'a, R>(
+    a: &'a [R],
+    b: &'a [R],
+    keep: impl Fn(&R) -> bool,
+    key: impl Fn(&R) -> String,
+) -> Vec<(String, Vec<&'a R>, Vec<&'a R>)> {
+    let mut keys: Vec<String> = Vec::new();
+    for r in a.iter().filter(|r| keep(r)) {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    let side = |rs: &'a [R], k: &str| -> Vec<&'a R> {
+        rs.iter().filter(|r| keep(r) && key(r) == k).collect()
+    };
+    keys.into_iter()
+        .map(|k| (side(a, &k), side(b, &k), k))
+        .filter(|(_, rb, _)| !rb.is_empty())
+        .map(|(ra, rb, k)| (k, ra, rb))
         .collect()
 }
 
@@ -213,8 +237,8 @@ pub fn measure<R: Run>(
     let verdict = match (c.moved.filter(|_| !small), c.detectable) {
         (None, _) if small => format!(
             "no difference that counts (the medians {} apart, under the {} a change must reach)",
-            value_text(rule.name, shift),
-            value_text(rule.name, rule.least)
+            (rule.text)(shift),
+            (rule.text)(rule.least)
         ),
         (None, _) if c.p.is_none() => {
             "no verdict: a side has a single run (give --repeats 3 or more)".to_string()
@@ -233,6 +257,7 @@ pub fn measure<R: Run>(
     };
     let mut m = Measure {
         name: rule.name,
+        text: rule.text,
         a: va,
         b: vb,
         change: c.change,
@@ -391,18 +416,12 @@ pub fn compare_runs(a: &[f64], b: &[f64], floor: f64, difference: bool, drift: f
     }
 }
 
-/// A measure's value as text (seconds, bytes, samples per second, or a share as %).
-fn value_text(name: &str, v: f64) -> String {
-    match name {
-        // Small shifts (the A/A study's) with their fraction, not rounded to a whole MiB.
-        "training memory" | "memory to serve" if v < 10.0 * 1048576.0 => {
-            format!("{:.2} MiB", v / 1048576.0)
-        }
-        "training memory" | "memory to serve" => human_bytes(v as u64),
-        "test accuracy" => format!("{:.1}%", v * 100.0),
-        "throughput" => format!("{v:.0} samples/s"),
-        n if n.starts_with("latency") || n == "first prediction" => crate::units::latency_text(v),
-        _ => human_seconds(v),
+/// Bytes as text; small amounts (the A/A study's shifts) with their fraction of a MiB.
+fn memory_text(v: f64) -> String {
+    if v < 10.0 * 1048576.0 {
+        format!("{:.2} MiB", v / 1048576.0)
+    } else {
+        human_bytes(v as u64)
     }
 }
 
@@ -461,9 +480,7 @@ pub fn table(rows: &[AbRow], first: &str) -> String {
     );
     for row in rows {
         for m in &row.measures {
-            let median = |v: &[f64]| {
-                kiln_contract::stats::median(v).map_or("–".into(), |x| value_text(m.name, x))
-            };
+            let median = |v: &[f64]| kiln_contract::stats::median(v).map_or("–".into(), m.text);
             let change = change_text(m);
             let _ = writeln!(
                 out,

@@ -362,35 +362,27 @@ impl crate::ab::Run for InferRecord {
     }
 }
 
-/// A one-sample query's latency at percentile `p` (50 or 99).
-fn batch_one(r: &InferRecord, p: u8) -> Option<f64> {
-    let l = r.latency.iter().find(|l| l.batch == 1)?;
-    Some(if p == 50 {
-        l.p50_seconds
-    } else {
-        l.p99_seconds
-    })
-}
-
 /// What an inference A/B compares, each with its floor: the measures an embedding application
 /// pays (the tail and the first prediction are noisier than the median, so their floors are
 /// wider).
 const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
     crate::ab::Rule {
         name: "latency p50, batch 1",
-        value: |r| batch_one(r, 50),
+        value: |r| r.latency_at(1).map(|l| l.p50_seconds),
         floor: 0.03,
         difference: false,
         least: 0.0,
+        text: latency_text,
         higher: "slower",
         lower: "faster",
     },
     crate::ab::Rule {
         name: "latency p99, batch 1",
-        value: |r| batch_one(r, 99),
+        value: |r| r.latency_at(1).map(|l| l.p99_seconds),
         floor: 0.10,
         difference: false,
         least: 0.0,
+        text: latency_text,
         higher: "slower in the tail",
         lower: "faster in the tail",
     },
@@ -400,6 +392,7 @@ const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
         floor: 0.03,
         difference: false,
         least: 0.0,
+        text: |v| format!("{v:.0} samples/s"),
         higher: "serves more",
         lower: "serves less",
     },
@@ -409,6 +402,7 @@ const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
         floor: 0.10,
         difference: false,
         least: 0.0,
+        text: latency_text,
         higher: "slower to first answer",
         lower: "faster to first answer",
     },
@@ -417,21 +411,12 @@ const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
 /// Burn A's inference rows against Burn B's (`infer --burn A --burn B`): every row both sides
 /// measured (model, backend, device, precision), each measure by kiln_report::ab's rule, B's
 /// run of each pass paired with A's.
-pub fn compare<'a>(a: &'a [InferRecord], b: &'a [InferRecord]) -> Vec<crate::ab::AbRow> {
-    let ok = |r: &&InferRecord| r.status == Status::Ok;
+pub fn compare(a: &[InferRecord], b: &[InferRecord]) -> Vec<crate::ab::AbRow> {
+    let ok = |r: &InferRecord| r.status == Status::Ok;
     let key = |r: &InferRecord| format!("{} · {}", r.model, r.label());
-    let mut keys: Vec<String> = Vec::new();
-    for r in a.iter().filter(ok) {
-        if !keys.contains(&key(r)) && b.iter().filter(ok).any(|q| key(q) == key(r)) {
-            keys.push(key(r));
-        }
-    }
-    keys.into_iter()
-        .map(|k| {
-            let side = |rs: &'a [InferRecord]| -> Vec<&'a InferRecord> {
-                rs.iter().filter(ok).filter(|r| key(r) == k).collect()
-            };
-            let (ra, rb) = (side(a), side(b));
+    crate::ab::shared_rows(a, b, ok, key)
+        .into_iter()
+        .map(|(k, ra, rb)| {
             let measures = AB_RULES
                 .iter()
                 .filter_map(|rule| crate::ab::measure(rule, &ra, &rb, 0.0, None))

@@ -18,7 +18,9 @@ fn committed_site(out: &Path) -> Value {
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
     let (dirs, _) = site::run_dirs(std::slice::from_ref(&results)).unwrap();
     let runs = site::read_runs(&dirs).unwrap();
-    let serving = site::serving::read_serving(&[results]).unwrap();
+    let (inference, _) =
+        site::runs::dirs_holding(&[results], kiln_report::infer::INFER_FILE).unwrap();
+    let serving = site::serving::read_serving(&inference).unwrap();
     site::build(&runs, &serving, out).unwrap();
     serde_json::from_str(&std::fs::read_to_string(out.join("data.json")).unwrap()).unwrap()
 }

@@ -119,6 +119,34 @@ pub fn build_all(
     Ok(sides)
 }
 
+/// Every spec built ([`build_all`]), each side given its run directory under `out`
+/// ([`side_dir`]) and `burns.json` written: the sides explain's and infer's A/B alternate.
+pub fn build_sides(
+    specs: &[BurnSpec],
+    wanted: &[&'static Backend],
+    learner: bool,
+    out: &Path,
+) -> Result<Vec<(kiln_contract::BurnBuild, Vec<Built>, PathBuf)>> {
+    let built = build_all(specs, wanted, learner)?;
+    let dirs: Vec<PathBuf> = built
+        .iter()
+        .enumerate()
+        .map(|(i, s)| side_dir(out, i, &s.burn))
+        .collect();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let listed: Vec<_> = built
+        .iter()
+        .zip(&dirs)
+        .map(|(s, d)| (s, d.as_path()))
+        .collect();
+    write_burns(out, &listed)?;
+    Ok(built
+        .into_iter()
+        .zip(dirs)
+        .map(|(s, dir)| (s.burn.build, s.built, dir))
+        .collect())
+}
+
 /// The side directories of an A/B run directory, in order, from its [`BURNS_FILE`]; `None`
 /// when `dir` is no A/B run.
 pub fn side_dirs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {

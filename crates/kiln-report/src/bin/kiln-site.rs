@@ -44,9 +44,9 @@ fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<(
     let sources: Vec<PathBuf> = std::iter::once(results).chain(runs).collect();
     let (dirs, passed_over) = site::run_dirs(&sources)?;
     let runs = site::read_runs(&dirs)?;
-    let serving = site::serving::read_serving(&sources)?;
-    let built = site::build(&runs, &serving, &out)?;
     let (inference, _) = site::runs::dirs_holding(&sources, kiln_report::infer::INFER_FILE)?;
+    let serving = site::serving::read_serving(&inference)?;
+    let built = site::build(&runs, &serving, &out)?;
     for dir in &passed_over {
         if inference.iter().any(|d| d.path.starts_with(dir)) {
             continue;

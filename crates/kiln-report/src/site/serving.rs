@@ -2,12 +2,10 @@
 //! infer.jsonl; an inference A/B's sides below it) under the machine that measured it, each
 //! model's latency chart, table and notes as the run's own infer.html shows them.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use maud::html;
 
-use super::runs::dirs_holding;
+use super::runs::RunDir;
 use crate::infer::{INFER_FILE, InferRecord};
 
 /// One inference run: its name on the site (its path under the folder it was found in) and
@@ -18,19 +16,16 @@ pub struct ServingRun {
     pub records: Vec<InferRecord>,
 }
 
-/// The inference runs among `paths` (a run given itself, or a folder of runs), in name order;
-/// a record that does not read refuses the build, naming its file and line.
-pub fn read_serving(paths: &[PathBuf]) -> Result<Vec<ServingRun>> {
-    let (dirs, _) = dirs_holding(paths, INFER_FILE)?;
-    dirs.into_iter()
+/// The inference runs of `dirs` (found by [`dirs_holding`] with `infer.jsonl`), in their
+/// order; a record that does not read refuses the build, naming its file and line.
+pub fn read_serving(dirs: &[RunDir]) -> Result<Vec<ServingRun>> {
+    dirs.iter()
         .map(|d| {
-            let records = kiln_contract::question::read_records(
-                &d.path.join(INFER_FILE),
-                "an inference record",
-            )
-            .map_err(anyhow::Error::msg)?;
+            let path = d.path.join(INFER_FILE);
+            let records = kiln_contract::question::read_records(&path, "an inference record")
+                .map_err(anyhow::Error::msg)?;
             Ok(ServingRun {
-                name: d.name,
+                name: d.name.clone(),
                 records,
             })
         })
@@ -63,13 +58,16 @@ pub fn body(runs: &[ServingRun]) -> maud::Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::site::runs::dirs_holding;
+    use std::path::PathBuf;
 
     /// The committed inference runs are found (an A/B's sides too, not a training run) and
     /// their tables shown under their machine.
     #[test]
     fn the_serving_page_shows_every_committed_inference_run() {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
-        let runs = read_serving(&[root]).unwrap();
+        let (dirs, _) = dirs_holding(&[root], INFER_FILE).unwrap();
+        let runs = read_serving(&dirs).unwrap();
         assert!(
             runs.iter().any(|r| r.name.ends_with("-infer-mlp")),
             "{:?}",
