@@ -12,8 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
-use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
-use kiln_contract::{BurnBuild, CellRequest, DatasetName, ModelKind, Precision, Profile, Status};
+use kiln_contract::{BurnBuild, DatasetName, ModelKind, Precision};
 
 use crate::answer::Row;
 use crate::bench::rundir::append_line;
@@ -23,7 +22,9 @@ use crate::runners::{Built, build_and_probe};
 pub use kiln_report::infer::INFER_FILE;
 
 mod agreement;
-use agreement::{agree, test_labels};
+mod inputs;
+use agreement::agree;
+use inputs::{Inputs, inputs};
 
 /// One question that takes longer than this is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -188,41 +189,6 @@ fn asking(out: &Path) -> crate::answer::Asking<'_> {
     }
 }
 
-/// What every row of one model reads, made once per run: the reference's data file (where a
-/// runner needs one), the weights, and the labels of the test samples its accuracy is judged by.
-struct Inputs {
-    model: ModelKind,
-    dataset: DatasetName,
-    data_file: Option<PathBuf>,
-    weights: PathBuf,
-    labels: Vec<u8>,
-}
-
-/// `model`'s [`Inputs`]: the weights are `--weights`, else trained on `--train-on`'s runner of
-/// `built`.
-fn inputs(
-    args: &InferArgs,
-    built: &[Built],
-    asking: &crate::answer::Asking,
-    (model, dataset): (ModelKind, DatasetName),
-) -> Result<Inputs> {
-    let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
-        true => Some(export(args, model, dataset, asking.out)?),
-        false => None,
-    };
-    let weights = match &args.weights {
-        Some(w) => w.clone(),
-        None => train(args, built, asking, (model, dataset), data_file.as_ref())?,
-    };
-    Ok(Inputs {
-        model,
-        dataset,
-        data_file,
-        weights,
-        labels: test_labels(args, model, dataset)?,
-    })
-}
-
 /// infer.md: how the figures were measured, then each model's table and its weights.
 fn markdown(args: &InferArgs, records: &[InferRecord], models: &[Inputs]) -> String {
     let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(args));
@@ -324,68 +290,6 @@ fn method_text(args: &InferArgs) -> String {
         args.samples,
         args.repeats(),
     )
-}
-
-/// The data file of the PyTorch reference: what the Rust runners load for `model`.
-fn export(args: &InferArgs, model: ModelKind, dataset: DatasetName, out: &Path) -> Result<PathBuf> {
-    let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
-    cell.dataset = Some(dataset);
-    cell.settings.data_dir = args.data_dir.clone();
-    cell.settings.seed = args.seed;
-    crate::datasets::export_data(&cell, out)
-}
-
-/// Weights for `model`: a short training (verify's run: `--train-steps` steps of batch 64 from
-/// seeded initial weights, in sample order) on `--train-on`'s runner, written to weights/.
-fn train(
-    args: &InferArgs,
-    built: &[Built],
-    asking: &crate::answer::Asking,
-    (model, dataset): (ModelKind, DatasetName),
-    data_file: Option<&PathBuf>,
-) -> Result<PathBuf> {
-    let Some((backend, runner, probe)) = built.iter().find(|(b, _, _)| b.name == args.train_on)
-    else {
-        bail!("--train-on {}: that backend cannot run here", args.train_on);
-    };
-    let device = crate::answer::one_device(probe)
-        .map_err(|why| anyhow::anyhow!("--train-on {}: {why}", args.train_on))?;
-    let weights = asking.out.join("weights");
-    let request = VerifyRequest {
-        kiln_verify: VERIFY_VERSION,
-        model,
-        backend: backend.name.clone(),
-        device: device.spec.clone(),
-        precision: Precision::F32,
-        steps: args.train_steps,
-        batch: 64,
-        seed: args.seed,
-        dataset,
-        data_dir: args.data_dir.clone(),
-        data_file: data_file.cloned().filter(|_| runner.needs_data_file),
-        weights_in: None,
-        init_out: Some(weights.join(format!("{model}-init.safetensors"))),
-        final_out: weights.join(format!("{model}.safetensors")),
-        fault: None,
-        learning_rate: kiln_contract::LEARNING_RATE,
-    };
-    request
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--train-steps: {e}"))?;
-    eprintln!(
-        "kiln: training {model}'s weights on {} ({} steps of batch 64)",
-        backend.name, args.train_steps
-    );
-    let record = asking.row(runner, &request, None, &probe.backend_version);
-    match (record.status, record.final_weights) {
-        (Status::Ok, Some(path)) => Ok(path),
-        (status, _) => bail!(
-            "training {model}'s weights on {} {}: {}",
-            backend.name,
-            status.as_str(),
-            record.reason.unwrap_or_default()
-        ),
-    }
 }
 
 /// Every row's record for one model (its `inputs`) in pass `repeat` (the Burn its runners were
@@ -503,11 +407,14 @@ fn binary_bytes(row: &Row) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::inputs::export;
     use super::*;
     use crate::runners::Runner;
     use crate::testing::{reference_script, test_python};
     use clap::Parser;
+    use kiln_contract::Status;
     use kiln_contract::infer::write_logits;
+    use kiln_contract::verify::{VERIFY_VERSION, VerifyRequest};
 
     fn args(extra: &[&str]) -> InferArgs {
         #[derive(Parser)]

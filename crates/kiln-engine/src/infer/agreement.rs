@@ -1,33 +1,8 @@
-//! Each inference row's agreement with the reference row: the labels of the test samples the
-//! rows predict, and top-1 agreement and the largest logit difference from their logits files.
+//! Each inference row's agreement with the reference row: top-1 agreement and the largest
+//! logit difference from their logits files, and accuracy against the test labels.
 
-use anyhow::Result;
+use kiln_contract::Status;
 use kiln_contract::infer::InferRecord;
-use kiln_contract::{DatasetName, ModelKind, Profile, Status};
-
-use crate::options::InferArgs;
-
-/// The labels of the test samples the rows predict, for each row's accuracy.
-pub(super) fn test_labels(
-    args: &InferArgs,
-    model: ModelKind,
-    dataset: DatasetName,
-) -> Result<Vec<u8>> {
-    let data = kiln_data::load(&kiln_data::Request {
-        name: dataset,
-        geometry: model.geometry(),
-        data_dir: args.data_dir.clone(),
-        seed: args.seed,
-        synthetic_sizes: Profile::Quick.synthetic_sizes(model.standard_epoch()),
-    })?;
-    Ok(data
-        .test
-        .labels
-        .iter()
-        .take(args.samples)
-        .copied()
-        .collect())
-}
 
 /// Each ok record's agreement with the reference row (the first ok row of the first of
 /// `references`, backends' names, that has one), from their logits files; the reference row's
