@@ -4,7 +4,8 @@
 # Everything it writes goes under OUT_DIR (default ./kiln-gpu-<host>-<UTC time>): results.jsonl,
 # report.md, report.html, charts, logs/, run.log, nvidia-smi.txt. `cargo xtask gpu-kit` built
 # this kit; docs/gpu.md explains it. Environment: KILN_PYTORCH_PYTHON (a Python with torch),
-# KILN_KIT_TIMEOUT (seconds for the matrix and explain together, default 480: the plan's total).
+# KILN_KIT_TIMEOUT (seconds for the matrix and the commands after it, default the plan's window,
+# KILN_KIT_WINDOW in kit.env).
 set -u -o pipefail
 
 KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -122,10 +123,12 @@ printf '# Written by the Kiln GPU kit: keep compiled kernels across the cells of
 echo
 "$XTASK" gpu-kit --plan-only
 echo
-limit=${KILN_KIT_TIMEOUT:-480}
-explain_share=45
-matrix=$(( limit > explain_share + 60 ? limit - explain_share : limit ))
-say "running $(ls "$OUT/cells" | wc -l) cells (at most $matrix s), then explain (the rest of $limit s)"
+limit=${KILN_KIT_TIMEOUT:-${KILN_KIT_WINDOW:?kit.env names no KILN_KIT_WINDOW: build the kit again}}
+# After the matrix: one command a line of plan/after.tsv (name, seconds, xtask's arguments;
+# tab-separated), each given its seconds of the window.
+after_share=$(awk -F'\t' '{ s += $2 } END { print s + 0 }' "$KIT/plan/after.tsv")
+matrix=$(( limit > after_share + 60 ? limit - after_share : limit ))
+say "running $(ls "$OUT/cells" | wc -l) cells (at most $matrix s), then $(cut -f1 "$KIT/plan/after.tsv" | paste -sd, -) (the rest of $limit s)"
 # The plan carries its own time (run.json's time_limit_seconds): bench-all records a cell that
 # no longer fits as not reached, and each cell's watchdog is its planned time and a margin, so
 # no row vanishes. The timeout is a backstop only, past the plan's time.
@@ -136,13 +139,19 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && [ -f "$OUT/results.jsonl" ]; then
   say "bench-all ended with status $rc; rendering what was measured"
   "$XTASK" report "$OUT" --html "$OUT/report.html" --svg "$OUT/chart.svg" >"$OUT/report.md" || true
 fi
-left=$(( limit - ($(date +%s) - started) ))
-if [ "$left" -ge 20 ]; then
-  say "explain: cuda against PyTorch, op by op ($left s left)"
-  timeout --signal=INT --kill-after=10 "$left" "$XTASK" explain --backends cuda,pytorch \
-    --model mnist-cnn,resnet18 --repeats 3 --out "$OUT/explain" || say "explain ended with status $?"
-else
-  say "explain: skipped, $left s left of $limit"
-fi
+# Each command after the matrix gets the window's time left less what the later ones are given.
+later=$after_share
+while IFS=$'\t' read -r name seconds args; do
+  later=$(( later - seconds ))
+  left=$(( limit - ($(date +%s) - started) - later ))
+  IFS=$'\t' read -r -a argv <<<"$args"
+  if [ "$left" -ge 20 ]; then
+    say "$name: ${argv[*]} ($left s)"
+    timeout --signal=INT --kill-after=10 "$left" "$XTASK" "${argv[@]}" --out "$OUT/$name" </dev/null \
+      || say "$name ended with status $?"
+  else
+    say "$name: skipped, $left s left for it"
+  fi
+done <"$KIT/plan/after.tsv"
 say "done in $(( $(date +%s) - started )) s; report: $OUT/report.md"
 exit "$rc"

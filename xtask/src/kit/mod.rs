@@ -46,6 +46,7 @@ pub fn expected_files(runners: &[(&str, bool)]) -> Result<Vec<String>> {
         "backends.json",
         "bin/xtask.xz",
         "plan/run.json",
+        "plan/after.tsv",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -378,17 +379,19 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         &inputs.plan.cells,
         Some(inputs.plan.time_limit),
     )?;
+    write(&out.join("plan/after.tsv"), &plan::after_tsv())?;
     let (commit, dirty) = crate::workspace::revision();
     write(
         &out.join("kit.env"),
         &format!(
-            "KILN_COMMIT={}\nKILN_DIRTY={}\n",
+            "KILN_COMMIT={}\nKILN_DIRTY={}\nKILN_KIT_WINDOW={}\n",
             commit.clone().unwrap_or_else(|| "unknown".into()),
             match dirty {
                 Some(true) => "1",
                 Some(false) => "0",
                 None => "",
-            }
+            },
+            plan::WINDOW.as_secs()
         ),
     )?;
     write(
@@ -578,6 +581,64 @@ mod tests {
         let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
         assert!(err.contains("over its budget"), "{err}");
         assert!(err.contains("MiB"), "{err}");
+    }
+
+    /// run.sh, run for real on a kit whose xtask only writes down how it was called: the plan,
+    /// then each command of plan/after.tsv into its own folder, each with the window's time
+    /// left less what the later ones are given, so a short window skips the earlier ones.
+    #[test]
+    fn run_sh_runs_the_matrix_then_the_commands_after_it_within_the_window() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("kit");
+        let inputs = Inputs {
+            xtask: small_program(),
+            runners: vec![],
+            vulkan_loader: None,
+            cuda_api: Some(CUDA_API.into()),
+            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
+        };
+        assemble(&inputs, &out, BUDGET_BYTES).unwrap();
+        let fake = tmp.path().join("xtask");
+        std::fs::write(&fake, "#!/bin/sh\necho \"$*\" >>\"$KILN_FAKE_LOG\"\n").unwrap();
+        let xz = Command::new("xz").arg("-c").arg(&fake).output().unwrap();
+        std::fs::write(out.join("bin/xtask.xz"), xz.stdout).unwrap();
+        let run = |name: &str, timeout: Option<&str>| {
+            let log = tmp.path().join(format!("{name}.log"));
+            let mut command = Command::new("bash");
+            command
+                .arg(out.join("run.sh"))
+                .arg(tmp.path().join(name))
+                .env("KILN_FAKE_LOG", &log)
+                .env_remove("KILN_PYTORCH_PYTHON")
+                .env_remove("KILN_KIT_TIMEOUT");
+            if let Some(t) = timeout {
+                command.env("KILN_KIT_TIMEOUT", t);
+            }
+            let done = command.output().unwrap();
+            let said = String::from_utf8_lossy(&done.stdout).into_owned();
+            assert!(done.status.success(), "{said}");
+            (std::fs::read_to_string(&log).unwrap(), said)
+        };
+        let (calls, _) = run("whole", None);
+        let lines: Vec<&str> = calls.lines().collect();
+        let whole = tmp.path().join("whole");
+        assert_eq!(lines[0], "doctor");
+        assert_eq!(lines[2], format!("bench-all --resume {}", whole.display()));
+        for (line, after) in lines[3..].iter().zip(plan::AFTER) {
+            let want = format!(
+                "{} --out {}",
+                after.args.join(" "),
+                whole.join(after.name).display()
+            );
+            assert_eq!(*line, want);
+        }
+        assert_eq!(lines.len(), 3 + plan::AFTER.len(), "{calls}");
+        // A window too short for the first command after the matrix skips it, not the last.
+        let (calls, said) = run("short", Some("50"));
+        let (first, last) = (&plan::AFTER[0], &plan::AFTER[plan::AFTER.len() - 1]);
+        assert!(said.contains(&format!("{}: skipped", first.name)), "{said}");
+        let ran = calls.lines().last().unwrap();
+        assert!(ran.starts_with(&last.args.join(" ")), "{calls}");
     }
 
     #[test]

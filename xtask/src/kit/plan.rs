@@ -72,16 +72,72 @@ pub const CELLS: &[KitCell] = &[
 /// scaled in a replay: it is this machine's.
 pub const CELL_OVERHEAD: Duration = Duration::from_secs(6);
 
-/// The `explain` step after the matrix (cuda against PyTorch, op by op, on both models), and
-/// the time it is given.
-pub const EXPLAIN: (&str, &str, Duration) = (
-    "cuda,pytorch",
-    "mnist-cnn,resnet18",
-    Duration::from_secs(45),
-);
+/// A command `run.sh` runs after the matrix (`xtask ARGS --out OUT/NAME`), and the seconds it
+/// is given.
+pub struct After {
+    pub name: &'static str,
+    pub args: &'static [&'static str],
+    pub seconds: u64,
+}
 
-/// The wall time the whole kit is given: the matrix, then explain.
-pub const WINDOW: Duration = Duration::from_secs(8 * 60);
+/// What the kit runs after the matrix, in this order, each with its share of the window.
+/// Neither has been measured on a GPU yet, so the order is by what a user asks first: which
+/// backend crate serves the CNN fastest from the same weights (docs/inference.md; weights from
+/// PyTorch, which compiles nothing; short series: a GPU answers 300 queries in well under a
+/// second; each CubeCL row still compiles its kernels), then every op of a step on both models.
+pub const AFTER: &[After] = &[
+    After {
+        name: "infer",
+        args: &[
+            "infer",
+            "--model",
+            "mnist-cnn",
+            "--backends",
+            "cuda,pytorch",
+            "--train-on",
+            "pytorch",
+            "--train-steps",
+            "60",
+            "--queries",
+            "300",
+            "--series-seconds",
+            "3",
+            "--throughput-seconds",
+            "1",
+        ],
+        seconds: 90,
+    },
+    After {
+        name: "explain",
+        args: &[
+            "explain",
+            "--backends",
+            "cuda,pytorch",
+            "--model",
+            "mnist-cnn,resnet18",
+            "--repeats",
+            "3",
+        ],
+        seconds: 45,
+    },
+];
+
+/// The seconds [`AFTER`]'s commands are given together.
+pub fn after_seconds() -> Duration {
+    Duration::from_secs(AFTER.iter().map(|a| a.seconds).sum())
+}
+
+/// [`AFTER`] as `run.sh` reads it (`plan/after.tsv`): one command a line, its name, its seconds
+/// and its arguments, separated by tabs.
+pub fn after_tsv() -> String {
+    AFTER
+        .iter()
+        .map(|a| format!("{}\t{}\t{}\n", a.name, a.seconds, a.args.join("\t")))
+        .collect()
+}
+
+/// The wall time the whole kit is given: the matrix, then [`AFTER`]'s commands.
+pub const WINDOW: Duration = Duration::from_secs(570);
 
 /// The measured profile the kit plans from: the H200's, from its committed records
 /// (docs/results/2026-12-04-xeon-f6m207-h200-*; a test derives it from them again).
@@ -181,7 +237,7 @@ pub fn plan(
     replay: Option<(&ReplayProfile, &str)>,
 ) -> Result<Plan> {
     let scale = replay.map_or(1.0, |(device, _)| device.scale);
-    let window = (WINDOW - EXPLAIN.2).as_secs_f64();
+    let window = (WINDOW - after_seconds()).as_secs_f64();
     let overhead = CELL_OVERHEAD.as_secs_f64();
     let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
     for c in CELLS {
@@ -241,7 +297,7 @@ pub fn plan(
 
 impl Plan {
     /// The plan as `cargo xtask gpu-kit --plan-only` prints it: each cell in order with its
-    /// cap, budget and time, the cells dropped and why, explain, and the total.
+    /// cap, budget and time, the cells dropped and why, what runs after the matrix, and the total.
     pub fn text(&self) -> String {
         let mut text = format!(
             "The GPU kit's plan from {}{}, in the order run.sh runs it (seconds: warm-up cap + \
@@ -273,15 +329,16 @@ impl Plan {
         for (cell, why) in &self.dropped {
             text.push_str(&format!("  dropped: {cell}: {why}\n"));
         }
-        let explain = EXPLAIN.2.as_secs_f64() * self.scale;
+        let mut after = 0.0;
+        for a in AFTER {
+            let seconds = a.seconds as f64 * self.scale;
+            after += seconds;
+            text.push_str(&format!("  then: {} ({seconds:.0} s)\n", a.args.join(" ")));
+        }
         text.push_str(&format!(
-            "  then: explain --backends {} --model {} ({:.0} s)\nmatrix {:.0} s + explain {:.0} s \
-             of the {:.0} s window{}\n",
-            EXPLAIN.0,
-            EXPLAIN.1,
-            explain,
+            "matrix {:.0} s + {:.0} s after it, of the {:.0} s window{}\n",
             self.time_limit.as_secs_f64(),
-            explain,
+            after,
             WINDOW.as_secs_f64() * self.scale,
             if self.scale == 1.0 {
                 String::new()
@@ -331,7 +388,7 @@ mod tests {
             }
         }
         assert!(
-            plan.time_limit + EXPLAIN.2 <= WINDOW,
+            plan.time_limit + after_seconds() <= WINDOW,
             "{:?}",
             plan.time_limit
         );

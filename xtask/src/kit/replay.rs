@@ -42,12 +42,13 @@ pub fn replay(profile_path: &Path, plan_from: Option<&Path>, out: Option<PathBuf
     let text = format!(
         "Replay of {name} at scale {}: {} cells in {wall:.1} s; the plan gave them {:.1} s \
          ({device:.1} s of the device's time scaled, and {starts:.0} s for {} start-ups of this \
-         machine's); the rest of the kit's window, explain ({:.1} s scaled), is not replayed.\n",
+         machine's); the rest of the kit's window, the commands after the matrix ({:.1} s \
+         scaled), is not replayed.\n",
         plan.scale,
         plan.cells.len(),
         plan.time_limit.as_secs_f64(),
         plan.cells.len(),
-        plan::EXPLAIN.2.as_secs_f64() * plan.scale,
+        plan::after_seconds().as_secs_f64() * plan.scale,
     );
     print!("{text}");
     std::fs::write(out.join("replay.txt"), format!("{}{text}", plan.text()))?;
