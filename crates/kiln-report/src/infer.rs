@@ -44,7 +44,7 @@ pub fn models(records: &[InferRecord]) -> Vec<ModelKind> {
 
 /// The rows of `model` in `records`, grouped by backend, device and precision in the order
 /// they first appear.
-fn rows(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
+pub fn groups(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
     let mut rows: Vec<Vec<&InferRecord>> = Vec::new();
     for r in records.iter().filter(|r| r.model == model) {
         match rows.iter_mut().find(|g| g[0].label() == r.label()) {
@@ -75,7 +75,7 @@ pub const COLUMNS: [&str; 12] = [
 /// disagrees with the reference says **disagrees** in its agreement cell.
 pub fn table_of(records: &[InferRecord], model: ModelKind) -> (Vec<Vec<String>>, Vec<String>) {
     let (mut lines, mut notes) = (Vec::new(), Vec::new());
-    for group in rows(records, model) {
+    for group in groups(records, model) {
         let first = group[0];
         let ok: Vec<&InferRecord> = group
             .iter()
@@ -106,8 +106,9 @@ pub fn table_of(records: &[InferRecord], model: ModelKind) -> (Vec<Vec<String>>,
     (lines, notes)
 }
 
-/// A row's cells after its name and precision, its repeats (`ok`) combined.
-fn row_cells(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
+/// A row's cells after its name and precision ([`COLUMNS`] from the third), its repeats (`ok`)
+/// combined.
+pub fn row_cells(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
     let of = |f: &dyn Fn(&InferRecord) -> Option<f64>| -> Vec<f64> {
         ok.iter().filter_map(|r| f(r)).collect()
     };

@@ -221,8 +221,9 @@ async fn machine_page(b: &Browser, out: &Path) {
     );
 }
 
-/// The serving page, reached from the index's menu: the inference runs' tables and charts.
-async fn serving_page(b: &Browser, out: &Path) {
+/// The serving page, reached from the index's menu: its rows filtered by backend and sorted by
+/// p50, then the inference runs' own tables and charts; the compare view's serving table.
+async fn serving_page(b: &Browser, out: &Path, data: &Value) {
     b.open(&url(out, "index.html")).await;
     b.client
         .find(Locator::LinkText("Serving"))
@@ -233,6 +234,38 @@ async fn serving_page(b: &Browser, out: &Path) {
         .unwrap();
     let h1 = b.client.find(Locator::Css("h1")).await.unwrap();
     assert_eq!(h1.text().await.unwrap(), "Serving");
+    let all = data["serving_rows"].as_array().unwrap();
+    assert_eq!(column(b, "serving", 1).await.len(), all.len());
+    choose(b, "backend", "flex").await;
+    let backends = column(b, "serving", 2).await;
+    let flex = all.iter().filter(|r| r["backend"] == "flex").count();
+    assert!(flex >= 2 && backends.len() == flex, "{backends:?}");
+    assert!(backends.iter().all(|x| x == "flex"), "{backends:?}");
+    b.client
+        .find(Locator::Css("th[data-col='p50']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let p50: Vec<f64> = column(b, "serving", 6)
+        .await
+        .iter()
+        .filter_map(|text| {
+            let row = all.iter().find(|r| r["texts"][0] == text.as_str())?;
+            row["values"]["p50"].as_f64()
+        })
+        .collect();
+    assert!(
+        p50.len() == flex && p50.windows(2).all(|w| w[0] <= w[1]),
+        "{p50:?}"
+    );
+    let linked = b.client.current_url().await.unwrap();
+    assert!(
+        linked.fragment().unwrap_or("").contains("backend=flex"),
+        "{linked}"
+    );
+    shot(b, "site-serving.png").await;
     let rows = b
         .client
         .find_all(Locator::Css("section table tr"))
@@ -245,6 +278,25 @@ async fn serving_page(b: &Browser, out: &Path) {
         .await
         .unwrap();
     assert!(!charts.is_empty());
+    // The compare view's default sides include the EPYC's Burn, whose inference rows it shows.
+    let epyc = all
+        .iter()
+        .find(|r| r["backend"] == "flex")
+        .map(|r| &data["machines"][r["machine"].as_u64().unwrap() as usize])
+        .unwrap();
+    let side = format!("{}@0.22.1", epyc["id"].as_str().unwrap());
+    b.open(&format!(
+        "{}#a={}&b={}",
+        url(out, "compare.html"),
+        enc(&side),
+        enc(&side)
+    ))
+    .await;
+    let ratios = column(b, "compare-serving", 6).await;
+    assert!(
+        ratios.iter().any(|r| r == "1.00×"),
+        "the same side against itself: {ratios:?}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -257,7 +309,7 @@ async fn the_site_filters_compares_and_links_in_chromium_without_console_errors(
     index_filters_and_sorts(&b, tmp.path(), &data).await;
     compare_two_burns(&b, tmp.path(), &data).await;
     machine_page(&b, tmp.path()).await;
-    serving_page(&b, tmp.path()).await;
+    serving_page(&b, tmp.path(), &data).await;
     let errors = b.console_errors().await;
     let _ = b.client.clone().close().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");

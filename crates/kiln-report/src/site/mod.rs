@@ -36,7 +36,8 @@ pub struct Built {
 /// compare.html, machines.html, serving.html, one page per machine under machines/, site.js, site.css, and the data as data.json (and as data.js, which
 /// pages opened from files can load).
 pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Result<Built> {
-    let (machines, rows, per_run) = rows::site_rows(runs);
+    let (mut machines, rows, per_run) = rows::site_rows(runs);
+    let serving_rows = serving::serving_rows(&mut machines, serving);
     std::fs::create_dir_all(out.join("machines"))
         .with_context(|| format!("{}: cannot create the site here", out.display()))?;
     let data = serde_json::json!({
@@ -45,6 +46,8 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
         "filters": pages::FILTERS,
         "columns": pages::COLUMNS,
         "rows_drawn": pages::ROWS_DRAWN,
+        "serving_rows": serving_rows,
+        "serving_figures": serving::FIGURES.len(),
     });
     let json = serde_json::to_string(&data)?;
     let mut files: Vec<(String, String)> = vec![
@@ -54,7 +57,10 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
         ),
         ("compare.html".into(), pages::compare()),
         ("machines.html".into(), pages::machine_list(&machines)),
-        ("serving.html".into(), pages::serving(serving)),
+        (
+            "serving.html".into(),
+            pages::serving(serving, serving_rows.len()),
+        ),
         ("site.js".into(), SCRIPT.into()),
         ("site.css".into(), STYLE.into()),
         ("data.js".into(), format!("window.KILN_SITE = {json};\n")),

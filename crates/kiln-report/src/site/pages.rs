@@ -87,12 +87,7 @@ pub fn index(rows: usize, machines: usize, runs: usize) -> String {
             "standard epoch; a row is labelled when its time is projected, from a single run, "
             "not steady, on synthetic data or from a build that is not a release build."
         }
-        form #filters {
-            @for (name, label) in FILTERS {
-                label { (label) " " select name=(name) { option value="" { "all" } } }
-            }
-            button type="reset" #clear { "Clear" }
-        }
+        (filter_form(&FILTERS))
         p #shown {}
         div.scroll {
             table #results {
@@ -111,7 +106,7 @@ pub fn compare() -> String {
     let body = html! {
         h1 { "Compare" }
         p.sub {
-            "Two machines, or two Burns on one machine: each cell both sides measured, side by "
+            "Two machines, or two Burns on one machine: each cell either side measured, side by "
             "side, with B's epoch time over A's."
         }
         form #sides {
@@ -126,6 +121,18 @@ pub fn compare() -> String {
                     th { "Model" } th { "Backend" } th { "Device" } th { "Prec." } th { "Loop" }
                     th { "A: epoch time" } th { "B: epoch time" } th { "B ÷ A" }
                     th { "A: accuracy" } th { "B: accuracy" }
+                } }
+                tbody {}
+            }
+        }
+        h2 { "Serving" }
+        p.sub { "The same sides' inference rows: B's p50 at batch 1 and throughput over A's." }
+        div.scroll {
+            table #compare-serving {
+                thead { tr {
+                    th { "Model" } th { "Backend" } th { "Device" } th { "Prec." }
+                    th { "A: p50, batch 1" } th { "B: p50, batch 1" } th { "B ÷ A" }
+                    th { "A: throughput" } th { "B: throughput" } th { "B ÷ A" }
                 } }
                 tbody {}
             }
@@ -148,9 +155,28 @@ pub fn machine_list(machines: &[Machine]) -> String {
     layout("Machines", "machines", "", body)
 }
 
-/// The inference runs' page (`super::serving`).
-pub fn serving(runs: &[super::serving::ServingRun]) -> String {
-    layout("Serving", "serving", "", super::serving::body(runs))
+/// The inference runs' page (`super::serving`): their rows, filtered and sorted as the
+/// index's, above each run's own tables.
+pub fn serving(runs: &[super::serving::ServingRun], rows: usize) -> String {
+    // Every filter of the index but the training loop's.
+    let filters: Vec<(&str, &str)> = FILTERS.into_iter().filter(|(n, _)| *n != "loop").collect();
+    let body = html! {
+        (super::serving::body(runs, rows, filter_form(&filters)))
+        (scripts(""))
+    };
+    layout("Serving", "serving", "", body)
+}
+
+/// The form of `filters`, filled by site.js from the rows it filters.
+fn filter_form(filters: &[(&str, &str)]) -> Markup {
+    html! {
+        form #filters {
+            @for (name, label) in filters {
+                label { (label) " " select name=(name) { option value="" { "all" } } }
+            }
+            button type="reset" #clear { "Clear" }
+        }
+    }
 }
 
 fn row_table(rows: &[Row]) -> Markup {

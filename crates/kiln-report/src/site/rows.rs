@@ -7,12 +7,12 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use kiln_contract::Fingerprint;
+use kiln_contract::fingerprint::machine_label;
 use kiln_contract::schema::{DataKind, Method, Record, Status};
 
 use super::runs::Run;
-use crate::fields::{
-    epoch_cell, low_confidence, machine, machine_key, pytorch_reference, reason_text,
-};
+use crate::fields::{epoch_cell, low_confidence, machine, pytorch_reference, reason_text};
 use crate::table::warmup_cell;
 use crate::units::{human_bytes, human_seconds, percent};
 
@@ -101,7 +101,7 @@ pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
                 } else {
                     r
                 };
-                let m = machine_index(&mut machines, who, &run.name);
+                let m = machine_index(&mut machines, &who.fingerprint, &run.name);
                 row(r, who, m, &run.name, pytorch_reference(&refs, r))
             })
             .collect();
@@ -112,12 +112,13 @@ pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
     (machines, rows, per_run)
 }
 
-fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
-    let key = machine_key(r);
+/// The index of the machine `fp` names in `machines` (added if new), with `run` among its runs.
+pub fn machine_index(machines: &mut Vec<Machine>, fp: &Fingerprint, run: &str) -> usize {
+    let key = kiln_contract::fingerprint::machine_key(fp);
     let i = match machines.iter().position(|m| m.key == key) {
         Some(i) => i,
         None => {
-            let mut id = super::name::slug(&machine(r));
+            let mut id = super::name::slug(&machine_label(fp));
             if id.is_empty() {
                 id = "unknown-machine".into();
             }
@@ -128,7 +129,7 @@ fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
                 }
                 id = format!("{base}-{n}");
             }
-            machines.push(new_machine(r, key, id));
+            machines.push(new_machine(fp, key, id));
             machines.len() - 1
         }
     };
@@ -138,8 +139,7 @@ fn machine_index(machines: &mut Vec<Machine>, r: &Record, run: &str) -> usize {
     i
 }
 
-fn new_machine(r: &Record, key: String, id: String) -> Machine {
-    let f = &r.fingerprint;
+fn new_machine(f: &Fingerprint, key: String, id: String) -> Machine {
     let cpu = f.cpu.clone().unwrap_or_default();
     let vendor = super::name::vendor_name(f);
     let family = cpu
@@ -153,7 +153,7 @@ fn new_machine(r: &Record, key: String, id: String) -> Machine {
         short,
         page: format!("machines/{id}.html"),
         id,
-        label: machine(r),
+        label: machine_label(f),
         key,
         vendor,
         family,

@@ -36,7 +36,10 @@
     interval: function (r) { return r.high; },
     labels: function (r) { return r.labels.join(" "); }
   };
-  function key(col, r) { return KEYS[col] ? KEYS[col](r) : r[col]; }
+  function key(col, r) {
+    if (KEYS[col]) { return KEYS[col](r); }
+    return r.values && col in r.values ? r.values[col] : r[col];
+  }
 
   function fillSelect(select, values, chosen) {
     values.forEach(function (v) {
@@ -57,23 +60,38 @@
       bar(Math.log(r.epoch / scale.min + 1) / Math.log(scale.max / scale.min + 1), "time");
     var vs = r.vs_pytorch === null ? "–" :
       bar(Math.min(r.vs_pytorch, 4) / 4, r.vs_pytorch <= 1 ? "fast" : "slow") + r.vs_pytorch.toFixed(2) + "×";
-    var labels = r.labels.map(function (l) { return '<span class="label">' + esc(l) + "</span>"; }).join(" ");
-    var also = r.also.length ? ' <span class="also" title="' + esc(r.also.join(", ")) + '">+' + r.also.length + "</span>" : "";
-    return '<tr class="' + esc(r.status.replace(/ /g, "-")) + '">' +
-      '<td><a href="' + esc(m.page) + '" title="' + esc(m.label) + '">' + esc(m.short) + "</a></td>" +
-      "<td>" + esc(r.model) + "</td><td>" + esc(r.backend) + "</td><td>" + esc(r.device) + "</td>" +
-      "<td>" + esc(r.precision) + "</td><td>" + esc(r.burn) + "</td>" +
+    return '<tr class="' + esc(r.status.replace(/ /g, "-")) + '">' + place(r) +
       '<td class="epoch">' + epoch + esc(r.epoch_text) + "</td>" +
       '<td class="num">' + esc(r.interval_text) + '</td><td class="num vs">' + vs + "</td>" +
       "<td>" + esc(r.warmup_text) + '</td><td class="num">' + esc(r.memory_text) + "</td>" +
       '<td class="num">' + esc(r.accuracy_text) + '</td><td class="num">' + r.runs + "</td>" +
-      "<td>" + esc(r.date) + '</td><td><a href="' + esc(m.page) + "#run-" + esc(r.run) + '">' +
-      esc(r.run) + "</a>" + also + "</td><td>" + labels + "</td></tr>";
+      "<td>" + esc(r.date) + "</td>" + source(r, m.page + "#run-") + "</tr>";
+  }
+  // What every row starts with: its machine (linked to its page) and its coordinates.
+  function place(r) {
+    var m = D.machines[r.machine];
+    return '<td><a href="' + esc(m.page) + '" title="' + esc(m.label) + '">' + esc(m.short) + "</a></td>" +
+      "<td>" + esc(r.model) + "</td><td>" + esc(r.backend) + "</td><td>" + esc(r.device) + "</td>" +
+      "<td>" + esc(r.precision) + "</td><td>" + esc(r.burn) + "</td>";
+  }
+  // And ends with: its source run (`+N`: other runs that measured it) and its labels.
+  function source(r, at) {
+    var also = r.also.length ? ' <span class="also" title="' + esc(r.also.join(", ")) + '">+' + r.also.length + "</span>" : "";
+    var labels = r.labels.map(function (l) { return '<span class="label">' + esc(l) + "</span>"; }).join(" ");
+    return '<td><a href="' + esc(at + r.run) + '">' + esc(r.run) + "</a>" + also + "</td><td>" + labels + "</td>";
+  }
+  // A serving row: its figures as infer.md writes them (a failed row: its status and why).
+  function servingHtml(r) {
+    var figures = r.texts.length === 1 ?
+      '<td colspan="' + D.serving_figures + '">' + esc(r.texts[0]) + "</td>" :
+      r.texts.map(function (t) { return '<td class="num">' + esc(t) + "</td>"; }).join("");
+    return '<tr class="' + esc(r.status.replace(/ /g, "-")) + '">' + place(r) + figures +
+      '<td class="num">' + r.runs + "</td>" + source(r, "#infer-") + "</tr>";
   }
 
   // Each row's filter values, read once.
   var NAMES = Object.keys(FACETS);
-  D.rows.forEach(function (r) {
+  D.rows.concat(D.serving_rows).forEach(function (r) {
     r.facets = NAMES.map(function (f) { return FACETS[f](r); });
   });
   function matcher(s) {
@@ -96,56 +114,58 @@
     });
   }
 
-  function drawIndex() {
+  // A filtered, sorted table: the index's (`rows`, drawn by rowHtml) or the serving page's.
+  function drawTable(view) {
     var t0 = performance.now();
     var s = state();
-    var col = s.get("sort") || "epoch", dir = s.get("dir") || "asc";
-    var rows = sorted(D.rows.filter(matcher(s)), col, dir);
+    var col = s.get("sort") || view.sort, dir = s.get("dir") || "asc";
+    var rows = sorted(view.rows.filter(matcher(s)), col, dir);
     var shown = s.get("all") === "1" ? rows : rows.slice(0, LIMIT);
     var times = shown.map(function (r) { return r.epoch; }).filter(function (e) { return e > 0; });
     var scale = { min: Math.min.apply(null, times.concat([1])), max: Math.max.apply(null, times.concat([1])) };
-    document.querySelector("#results tbody").innerHTML = shown.map(function (r) { return rowHtml(r, scale); }).join("");
-    document.querySelectorAll("#results th").forEach(function (th) {
+    document.querySelector("#" + view.id + " tbody").innerHTML = shown.map(function (r) { return view.html(r, scale); }).join("");
+    document.querySelectorAll("#" + view.id + " th").forEach(function (th) {
       th.setAttribute("aria-sort", th.getAttribute("data-col") === col ? (dir === "asc" ? "ascending" : "descending") : "none");
     });
-    document.getElementById("shown").textContent = rows.length + " of " + D.rows.length + " rows";
+    document.getElementById("shown").textContent = rows.length + " of " + view.rows.length + " rows";
     var more = document.getElementById("more");
     more.innerHTML = shown.length < rows.length ? '<a href="#" id="all">Show all ' + rows.length + " rows</a>" : "";
     document.body.setAttribute("data-script-ms", (performance.now() - t0).toFixed(1));
   }
 
-  function index() {
+  function table(view) {
     var s = state();
     var form = document.getElementById("filters");
-    Object.keys(FACETS).forEach(function (f) {
-      var i = NAMES.indexOf(f);
-      var values = unique([].concat.apply([], D.rows.map(function (r) { return r.facets[i]; })));
-      fillSelect(form.elements[f], values, s.get(f));
+    var draw = function () { drawTable(view); };
+    Array.from(form.querySelectorAll("select")).forEach(function (select) {
+      var i = NAMES.indexOf(select.name);
+      var values = unique([].concat.apply([], view.rows.map(function (r) { return r.facets[i]; })));
+      fillSelect(select, values, s.get(select.name));
     });
     form.addEventListener("change", function (e) {
       var st = state();
       if (e.target.value) { st.set(e.target.name, e.target.value); } else { st.delete(e.target.name); }
       st.delete("all");
-      save(st); drawIndex();
+      save(st); draw();
     });
     form.addEventListener("reset", function () {
       var st = state();
-      Object.keys(FACETS).forEach(function (f) { st.delete(f); });
-      save(st); setTimeout(drawIndex, 0);
+      NAMES.forEach(function (f) { st.delete(f); });
+      save(st); setTimeout(draw, 0);
     });
-    document.querySelectorAll("#results th").forEach(function (th) {
+    document.querySelectorAll("#" + view.id + " th").forEach(function (th) {
       th.addEventListener("click", function () {
         var st = state(), col = th.getAttribute("data-col");
         st.set("dir", st.get("sort") === col && st.get("dir") !== "desc" ? "desc" : "asc");
         st.set("sort", col);
-        save(st); drawIndex();
+        save(st); draw();
       });
     });
     document.getElementById("more").addEventListener("click", function (e) {
       e.preventDefault();
-      var st = state(); st.set("all", "1"); save(st); drawIndex();
+      var st = state(); st.set("all", "1"); save(st); draw();
     });
-    drawIndex();
+    draw();
   }
 
   // The compare view: a side is a machine and a Burn; rows meet on model, backend, device,
@@ -154,40 +174,55 @@
   var NO_BURN = "–";
   function sides() {
     var seen = {};
-    D.rows.forEach(function (r) {
+    D.rows.concat(D.serving_rows).forEach(function (r) {
       var m = D.machines[r.machine];
       if (r.burn !== NO_BURN) { seen[m.id + "@" + r.burn] = m.short + " · Burn " + r.burn; }
     });
     return Object.keys(seen).sort().map(function (id) { return [id, seen[id]]; });
   }
-  function cellKey(r) { return [r.model, r.backend, r.device, r.precision, r.loop].join("|"); }
-  function onSide(id) {
+  function cellKey(r) { return [r.model, r.backend, r.device, r.precision, r.loop || ""].join("|"); }
+  function onSide(rows, id) {
     id = id || "";
     var out = {}, at = id.lastIndexOf("@");
     var machine = id.slice(0, at), burn = id.slice(at + 1);
-    D.rows.forEach(function (r) {
+    rows.forEach(function (r) {
       if (D.machines[r.machine].id === machine && (r.burn === burn || r.burn === NO_BURN)) { out[cellKey(r)] = r; }
     });
     return out;
   }
+  function ratio(x, y) { return x !== null && y !== null && x > 0 ? y / x : null; }
+  function ratioCell(v) { return '<td class="num ratio">' + (v === null ? "–" : v.toFixed(2) + "×") + "</td>"; }
 
-  function drawCompare() {
-    var s = state(), a = onSide(s.get("a")), b = onSide(s.get("b"));
+  // One table of the compare view: every cell either side has, `cells(x, y)` its figures.
+  function drawSides(id, rows, s, cells) {
+    var a = onSide(rows, s.get("a")), b = onSide(rows, s.get("b"));
     var keys = unique(Object.keys(a).concat(Object.keys(b)));
     var both = 0;
-    var html = keys.map(function (k) {
+    document.querySelector("#" + id + " tbody").innerHTML = keys.map(function (k) {
       var x = a[k], y = b[k], r = x || y;
-      var ratio = x && y && x.epoch && y.epoch ? y.epoch / x.epoch : null;
-      if (ratio !== null) { both += 1; }
+      if (x && y) { both += 1; }
+      return "<tr><td>" + esc(r.model) + "</td><td>" + esc(r.backend) + "</td><td>" + esc(r.device) +
+        "</td><td>" + esc(r.precision) + "</td>" + cells(x, y, r) + "</tr>";
+    }).join("");
+    return [keys.length, both];
+  }
+
+  function drawCompare() {
+    var s = state();
+    var training = drawSides("compare", D.rows, s, function (x, y, r) {
       function time(z) { return z ? esc(z.epoch_text) : "–"; }
       function acc(z) { return z ? esc(z.accuracy_text) : "–"; }
-      return "<tr><td>" + esc(r.model) + "</td><td>" + esc(r.backend) + "</td><td>" + esc(r.device) +
-        "</td><td>" + esc(r.precision) + "</td><td>" + esc(r.loop) + "</td><td>" + time(x) + "</td><td>" + time(y) +
-        '</td><td class="num ratio">' + (ratio === null ? "–" : ratio.toFixed(2) + "×") + "</td><td>" + acc(x) +
-        "</td><td>" + acc(y) + "</td></tr>";
-    }).join("");
-    document.querySelector("#compare tbody").innerHTML = html;
-    document.getElementById("shown").textContent = keys.length + " cells, " + both + " timed on both sides";
+      return "<td>" + esc(r.loop) + "</td><td>" + time(x) + "</td><td>" + time(y) + "</td>" +
+        ratioCell(x && y ? ratio(x.epoch, y.epoch) : null) + "<td>" + acc(x) + "</td><td>" + acc(y) + "</td>";
+    });
+    var serving = drawSides("compare-serving", D.serving_rows, s, function (x, y) {
+      function fig(z, name) { return z && name in z.values ? z.values[name] : null; }
+      function text(z, i) { return "<td>" + (z && z.texts.length > 1 ? esc(z.texts[i]) : "–") + "</td>"; }
+      return text(x, 0) + text(y, 0) + ratioCell(ratio(fig(x, "p50"), fig(y, "p50"))) +
+        text(x, 3) + text(y, 3) + ratioCell(ratio(fig(x, "throughput"), fig(y, "throughput")));
+    });
+    document.getElementById("shown").textContent = training[0] + " cells, " + training[1] +
+      " measured on both sides; serving: " + serving[0] + " rows, " + serving[1] + " on both sides";
   }
 
   function compare() {
@@ -209,7 +244,8 @@
     drawCompare();
   }
 
-  if (page === "index") { index(); }
+  if (page === "index") { table({ rows: D.rows, id: "results", html: rowHtml, sort: "epoch" }); }
+  if (page === "serving") { table({ rows: D.serving_rows, id: "serving", html: servingHtml, sort: "p50" }); }
   if (page === "compare") { compare(); }
   document.body.setAttribute("data-ready", "1");
 })();
