@@ -55,6 +55,15 @@ pub fn groups(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord
     rows
 }
 
+/// The records of a row (a group of [`groups`]) that succeeded.
+pub fn succeeded<'a>(group: &[&'a InferRecord]) -> Vec<&'a InferRecord> {
+    group
+        .iter()
+        .copied()
+        .filter(|r| r.status == Status::Ok)
+        .collect()
+}
+
 /// The table's columns.
 pub const COLUMNS: [&str; 12] = [
     "Backend / device",
@@ -76,12 +85,7 @@ pub const COLUMNS: [&str; 12] = [
 pub fn table_of(records: &[InferRecord], model: ModelKind) -> (Vec<Vec<String>>, Vec<String>) {
     let (mut lines, mut notes) = (Vec::new(), Vec::new());
     for group in groups(records, model) {
-        let first = group[0];
-        let ok: Vec<&InferRecord> = group
-            .iter()
-            .copied()
-            .filter(|r| r.status == Status::Ok)
-            .collect();
+        let (first, ok) = (group[0], succeeded(&group));
         let name = format!("{} / {}", first.backend, first.device);
         if ok.is_empty() {
             let mut line = vec![

@@ -14,7 +14,9 @@ use kiln_contract::{Stats, Status};
 
 use super::rows::{Machine, NO_BURN, machine_index};
 use super::runs::RunDir;
-use crate::infer::{AGREEMENT, INFER_FILE, InferRecord, Latency, groups, models, row_cells};
+use crate::infer::{
+    AGREEMENT, INFER_FILE, InferRecord, Latency, groups, models, row_cells, succeeded,
+};
 
 /// One inference run: its name on the site (its path under the folder it was found in) and
 /// its records.
@@ -118,12 +120,7 @@ pub fn serving_rows(machines: &mut Vec<Machine>, runs: &[ServingRun]) -> Vec<Ser
 }
 
 fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow {
-    let first = group[0];
-    let ok: Vec<&InferRecord> = group
-        .iter()
-        .copied()
-        .filter(|r| r.status == Status::Ok)
-        .collect();
+    let (first, ok) = (group[0], succeeded(group));
     let burn = match (&first.burn, &first.fingerprint) {
         (Some(b), _) => b.label(),
         (None, Some(fp)) if !fp.burn_version.is_empty() => fp.burn_version.clone(),
@@ -200,14 +197,8 @@ fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow 
 
 /// The serving table's columns: the name its URL sorts by, and the header.
 pub fn columns() -> Vec<(&'static str, &'static str)> {
-    let mut columns = vec![
-        ("machine", "Machine"),
-        ("model", "Model"),
-        ("backend", "Backend"),
-        ("device", "Device"),
-        ("precision", "Prec."),
-        ("burn", "Burn"),
-    ];
+    // Where and what, as the index names them.
+    let mut columns = super::pages::COLUMNS[..6].to_vec();
     columns.extend(FIGURES);
     columns.extend([
         ("runs", "Runs"),
