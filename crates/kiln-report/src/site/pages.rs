@@ -155,16 +155,48 @@ pub fn machine_list(machines: &[Machine]) -> String {
     layout("Machines", "machines", "", body)
 }
 
-/// The inference runs' page (`super::serving`): their rows, filtered and sorted as the
-/// index's, above each run's own tables.
+/// The inference runs' page: `rows` serving rows (`super::serving`) under the index's filters
+/// but the loop (site.js draws them), then each run's own tables.
 pub fn serving(runs: &[super::serving::ServingRun], rows: usize) -> String {
-    // Every filter of the index but the training loop's.
     let filters: Vec<(&str, &str)> = FILTERS.into_iter().filter(|(n, _)| *n != "loop").collect();
     let body = html! {
-        (super::serving::body(runs, rows, filter_form(&filters)))
+        h1 { "Serving" }
+        p.sub {
+            "Which backend crate to embed: every inference run, the same weights on every "
+            "backend, latency percentiles of one-sample queries after steady state, throughput, "
+            "the first prediction from process start and agreement with PyTorch "
+            "(docs/inference.md says how to read them). " (rows) " rows from " (runs.len())
+            " runs; a row is labelled when it rests on a single run, disagrees with the "
+            "reference or never settled."
+        }
+        (filter_form(&filters))
+        p #shown {}
+        div.scroll {
+            table #serving {
+                thead { tr { @for (name, label) in serving_columns() {
+                    th data-col=(name) { (label) }
+                } } }
+                tbody {}
+            }
+        }
+        p #more {}
+        (super::serving::runs_markup(runs))
         (scripts(""))
     };
     layout("Serving", "serving", "", body)
+}
+
+/// The serving table's columns: the name its URL sorts by, and the header; where and what as
+/// the index names them, then the inference table's figures.
+pub fn serving_columns() -> Vec<(&'static str, &'static str)> {
+    let mut columns = COLUMNS[..6].to_vec();
+    columns.extend(super::serving::FIGURES);
+    columns.extend([
+        ("runs", "Runs"),
+        ("run", "Source run"),
+        ("labels", "Labels"),
+    ]);
+    columns
 }
 
 /// The form of `filters`, filled by site.js from the rows it filters.

@@ -195,42 +195,11 @@ fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow 
     }
 }
 
-/// The serving table's columns: the name its URL sorts by, and the header.
-pub fn columns() -> Vec<(&'static str, &'static str)> {
-    // Where and what, as the index names them.
-    let mut columns = super::pages::COLUMNS[..6].to_vec();
-    columns.extend(FIGURES);
-    columns.extend([
-        ("runs", "Runs"),
-        ("run", "Source run"),
-        ("labels", "Labels"),
-    ]);
-    columns
-}
-
-/// serving.html's body: `rows` serving rows under `filters` (site.js draws them), then each
-/// run, newest first, with the machine its first record names.
-pub fn body(runs: &[ServingRun], rows: usize, filters: maud::Markup) -> maud::Markup {
+/// Each run, newest first, under the machine its first record names: per model its latency
+/// chart, table and notes.
+pub fn runs_markup(runs: &[ServingRun]) -> maud::Markup {
     html! {
-        h1 { "Serving" }
-        p.sub {
-            "Which backend crate to embed: every inference run, the same weights on every "
-            "backend, latency percentiles of one-sample queries after steady state, throughput, "
-            "the first prediction from process start and agreement with PyTorch "
-            "(docs/inference.md says how to read them). " (rows) " rows from " (runs.len())
-            " runs; a row is labelled when it rests on a single run, disagrees with the "
-            "reference or never settled."
-        }
         @if runs.is_empty() { p { "No inference run yet (`cargo xtask infer`)." } }
-        (filters)
-        p #shown {}
-        div.scroll {
-            table #serving {
-                thead { tr { @for (name, label) in columns() { th data-col=(name) { (label) } } } }
-                tbody {}
-            }
-        }
-        p #more {}
         @for run in runs.iter().rev() {
             section id={ "infer-" (run.name) } {
                 h2 { (run.name) }
@@ -266,7 +235,7 @@ mod tests {
             runs.iter().map(|r| &r.name).collect::<Vec<_>>()
         );
         assert!(runs.iter().all(|r| !r.records.is_empty()));
-        let page = body(&runs, 0, html! {}).into_string();
+        let page = runs_markup(&runs).into_string();
         assert!(
             page.contains("flex / cpu") && page.contains("pytorch / cpu"),
             "{page}"
