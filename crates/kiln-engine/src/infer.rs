@@ -125,7 +125,7 @@ fn ab_passes(
     sides: &[(BurnBuild, Vec<Built>, PathBuf)],
     out: &Path,
 ) -> Result<(String, bool)> {
-    let Some((first, first_built, _)) = sides.first() else {
+    let Some((_, first_built, _)) = sides.first() else {
         bail!("no --burn could be built (the log says why)");
     };
     make_dirs(out)?;
@@ -155,11 +155,29 @@ fn ab_passes(
         let markdown = markdown(args, side, &models);
         write_tables(dir, (&markdown, &method_text(args)), side)?;
     }
-    let a = first.label();
+    let labelled: Vec<(String, Vec<InferRecord>)> = sides
+        .iter()
+        .map(|(burn, _, _)| burn.label())
+        .zip(records)
+        .collect();
+    let text = write_ab(out, &labelled)?;
+    let all_ok = labelled
+        .iter()
+        .flat_map(|(_, r)| r)
+        .all(|r| r.status.is_result());
+    Ok((text, all_ok))
+}
+
+/// `infer-ab.md` in `out` from each Burn's label and records, the first Burn's being A; its
+/// text.
+fn write_ab(out: &Path, sides: &[(String, Vec<InferRecord>)]) -> Result<String> {
+    let Some((a, first)) = sides.first() else {
+        bail!("{}: an inference A/B without sides", out.display());
+    };
     let mut text = String::from("# cargo xtask infer, Burn A against Burn B\n\n");
-    for ((burn, _, _), side) in sides.iter().zip(&records).skip(1) {
-        let rows = kiln_report::infer::compare(&records[0], side);
-        text += &kiln_report::infer::ab_markdown(&rows, &a, &burn.label());
+    for (b, side) in sides.iter().skip(1) {
+        let rows = kiln_report::infer::compare(first, side);
+        text += &kiln_report::infer::ab_markdown(&rows, a, b);
     }
     if sides.len() < 2 {
         text += &format!(
@@ -169,7 +187,27 @@ fn ab_passes(
     }
     let path = out.join(AB_FILE);
     std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok((text, records.iter().flatten().all(|r| r.status.is_result())))
+    Ok(text)
+}
+
+/// `infer --report DIR` on an inference A/B: each side's tables, then `infer-ab.md`, rendered
+/// again from the sides' records (each side's Burn from its records).
+fn report_ab(dir: &Path, side_dirs: &[PathBuf]) -> Result<bool> {
+    let mut sides = Vec::new();
+    let mut all_ok = true;
+    for side in side_dirs {
+        all_ok &= report(side)?;
+        let records: Vec<InferRecord> =
+            kiln_contract::question::read_records(&side.join(INFER_FILE), "an inference record")
+                .map_err(anyhow::Error::msg)?;
+        let label = records
+            .iter()
+            .find_map(|r| r.burn.as_ref().map(|b| b.label()))
+            .with_context(|| format!("{}: records that name no Burn", side.display()))?;
+        sides.push((label, records));
+    }
+    println!("{}", write_ab(dir, &sides)?);
+    Ok(all_ok)
 }
 
 /// A run directory's folders for weights, logits and the runners' logs.
@@ -228,7 +266,13 @@ fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
 fn report(dir: &Path) -> Result<bool> {
     let path = dir.join(INFER_FILE);
     if !path.is_file() {
-        bail!("--report {}: no {INFER_FILE} there", dir.display());
+        if let Some(sides) = crate::burns::side_dirs(dir)? {
+            return report_ab(dir, &sides);
+        }
+        bail!(
+            "--report {}: no {INFER_FILE} there, nor an inference A/B's sides",
+            dir.display()
+        );
     }
     let records: Vec<InferRecord> =
         kiln_contract::question::read_records(&path, "an inference record")
@@ -662,5 +706,35 @@ mod tests {
             std::fs::read_to_string(tmp.path().join(AB_FILE)).unwrap(),
             text
         );
+    }
+
+    /// `infer --report` on a committed inference A/B (an A/A: two builds of Burn 0.22.1's own
+    /// sources) renders its infer-ab.md again byte for byte from the sides' records.
+    #[test]
+    fn an_inference_ab_renders_again_from_its_sides() {
+        let committed = crate::workspace::workspace_root()
+            .join("docs/results/2026-12-05-epyc-f25m17-infer-ab-aa");
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("aa");
+        let sides = crate::burns::side_dirs(&committed).unwrap().unwrap();
+        for side in &sides {
+            let to = copy.join(side.file_name().unwrap());
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(side.join(INFER_FILE), to.join(INFER_FILE)).unwrap();
+        }
+        let burns = crate::burns::BURNS_FILE;
+        std::fs::copy(committed.join(burns), copy.join(burns)).unwrap();
+        assert!(report(&copy).unwrap());
+        let again = std::fs::read_to_string(copy.join(AB_FILE)).unwrap();
+        let text = std::fs::read_to_string(committed.join(AB_FILE)).unwrap();
+        assert_eq!(again, text);
+        assert!(text.contains("no difference that counts"), "{text}");
+        assert!(
+            copy.join(sides[1].file_name().unwrap())
+                .join("infer.md")
+                .is_file()
+        );
+        let err = report(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("nor an inference A/B"), "{err}");
     }
 }

@@ -370,6 +370,9 @@ impl crate::ab::Run for InferRecord {
 /// What an inference A/B compares, each with its floor: the measures an embedding application
 /// pays (the tail and the first prediction are noisier than the median, so their floors are
 /// wider).
+/// The least change of the first prediction that counts in an inference A/B, seconds.
+pub const FIRST_PREDICTION_LEAST: f64 = 0.02;
+
 const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
     crate::ab::Rule {
         name: "latency p50, batch 1",
@@ -406,7 +409,9 @@ const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
         value: |r| r.first_prediction.as_ref().map(|f| f.seconds),
         floor: 0.10,
         difference: false,
-        least: 0.0,
+        // An A/A (two builds of the same Burn sources, 10 pairs) read flex's 6 ms start 1 ms
+        // faster in B with p 0.04: a repeatable difference between builds, not a change.
+        least: FIRST_PREDICTION_LEAST,
         text: latency_text,
         higher: "slower to first answer",
         lower: "faster to first answer",
@@ -444,7 +449,8 @@ pub fn ab_markdown(rows: &[crate::ab::AbRow], a_label: &str, b_label: &str) -> S
          A's pass 2, ...); each B is compared with A's run of the same pass (the paired t-test \
          of their log ratio), so drift over the run cancels. A change counts when p < 0.05 and \
          it exceeds the measure's floor: 3% for the median latency and throughput, 10% for the \
-         99th percentile and the first prediction. A \"no difference\" says the smallest change \
+         99th percentile and the first prediction, which must also move by 20 ms at least. A \
+         \"no difference\" says the smallest change \
          the pairs would have shown 80% of the time; with a single pass there is no verdict \
          (give --repeats 3 or more).\n",
     );
@@ -563,6 +569,31 @@ mod tests {
             text.contains("| mlp · flex cpu f32 | latency p50, batch 1 | 1.01 ms (4 runs)"),
             "{text}"
         );
+        // A first prediction 1 ms faster in every pass (what two builds of the same sources
+        // showed) is sure but too small to count; 100 ms slower counts.
+        let started = |records: &mut [InferRecord], seconds: &[f64]| {
+            for (r, &s) in records.iter_mut().zip(seconds) {
+                r.first_prediction = Some(FirstPrediction {
+                    ready_seconds: s / 2.0,
+                    seconds: s,
+                    caches: None,
+                });
+            }
+        };
+        let starts = [0.0064, 0.0066, 0.0061, 0.0063];
+        let (mut a, mut b) = (a.clone(), runs(&slower));
+        started(&mut a, &starts);
+        started(&mut b, &starts.map(|s| s - 0.001));
+        let first = |rows: &[crate::ab::AbRow]| {
+            let m = rows[0]
+                .measures
+                .iter()
+                .find(|m| m.name == "first prediction");
+            m.unwrap().verdict.clone()
+        };
+        assert!(first(&compare(&a, &b)).starts_with("no difference that counts"));
+        started(&mut b, &starts.map(|s| s + 0.1));
+        assert_eq!(first(&compare(&a, &b)), "B slower to first answer");
         // A row only one side measured is not compared.
         let mut other = runs(&slower);
         other.iter_mut().for_each(|r| r.backend = "ndarray".into());

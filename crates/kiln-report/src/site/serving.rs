@@ -119,13 +119,19 @@ pub fn serving_rows(machines: &mut Vec<Machine>, runs: &[ServingRun]) -> Vec<Ser
     out
 }
 
-fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow {
-    let (first, ok) = (group[0], succeeded(group));
-    let burn = match (&first.burn, &first.fingerprint) {
+/// The Burn a record's runner was built with: its A/B side's, else its fingerprint's; `–`
+/// for the PyTorch reference.
+fn burn_of(r: &InferRecord) -> String {
+    match (&r.burn, &r.fingerprint) {
         (Some(b), _) => b.label(),
         (None, Some(fp)) if !fp.burn_version.is_empty() => fp.burn_version.clone(),
         _ => NO_BURN.to_string(),
-    };
+    }
+}
+
+fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow {
+    let (first, ok) = (group[0], succeeded(group));
+    let burn = burn_of(first);
     let median = |f: &dyn Fn(&InferRecord) -> Option<f64>| {
         let v: Vec<f64> = ok.iter().filter_map(|r| f(r)).collect();
         Stats::from_samples(&v).map(|s| s.median)
@@ -286,15 +292,17 @@ mod tests {
             flex.texts[0]
         );
         assert!(flex.values["throughput"] > 0.0 && flex.values["p99"] >= p50);
-        // The MLP on flex was measured by more than one committed run: one is the source.
+        // The MLP on flex with Burn 0.22.1 was measured by more than one committed run (an
+        // A/B's side among them): one is the source, the others are named.
         let sources = runs
             .iter()
             .filter(|run| {
-                run.records
-                    .iter()
-                    .any(|r| r.backend == "flex" && r.model.to_string() == "mlp")
+                run.records.iter().any(|r| {
+                    r.backend == "flex" && r.model.to_string() == "mlp" && burn_of(r) == "0.22.1"
+                })
             })
             .count();
+        assert!(sources >= 2, "{sources}");
         assert_eq!(flex.also.len() + 1, sources, "{flex:?}");
         let pytorch = rows.iter().find(|r| r.backend == "pytorch").unwrap();
         assert_eq!(pytorch.burn, NO_BURN);
