@@ -254,10 +254,16 @@ fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Rec
 /// The Burn a record's runner was built with: the run's `--burn` where it named one; `–` for
 /// a runner without Burn (the PyTorch reference).
 fn burn(r: &Record) -> String {
-    match &r.burn {
-        Some(b) => b.label(),
-        None if r.fingerprint.burn_version.is_empty() => NO_BURN.into(),
-        None => r.fingerprint.burn_version.clone(),
+    burn_label(r.burn.as_ref(), Some(&r.fingerprint))
+}
+
+/// A record's Burn from its `--burn` build, else its fingerprint's Burn version; [`NO_BURN`]
+/// without either (the PyTorch reference). Training and inference records alike.
+pub fn burn_label(build: Option<&kiln_contract::BurnBuild>, fp: Option<&Fingerprint>) -> String {
+    match (build, fp) {
+        (Some(b), _) => b.label(),
+        (None, Some(fp)) if !fp.burn_version.is_empty() => fp.burn_version.clone(),
+        _ => NO_BURN.into(),
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use kiln_contract::{Stats, Status};
 
-use super::rows::{Machine, NO_BURN, machine_index};
+use super::rows::{Machine, burn_label, machine_index};
 use super::runs::RunDir;
 use crate::infer::{
     AGREEMENT, INFER_FILE, InferRecord, Latency, groups, models, row_cells, succeeded,
@@ -119,14 +119,9 @@ pub fn serving_rows(machines: &mut Vec<Machine>, runs: &[ServingRun]) -> Vec<Ser
     out
 }
 
-/// The Burn a record's runner was built with: its A/B side's, else its fingerprint's; `–`
-/// for the PyTorch reference.
+/// The Burn a record's runner was built with, as the index names a training row's.
 fn burn_of(r: &InferRecord) -> String {
-    match (&r.burn, &r.fingerprint) {
-        (Some(b), _) => b.label(),
-        (None, Some(fp)) if !fp.burn_version.is_empty() => fp.burn_version.clone(),
-        _ => NO_BURN.to_string(),
-    }
+    burn_label(r.burn.as_ref(), r.fingerprint.as_ref())
 }
 
 fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow {
@@ -305,7 +300,7 @@ mod tests {
         assert!(sources >= 2, "{sources}");
         assert_eq!(flex.also.len() + 1, sources, "{flex:?}");
         let pytorch = rows.iter().find(|r| r.backend == "pytorch").unwrap();
-        assert_eq!(pytorch.burn, NO_BURN);
+        assert_eq!(pytorch.burn, crate::site::rows::NO_BURN);
         assert_eq!(flex.burn, "0.22.1");
     }
 }
