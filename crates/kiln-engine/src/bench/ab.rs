@@ -31,9 +31,19 @@ pub fn bench_ab(
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
 ) -> Result<bool> {
-    // An A/B run adds pairs until it knows (`--repeats auto`) unless --repeats gives a number.
+    // An A/B run adds pairs until it knows (`--repeats auto`) unless --repeats gives a number;
+    // one --burn alone is a run against that Burn, with the usual repeats.
     let mut common = common.clone();
-    common.repeats.get_or_insert(crate::options::Repeats::Auto);
+    match (specs.len(), common.repeats) {
+        (0 | 1, Some(crate::options::Repeats::Auto)) => bail!(
+            "--repeats auto adds pairs until two Burns are told apart: give --burn twice \
+             (--burn 0.22.1 --burn path:../burn), or --repeats N"
+        ),
+        (0 | 1, _) => {}
+        _ => {
+            common.repeats.get_or_insert(crate::options::Repeats::Auto);
+        }
+    }
     let common = &common;
     let (_, cfg) = config(common, false)?;
     let learner = cfg.loops.contains(&TrainingLoop::Learner);

@@ -519,3 +519,16 @@ fn a_planned_cell_past_its_cap_is_tried_again_under_the_cap_it_taught() {
     let later = loaded.records[1].reason.clone().unwrap_or_default();
     assert!(later.contains("warm-up cap raised"), "{later}");
 }
+
+/// One --burn is a run against that Burn, not a pair that can never be decided: `auto` with
+/// it is refused before anything is built, and the usual repeats stand.
+#[test]
+fn repeats_auto_needs_two_burns() {
+    let mut auto = common();
+    auto.repeats = Some(crate::options::Repeats::Auto);
+    let one = [crate::burns::BurnSpec::Version("0.22.1".into())];
+    let err = super::ab::bench_ab(&auto, &one, None, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--burn twice"), "{err}");
+}
