@@ -21,6 +21,13 @@ pub fn runtime(api: &str, driver: &str, cpu_emulated: bool, fusion: bool) -> Run
     }
 }
 
+/// Whether Burn's backend type `B` fuses kernels: Burn compiles its CubeCL backends as
+/// `Fusion<CubeBackend>` when its `fusion` feature is on (its default) and as the bare backend
+/// when a build turns it off (a Burn A/B side, `--burn path:...`), so the type says which.
+pub fn fused<B: ?Sized>() -> bool {
+    std::any::type_name::<B>().contains("Fusion<")
+}
+
 /// Autotune level in effect (CubeCL reads `CUBECL_AUTOTUNE_LEVEL`; `balanced` by default).
 pub fn autotune_level() -> AutotuneLevel {
     match std::env::var("CUBECL_AUTOTUNE_LEVEL").as_deref() {

@@ -55,10 +55,14 @@ impl Binding for CpuBinding {
     }
 }
 
-/// How CubeCL is set up: LLVM's JIT on the host, fusion on (Burn's default features), the
-/// autotune level and cache.
+/// How CubeCL is set up: LLVM's JIT on the host, fusion as Burn was built (on by its default
+/// features), the autotune level and cache.
 fn runtime() -> kiln_contract::Runtime {
-    kiln_core::cubecl::runtime("llvm", "", false, true)
+    #[cfg(feature = "cpu")]
+    let fused = kiln_core::cubecl::fused::<burn::backend::Cpu>();
+    #[cfg(not(feature = "cpu"))]
+    let fused = true;
+    kiln_core::cubecl::runtime("llvm", "", false, fused)
 }
 
 #[cfg(feature = "cpu")]

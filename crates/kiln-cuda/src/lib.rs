@@ -37,8 +37,12 @@ const ENUMERATE: Option<kiln_core::gpu::Enumerate> = Some(|| {
 const ENUMERATE: Option<kiln_core::gpu::Enumerate> = None;
 
 fn runtime() -> kiln_contract::Runtime {
-    // Burn's default features compile CubeCL backends with kernel fusion.
-    kiln_core::cubecl::runtime("cuda", "", false, true)
+    // Fusion as Burn was built: on by its default features.
+    #[cfg(feature = "cuda")]
+    let fused = kiln_core::cubecl::fused::<burn::backend::Cuda>();
+    #[cfg(not(feature = "cuda"))]
+    let fused = true;
+    kiln_core::cubecl::runtime("cuda", "", false, fused)
 }
 
 #[cfg(test)]

@@ -67,5 +67,6 @@ pub fn burn_build(spec: &str) -> kiln_contract::BurnBuild {
         path: spec.strip_prefix("path:").map(str::to_string),
         revision: None,
         dirty: None,
+        without: Vec::new(),
     }
 }

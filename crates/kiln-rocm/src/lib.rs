@@ -36,8 +36,12 @@ const ENUMERATE: Option<kiln_core::gpu::Enumerate> = Some(|| {
 const ENUMERATE: Option<kiln_core::gpu::Enumerate> = None;
 
 fn runtime() -> kiln_contract::Runtime {
-    // Burn's default features compile CubeCL backends with kernel fusion.
-    kiln_core::cubecl::runtime("hip", "", false, true)
+    // Fusion as Burn was built: on by its default features.
+    #[cfg(feature = "rocm")]
+    let fused = kiln_core::cubecl::fused::<burn::backend::Rocm>();
+    #[cfg(not(feature = "rocm"))]
+    let fused = true;
+    kiln_core::cubecl::runtime("hip", "", false, fused)
 }
 
 #[cfg(test)]

@@ -65,7 +65,12 @@ impl Adapter {
     }
 
     fn runtime(&self) -> Runtime {
-        kiln_core::cubecl::runtime(self.api, &self.driver, self.cpu_emulated, FUSION)
+        kiln_core::cubecl::runtime(
+            self.api,
+            &self.driver,
+            self.cpu_emulated,
+            kiln_core::cubecl::fused::<burn::backend::Wgpu>(),
+        )
     }
 
     /// Preference when Kiln picks one adapter: real GPUs first, discrete before integrated.
@@ -79,10 +84,6 @@ impl Adapter {
         }
     }
 }
-
-/// Burn's default features (which Kiln builds with) turn on burn-wgpu's `fusion`; Burn has no
-/// switch to turn it off at run time.
-const FUSION: bool = true;
 
 /// Software Vulkan/DX12 implementations that run on the CPU, recognised by name or driver.
 fn is_cpu_emulated(info: &wgpu::AdapterInfo) -> bool {
@@ -334,6 +335,14 @@ impl Binding for WgpuBinding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The record's `fusion` is read from Burn's backend type: Kiln's Burn (default features)
+    /// fuses, and the type still says so by name.
+    #[test]
+    fn burns_default_build_reads_as_fused() {
+        assert!(kiln_core::cubecl::fused::<burn::backend::Wgpu>());
+        assert!(!kiln_core::cubecl::fused::<burn::backend::Flex>());
+    }
 
     #[test]
     fn specs_parse_and_reject_clearly() {

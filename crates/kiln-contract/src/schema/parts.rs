@@ -276,7 +276,7 @@ impl TimeToAccuracy {
 }
 
 /// The Burn a runner was built against, when a run names one (`--burn SPEC`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BurnBuild {
     /// As given: `0.22.1`, `path:../burn`.
@@ -292,20 +292,33 @@ pub struct BurnBuild {
     /// Whether that work tree had changes not committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty: Option<bool>,
+    /// The default features of Burn's CubeCL backends (`autotune`, `fusion`) this build leaves
+    /// out for every runner, as cargo resolves burn-cubecl's features with every runner
+    /// feature on: a checkout that turns one off. A CubeCL record's runtime (its autotune
+    /// level) then says what was asked for, not what ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub without: Vec<String>,
 }
 
 impl BurnBuild {
-    /// `0.22.1`, or `path:../burn (0.22.1, 1a2b3c4d dirty)`.
+    /// `0.22.1`, or `path:../burn (0.22.1, 1a2b3c4d dirty)`, with `without autotune` where the
+    /// build left a CubeCL default feature out.
     pub fn label(&self) -> String {
+        let without = if self.without.is_empty() {
+            String::new()
+        } else {
+            format!("; without {}", self.without.join(", "))
+        };
         match &self.path {
-            None => self.spec.clone(),
+            None if without.is_empty() => self.spec.clone(),
+            None => format!("{} ({})", self.spec, &without[2..]),
             Some(_) => {
                 let revision = match (&self.revision, self.dirty) {
                     (Some(r), Some(true)) => format!(", {} dirty", &r[..r.len().min(8)]),
                     (Some(r), _) => format!(", {}", &r[..r.len().min(8)]),
                     (None, _) => ", not a git checkout".into(),
                 };
-                format!("{} ({}{revision})", self.spec, self.version)
+                format!("{} ({}{revision}{without})", self.spec, self.version)
             }
         }
     }

@@ -100,7 +100,7 @@ fn build_tch(package: &str, t: &torch::Torch, extra: &[&str]) -> Result<()> {
 }
 
 /// `feature` then `extra`.
-fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     std::iter::once(feature)
         .chain(extra.iter().copied())
         .collect()

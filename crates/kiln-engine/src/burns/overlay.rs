@@ -196,6 +196,36 @@ fn checkout_crates(dir: &Path) -> Result<Vec<(String, String, PathBuf)>> {
     Ok(crates)
 }
 
+/// The default features of Burn's CubeCL backends that a record's runtime report assumes.
+const CUBECL_DEFAULTS: [&str; 2] = ["autotune", "fusion"];
+
+/// Which of [`CUBECL_DEFAULTS`] cargo leaves out of burn-cubecl in the overlay at `dir` (every
+/// runner feature on, so every runner's Burn is seen): none for a published Burn, and for a
+/// checkout whatever its manifests turned off. No burn-cubecl at all: none.
+fn cubecl_defaults_left_out(dir: &Path) -> Result<Vec<String>> {
+    let manifest = dir.join("Cargo.toml");
+    let meta = cargo_metadata::MetadataCommand::new()
+        .manifest_path(&manifest)
+        .features(cargo_metadata::CargoOpt::AllFeatures)
+        .exec()
+        .with_context(|| format!("cannot read {} with cargo metadata", manifest.display()))?;
+    let Some(resolve) = &meta.resolve else {
+        return Ok(Vec::new());
+    };
+    let cubecl = resolve.nodes.iter().find(|n| {
+        meta.packages
+            .iter()
+            .any(|p| p.id == n.id && p.name.as_str() == "burn-cubecl")
+    });
+    Ok(cubecl.map_or_else(Vec::new, |node| {
+        CUBECL_DEFAULTS
+            .iter()
+            .filter(|f| !node.features.iter().any(|g| g.as_str() == **f))
+            .map(|f| f.to_string())
+            .collect()
+    }))
+}
+
 /// The overlay manifest: this workspace's `manifest` with its runner crates only, Burn pinned
 /// to `version`, and `patches` (package name, directory) as `[patch.crates-io]`.
 pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathBuf)]) -> String {
@@ -246,6 +276,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
                 path: None,
                 revision: None,
                 dirty: None,
+                without: Vec::new(),
             };
             return Ok(Burn {
                 build,
@@ -260,6 +291,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
                 path: None,
                 revision: None,
                 dirty: None,
+                without: Vec::new(),
             },
             Vec::new(),
             v.clone(),
@@ -294,6 +326,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
                     path: Some(dir.display().to_string()),
                     revision,
                     dirty,
+                    without: Vec::new(),
                 },
                 crates.into_iter().map(|(n, _, d)| (n, d)).collect(),
                 format!("path-{name}-{hash}"),
@@ -324,6 +357,8 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     if matches!(spec, BurnSpec::Version(_)) {
         pin_burn_crates(&overlay, &build.version)?;
     }
+    let mut build = build;
+    build.without = cubecl_defaults_left_out(&overlay)?;
     Ok(Burn {
         build,
         overlay: Some(overlay),
@@ -397,6 +432,49 @@ mod tests {
             text.contains(
                 "[patch.crates-io]\nburn-flex = { path = \"/src/burn/crates/burn-flex\" }"
             )
+        );
+    }
+
+    /// A checkout whose burn-cubecl defaults leave autotune out is labelled so, read from
+    /// cargo's resolved features (a path-only workspace: no registry is asked; the Burn crate
+    /// outside it, as a checkout is, so it is no member whose every feature is turned on).
+    #[test]
+    fn a_build_without_autotune_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let file = tmp.path().join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        };
+        write(
+            "ws/Cargo.toml",
+            "[workspace]\nmembers = [\"runner\"]\nresolver = \"2\"\n",
+        );
+        write(
+            "ws/runner/Cargo.toml",
+            "[package]\nname = \"runner\"\nversion = \"0.1.0\"\n\n[dependencies]\n\
+             burn-cubecl = { path = \"../../cubecl\" }\n",
+        );
+        write("ws/runner/src/lib.rs", "");
+        write(
+            "cubecl/Cargo.toml",
+            "[package]\nname = \"burn-cubecl\"\nversion = \"0.1.0\"\n\n[features]\n\
+             default = [\"fusion\"]\nautotune = []\nfusion = []\n",
+        );
+        write("cubecl/src/lib.rs", "");
+        let ws = tmp.path().join("ws");
+        assert_eq!(cubecl_defaults_left_out(&ws).unwrap(), ["autotune"]);
+        let build = BurnBuild {
+            spec: "path:../burn".into(),
+            version: "0.22.1".into(),
+            path: Some("/src/burn".into()),
+            revision: Some("1a2b3c4d5e".into()),
+            dirty: Some(true),
+            without: vec!["autotune".into()],
+        };
+        assert_eq!(
+            build.label(),
+            "path:../burn (0.22.1, 1a2b3c4d dirty; without autotune)"
         );
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::overlay::{Burn, BurnSpec, prepare};
-use crate::backends::{Backend, Source};
+use crate::backends::{Backend, Requirement, Source};
 use crate::runners::{Built, Runner, build_and_probe, probe};
 
 /// Build `burn`'s runners of `wanted` and probe them; its own target directory for an overlay.
@@ -19,33 +19,52 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
     } else {
         &[]
     };
-    let plain: Vec<(Option<&str>, &str)> = wanted
-        .iter()
-        .filter_map(|b| match &b.source {
+    // The plain runners by build group; a runner with a crate feature (burn-cpu's LLVM, a GPU
+    // toolkit) alone with it, where what it needs is here.
+    let mut plain: Vec<(Option<&str>, &str)> = Vec::new();
+    let mut built: Vec<&'static Backend> = Vec::new();
+    for &b in wanted {
+        match &b.source {
             Source::Cargo {
                 package,
                 requires: None,
-            } => Some((b.build_group.as_deref(), package.as_str())),
-            _ => {
-                eprintln!(
-                    "kiln: --burn {}: {} is left out (an A/B run builds the plain runners: \
-                     flex, ndarray, wgpu, remote)",
+            } => plain.push((b.build_group.as_deref(), package.as_str())),
+            Source::Cargo {
+                package,
+                requires: Some(r @ (Requirement::Llvm(_) | Requirement::Driver(_))),
+            } => match r.met() {
+                Ok(()) => {
+                    let features = crate::build::with_feature(r.feature(), extra);
+                    crate::build::build_runners_at(root, &[package], &features, &burn.target())?;
+                    built.push(b);
+                }
+                Err(why) => eprintln!(
+                    "kiln: --burn {}: {} is left out: {why}",
                     burn.build.spec, b.name
-                );
-                None
-            }
-        })
-        .collect();
+                ),
+            },
+            _ => eprintln!(
+                "kiln: --burn {}: {} is left out (an A/B run builds Burn's own backends, not \
+                 the libtorch ones)",
+                burn.build.spec, b.name
+            ),
+        }
+    }
     for packages in crate::backends::by_build_group(plain) {
         crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
     }
+    built.extend(
+        wanted
+            .iter()
+            .copied()
+            .filter(|b| matches!(&b.source, Source::Cargo { requires: None, .. })),
+    );
     let mut out = Vec::new();
-    for &b in wanted {
-        let Source::Cargo {
-            package,
-            requires: None,
-        } = &b.source
-        else {
+    for &b in wanted
+        .iter()
+        .filter(|&&b| built.iter().any(|&x| std::ptr::eq(x, b)))
+    {
+        let Source::Cargo { package, .. } = &b.source else {
             continue;
         };
         let built = crate::workspace::binary(&burn.target(), package);

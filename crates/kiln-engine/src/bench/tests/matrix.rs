@@ -360,6 +360,7 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
             path: spec.strip_prefix("path:").map(str::to_string),
             revision: None,
             dirty: None,
+            without: Vec::new(),
         });
         dirs.push(dir);
         cfgs.push(c);
