@@ -166,12 +166,22 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
                 .chain(&rb)
                 .filter_map(|r| r.run_drift)
                 .fold(0.0, f64::max);
+            // A run cut by the budget trained fewer steps: its accuracy is no other run's peer.
+            let cut = ra.iter().chain(&rb).any(|r| r.obtained.budget_exhausted);
             let measures = RULES
                 .iter()
                 .filter_map(|rule| {
                     // The sequential rule decides the epoch time, the measure the run stops on.
                     let seq = sequential.filter(|_| rule.name == RULES[0].name);
-                    measure(rule, &ra, &rb, drift, seq)
+                    let mut m = measure(rule, &ra, &rb, drift, seq)?;
+                    if cut && rule.difference {
+                        m.change = None;
+                        m.p = None;
+                        m.verdict = "not compared: runs cut by the budget trained fewer steps \
+                                     than the others"
+                            .into();
+                    }
+                    Some(m)
                 })
                 .collect();
             AbRow { cell: k, measures }
@@ -481,6 +491,29 @@ mod tests {
         assert_eq!(
             verdict(&compare(&a, &b, None), "flex", "epoch time"),
             "no difference beyond the noise"
+        );
+    }
+
+    #[test]
+    fn accuracy_is_not_compared_where_the_budget_cut_a_side_short() {
+        let a = runs("flex", &[10.0, 10.1, 9.9], 0.796);
+        let mut b = runs("flex", &[600.0, 610.0, 605.0], 0.782);
+        for r in &mut b {
+            r.obtained.budget_exhausted = true;
+        }
+        let rows = compare(&a, &b, None);
+        assert_eq!(verdict(&rows, "flex", "epoch time"), "B slower");
+        assert!(
+            verdict(&rows, "flex", "test accuracy").starts_with("not compared"),
+            "{:?}",
+            verdict(&rows, "flex", "test accuracy")
+        );
+        for r in &mut b {
+            r.obtained.budget_exhausted = false;
+        }
+        assert_eq!(
+            verdict(&compare(&a, &b, None), "flex", "test accuracy"),
+            "B learns less"
         );
     }
 

@@ -351,15 +351,29 @@ pub(crate) fn memory_cell(r: &Record) -> String {
 pub(crate) fn efficiency_cell(r: &Record) -> String {
     match (r.achieved_gflops, &r.device_peak, &r.peak) {
         (Some(a), Some(d), _) if d.gflops > 0.0 => {
-            format!("{a:.1} ({:.0}% of {:.0})", a / d.gflops * 100.0, d.gflops)
+            format!(
+                "{a:.1} ({:.0}% of {})",
+                a / d.gflops * 100.0,
+                peak_text(d.gflops)
+            )
         }
         (Some(a), None, Some(p)) if p.gflops > 0.0 => format!(
-            "{a:.1} ({:.0}% of its own GEMM {:.0})",
+            "{a:.1} ({:.0}% of its own GEMM {})",
             a / p.gflops * 100.0,
-            p.gflops
+            peak_text(p.gflops)
         ),
         (Some(a), _, _) => format!("{a:.1}"),
         _ => "–".into(),
+    }
+}
+
+/// A GEMM peak in GFLOP/s, whole where it is large, with its first digits where it is not (a
+/// backend whose GEMM is slow measures 0.010, not "0").
+fn peak_text(gflops: f64) -> String {
+    match gflops {
+        g if g >= 10.0 => format!("{g:.0}"),
+        g if g >= 0.1 => format!("{g:.1}"),
+        g => format!("{g:.3}"),
     }
 }
 

@@ -126,17 +126,76 @@ fn runtime_warning(r: &Record) -> Option<String> {
     if let Some(f) = rt.fusion {
         parts.push(format!("fusion {}", if f { "on" } else { "off" }));
     }
-    if let Some(a) = &rt.autotune {
-        parts.push(format!("autotune {a}"));
-    }
-    if let Some(c) = &rt.autotune_cache {
-        parts.push(format!("autotune cache {c} at start"));
+    // A Burn built without a CubeCL default says so; the runtime says what was asked for.
+    let without = |f: &str| {
+        r.burn
+            .as_ref()
+            .is_some_and(|b| b.without.iter().any(|w| w == f))
+    };
+    if without("autotune") {
+        parts.push("autotune not built (Burn without its autotune feature)".into());
+    } else {
+        if let Some(a) = &rt.autotune {
+            parts.push(format!("autotune {a}"));
+        }
+        if let Some(c) = &rt.autotune_cache {
+            parts.push(format!("autotune cache {c} at start"));
+        }
     }
     if let Some(s) = r.first_step_seconds {
+        let what = if without("autotune") {
+            "compiling kernels"
+        } else {
+            "compiling and autotuning kernels"
+        };
         parts.push(format!(
-            "first step {} (compiling and autotuning kernels; timed apart from the epochs)",
+            "first step {} ({what}; timed apart from the epochs)",
             human_seconds(s)
         ));
     }
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::tests_support::timed;
+
+    /// A Burn built without autotune has no autotune level or cache to report, and its first
+    /// step compiled only; the GEMM peak of such a backend is written with its digits.
+    #[test]
+    fn a_burn_without_autotune_is_not_reported_as_tuning() {
+        let mut r = timed("burn-cpu", 10.0);
+        r.runtime = Some(kiln_contract::Runtime {
+            fusion: Some(true),
+            autotune: Some("balanced".into()),
+            autotune_cache: Some("warm".into()),
+            ..Default::default()
+        });
+        r.first_step_seconds = Some(47.7);
+        let tuned = runtime_warning(&r).unwrap();
+        assert!(
+            tuned.contains("autotune balanced") && tuned.contains("autotuning"),
+            "{tuned}"
+        );
+        r.burn = Some(kiln_contract::BurnBuild {
+            spec: "path:../burn".into(),
+            without: vec!["autotune".into()],
+            ..Default::default()
+        });
+        let line = runtime_warning(&r).unwrap();
+        assert!(line.contains("autotune not built"), "{line}");
+        assert!(
+            !line.contains("balanced") && !line.contains("autotuning"),
+            "{line}"
+        );
+
+        r.achieved_gflops = Some(0.6);
+        r.device_peak = Some(kiln_contract::DevicePeak {
+            gflops: 0.010,
+            backend: "burn-cpu".into(),
+            matrix: 512,
+        });
+        assert_eq!(crate::fields::efficiency_cell(&r), "0.6 (6000% of 0.010)");
+    }
 }

@@ -201,29 +201,41 @@ const CUBECL_DEFAULTS: [&str; 2] = ["autotune", "fusion"];
 
 /// Which of [`CUBECL_DEFAULTS`] cargo leaves out of burn-cubecl in the overlay at `dir` (every
 /// runner feature on, so every runner's Burn is seen): none for a published Burn, and for a
-/// checkout whatever its manifests turned off. No burn-cubecl at all: none.
+/// checkout whatever its manifests turned off. No burn-cubecl at all: none. `cargo tree`, not
+/// `cargo metadata`: metadata unifies features across targets and dev-dependencies, so a
+/// feature no build of the runners turns on can read as on.
 fn cubecl_defaults_left_out(dir: &Path) -> Result<Vec<String>> {
     let manifest = dir.join("Cargo.toml");
-    let meta = cargo_metadata::MetadataCommand::new()
-        .manifest_path(&manifest)
-        .features(cargo_metadata::CargoOpt::AllFeatures)
-        .exec()
-        .with_context(|| format!("cannot read {} with cargo metadata", manifest.display()))?;
-    let Some(resolve) = &meta.resolve else {
-        return Ok(Vec::new());
-    };
-    let cubecl = resolve.nodes.iter().find(|n| {
-        meta.packages
-            .iter()
-            .any(|p| p.id == n.id && p.name.as_str() == "burn-cubecl")
-    });
-    Ok(cubecl.map_or_else(Vec::new, |node| {
-        CUBECL_DEFAULTS
-            .iter()
-            .filter(|f| !node.features.iter().any(|g| g.as_str() == **f))
-            .map(|f| f.to_string())
-            .collect()
-    }))
+    let out = cargo()
+        .arg("tree")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .args(["--all-features", "-e", "features", "-i", "burn-cubecl"])
+        .args(["--prefix", "none", "--depth", "1"])
+        .output()
+        .context("cannot run cargo tree")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if stderr.contains("did not match any packages") {
+            return Ok(Vec::new());
+        }
+        bail!(
+            "{}: cargo tree cannot read it: {}",
+            manifest.display(),
+            first_error(&stderr)
+        );
+    }
+    let on: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("burn-cubecl feature \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    Ok(CUBECL_DEFAULTS
+        .iter()
+        .filter(|f| !on.contains(f))
+        .map(|f| f.to_string())
+        .collect())
 }
 
 /// The overlay manifest: this workspace's `manifest` with its runner crates only, Burn pinned
