@@ -272,6 +272,46 @@ pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathB
     out
 }
 
+/// A checkout's build (its path, version, git state), its crates to patch in, and its slug.
+fn checkout(dir: &Path) -> Result<(BurnBuild, Vec<(String, PathBuf)>, String)> {
+    // As given, as BurnSpec's Display writes it.
+    let spec = BurnSpec::Path(dir.to_path_buf()).to_string();
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--burn path:{}: no such directory", dir.display()))?;
+    let crates = checkout_crates(&dir)?;
+    let version = crates
+        .iter()
+        .find(|(n, _, _)| n == "burn")
+        .map(|(_, v, _)| v.clone())
+        .unwrap_or_default();
+    let (revision, dirty) = kiln_machine::git_state(&dir);
+    let name = dir
+        .file_name()
+        .map_or("burn".into(), |n| n.to_string_lossy().into_owned());
+    let hash = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(dir.display().to_string().as_bytes());
+        digest
+            .iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    Ok((
+        BurnBuild {
+            spec,
+            version,
+            path: Some(dir.display().to_string()),
+            revision,
+            dirty,
+            without: Vec::new(),
+        },
+        crates.into_iter().map(|(n, _, d)| (n, d)).collect(),
+        format!("path-{name}-{hash}"),
+    ))
+}
+
 /// Make `spec` ready to build: this workspace's own Burn as it is; any other in its overlay
 /// (written anew each time).
 pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
@@ -308,42 +348,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
             Vec::new(),
             v.clone(),
         ),
-        BurnSpec::Path(dir) => {
-            let dir = dir
-                .canonicalize()
-                .with_context(|| format!("--burn path:{}: no such directory", dir.display()))?;
-            let crates = checkout_crates(&dir)?;
-            let version = crates
-                .iter()
-                .find(|(n, _, _)| n == "burn")
-                .map(|(_, v, _)| v.clone())
-                .unwrap_or_default();
-            let (revision, dirty) = kiln_machine::git_state(&dir);
-            let name = dir
-                .file_name()
-                .map_or("burn".into(), |n| n.to_string_lossy().into_owned());
-            let hash = {
-                use sha2::Digest;
-                let digest = sha2::Sha256::digest(dir.display().to_string().as_bytes());
-                digest
-                    .iter()
-                    .take(4)
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<String>()
-            };
-            (
-                BurnBuild {
-                    spec: spec.to_string(),
-                    version,
-                    path: Some(dir.display().to_string()),
-                    revision,
-                    dirty,
-                    without: Vec::new(),
-                },
-                crates.into_iter().map(|(n, _, d)| (n, d)).collect(),
-                format!("path-{name}-{hash}"),
-            )
-        }
+        BurnSpec::Path(dir) => checkout(dir)?,
     };
     let overlay = target_dir().join("burn").join(&slug);
     std::fs::create_dir_all(&overlay)
