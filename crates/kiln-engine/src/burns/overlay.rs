@@ -272,8 +272,11 @@ pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathB
     out
 }
 
+/// A Burn's build, the crates to patch in (name, directory), and its slug.
+type Prepared = (BurnBuild, Vec<(String, PathBuf)>, String);
+
 /// A checkout's build (its path, version, git state), its crates to patch in, and its slug.
-fn checkout(dir: &Path) -> Result<(BurnBuild, Vec<(String, PathBuf)>, String)> {
+fn checkout(dir: &Path) -> Result<Prepared> {
     // As given, as BurnSpec's Display writes it.
     let spec = BurnSpec::Path(dir.to_path_buf()).to_string();
     let dir = dir
