@@ -100,7 +100,7 @@ fn build_tch(package: &str, t: &torch::Torch, extra: &[&str]) -> Result<()> {
 }
 
 /// `feature` then `extra`.
-pub(crate) fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     std::iter::once(feature)
         .chain(extra.iter().copied())
         .collect()
@@ -110,12 +110,23 @@ pub(crate) fn with_feature<'a>(feature: &'a str, extra: &[&'a str]) -> Vec<&'a s
 /// (whether or not `r` is met here: the GPU kit builds for another machine); returns the
 /// binary, or why it was not built.
 pub fn build_featured(package: &str, r: &Requirement, extra: &[&str]) -> Result<PathBuf> {
-    build_runners(&[package], &with_feature(r.feature(), extra), &target_dir()).context(
+    build_featured_at(&workspace_root(), package, r, extra, &target_dir())
+}
+
+/// [`build_featured`] in the workspace at `root` (a Burn overlay, `crate::burns`), into `dir`.
+pub fn build_featured_at(
+    root: &Path,
+    package: &str,
+    r: &Requirement,
+    extra: &[&str],
+    dir: &Path,
+) -> Result<PathBuf> {
+    build_runners_at(root, &[package], &with_feature(r.feature(), extra), dir).context(
         "CubeCL's GPU runtimes build on cubecl-llvm, whose first build downloads LLVM 23 from \
          github.com; where that is unreachable, `cargo xtask setup-cubecl-llvm` lets it use a \
          system LLVM (docs/gpu.md)",
     )?;
-    Ok(binary(&target_dir(), package))
+    Ok(binary(dir, package))
 }
 
 /// Build the runner binaries of `packages` in one cargo invocation (so their Burn has only

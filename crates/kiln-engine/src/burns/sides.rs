@@ -20,7 +20,7 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
         &[]
     };
     // The plain runners by build group; a runner with a crate feature (burn-cpu's LLVM, a GPU
-    // toolkit) alone with it, where what it needs is here.
+    // toolkit) alone with it, where what it needs is here. `built` keeps `wanted`'s order.
     let mut plain: Vec<(Option<&str>, &str)> = Vec::new();
     let mut built: Vec<&'static Backend> = Vec::new();
     for &b in wanted {
@@ -28,14 +28,16 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
             Source::Cargo {
                 package,
                 requires: None,
-            } => plain.push((b.build_group.as_deref(), package.as_str())),
+            } => {
+                plain.push((b.build_group.as_deref(), package.as_str()));
+                built.push(b);
+            }
             Source::Cargo {
                 package,
                 requires: Some(r @ (Requirement::Llvm(_) | Requirement::Driver(_))),
             } => match r.met() {
                 Ok(()) => {
-                    let features = crate::build::with_feature(r.feature(), extra);
-                    crate::build::build_runners_at(root, &[package], &features, &burn.target())?;
+                    crate::build::build_featured_at(root, package, r, extra, &burn.target())?;
                     built.push(b);
                 }
                 Err(why) => eprintln!(
@@ -53,25 +55,19 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
     for packages in crate::backends::by_build_group(plain) {
         crate::build::build_runners_at(root, &packages, extra, &burn.target())?;
     }
-    built.extend(
-        wanted
-            .iter()
-            .copied()
-            .filter(|b| matches!(&b.source, Source::Cargo { requires: None, .. })),
-    );
     let mut out = Vec::new();
-    for &b in wanted
-        .iter()
-        .filter(|&&b| built.iter().any(|&x| std::ptr::eq(x, b)))
-    {
+    for b in built {
         let Source::Cargo { package, .. } = &b.source else {
             continue;
         };
-        let built = crate::workspace::binary(&burn.target(), package);
-        let program = root.join("bin").join(built.file_name().unwrap_or_default());
+        let binary = crate::workspace::binary(&burn.target(), package);
+        let program = root
+            .join("bin")
+            .join(binary.file_name().unwrap_or_default());
         std::fs::create_dir_all(root.join("bin"))?;
-        std::fs::copy(&built, &program)
-            .with_context(|| format!("cannot copy {} to {}", built.display(), program.display()))?;
+        std::fs::copy(&binary, &program).with_context(|| {
+            format!("cannot copy {} to {}", binary.display(), program.display())
+        })?;
         let runner = Runner {
             program,
             args: Vec::new(),
