@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use crate::units::gflops_text;
 pub(crate) use crate::units::thousands;
 pub use crate::units::{human_bytes, human_bytes_short, human_seconds};
 use kiln_contract::schema::{DataKind, Method, Record, Status};
@@ -354,26 +355,16 @@ pub(crate) fn efficiency_cell(r: &Record) -> String {
             format!(
                 "{a:.1} ({:.0}% of {})",
                 a / d.gflops * 100.0,
-                peak_text(d.gflops)
+                gflops_text(d.gflops)
             )
         }
         (Some(a), None, Some(p)) if p.gflops > 0.0 => format!(
             "{a:.1} ({:.0}% of its own GEMM {})",
             a / p.gflops * 100.0,
-            peak_text(p.gflops)
+            gflops_text(p.gflops)
         ),
         (Some(a), _, _) => format!("{a:.1}"),
         _ => "–".into(),
-    }
-}
-
-/// A GEMM peak in GFLOP/s, whole where it is large, with its first digits where it is not (a
-/// backend whose GEMM is slow measures 0.010, not "0").
-fn peak_text(gflops: f64) -> String {
-    match gflops {
-        g if g >= 10.0 => format!("{g:.0}"),
-        g if g >= 0.1 => format!("{g:.1}"),
-        g => format!("{g:.3}"),
     }
 }
 

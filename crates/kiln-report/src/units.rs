@@ -39,6 +39,16 @@ pub fn human_seconds(s: f64) -> String {
     }
 }
 
+/// A GEMM peak in GFLOP/s, whole where it is large, with its first digits where it is not (a
+/// backend whose GEMM is slow measures 0.010, not "0").
+pub fn gflops_text(gflops: f64) -> String {
+    match gflops {
+        g if g >= 10.0 => format!("{g:.0}"),
+        g if g >= 0.1 => format!("{g:.1}"),
+        g => format!("{g:.3}"),
+    }
+}
+
 pub(crate) fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();

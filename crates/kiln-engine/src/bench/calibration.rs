@@ -125,8 +125,9 @@ pub(super) fn calibrate(
     }
     for ((device, weights), best) in peaks.best.iter().filter(|_| !at_end) {
         display.line(&format!(
-            "kiln: device peak on {device} ({weights}): {:.1} GFLOP/s, reached by {}",
-            best.gflops, best.backend
+            "kiln: device peak on {device} ({weights}): {} GFLOP/s, reached by {}",
+            kiln_report::units::gflops_text(best.gflops),
+            best.backend
         ));
     }
     Ok(Some(peaks))
