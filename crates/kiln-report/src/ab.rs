@@ -174,6 +174,7 @@ pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> V
                     // The sequential rule decides the epoch time, the measure the run stops on.
                     let seq = sequential.filter(|_| rule.name == RULES[0].name);
                     let mut m = measure(rule, &ra, &rb, drift, seq)?;
+                    // Accuracy is the one measure compared as a difference (`difference`).
                     if cut && rule.difference {
                         m.change = None;
                         m.p = None;

@@ -126,13 +126,12 @@ fn runtime_warning(r: &Record) -> Option<String> {
     if let Some(f) = rt.fusion {
         parts.push(format!("fusion {}", if f { "on" } else { "off" }));
     }
-    // A Burn built without a CubeCL default says so; the runtime says what was asked for.
-    let without = |f: &str| {
-        r.burn
-            .as_ref()
-            .is_some_and(|b| b.without.iter().any(|w| w == f))
-    };
-    if without("autotune") {
+    // A Burn built without autotune says so; the runtime says what was asked for.
+    let untuned = r
+        .burn
+        .as_ref()
+        .is_some_and(|b| b.without.iter().any(|w| w == "autotune"));
+    if untuned {
         parts.push("autotune not built (Burn without its autotune feature)".into());
     } else {
         if let Some(a) = &rt.autotune {
@@ -143,7 +142,7 @@ fn runtime_warning(r: &Record) -> Option<String> {
         }
     }
     if let Some(s) = r.first_step_seconds {
-        let what = if without("autotune") {
+        let what = if untuned {
             "compiling kernels"
         } else {
             "compiling and autotuning kernels"

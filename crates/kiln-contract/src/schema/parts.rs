@@ -304,20 +304,18 @@ impl BurnBuild {
     /// `0.22.1`, or `path:../burn (0.22.1, 1a2b3c4d dirty)`, with `without autotune` where the
     /// build left a CubeCL default feature out.
     pub fn label(&self) -> String {
-        let without = if self.without.is_empty() {
-            String::new()
-        } else {
-            format!("; without {}", self.without.join(", "))
-        };
-        match &self.path {
-            None if without.is_empty() => self.spec.clone(),
-            None => format!("{} ({})", self.spec, &without[2..]),
-            Some(_) => {
+        let without =
+            (!self.without.is_empty()).then(|| format!("without {}", self.without.join(", ")));
+        match (&self.path, without) {
+            (None, None) => self.spec.clone(),
+            (None, Some(without)) => format!("{} ({without})", self.spec),
+            (Some(_), without) => {
                 let revision = match (&self.revision, self.dirty) {
                     (Some(r), Some(true)) => format!(", {} dirty", &r[..r.len().min(8)]),
                     (Some(r), _) => format!(", {}", &r[..r.len().min(8)]),
                     (None, _) => ", not a git checkout".into(),
                 };
+                let without = without.map_or(String::new(), |w| format!("; {w}"));
                 format!("{} ({}{revision}{without})", self.spec, self.version)
             }
         }
