@@ -367,12 +367,12 @@ impl crate::ab::Run for InferRecord {
     }
 }
 
-/// What an inference A/B compares, each with its floor: the measures an embedding application
-/// pays (the tail and the first prediction are noisier than the median, so their floors are
-/// wider).
 /// The least change of the first prediction that counts in an inference A/B, seconds.
 pub const FIRST_PREDICTION_LEAST: f64 = 0.02;
 
+/// What an inference A/B compares, each with its floor: the measures an embedding application
+/// pays (the tail and the first prediction are noisier than the median, so their floors are
+/// wider).
 const AB_RULES: [crate::ab::Rule<InferRecord>; 4] = [
     crate::ab::Rule {
         name: "latency p50, batch 1",
@@ -444,16 +444,17 @@ pub fn ab_markdown(rows: &[crate::ab::AbRow], a_label: &str, b_label: &str) -> S
         return out;
     }
     out.push_str(&crate::ab::table(rows, "Row"));
-    out.push_str(
+    out.push_str(&format!(
         "\nA and B ran as alternating processes from the same weights (A's pass 1, B's pass 1, \
          A's pass 2, ...); each B is compared with A's run of the same pass (the paired t-test \
          of their log ratio), so drift over the run cancels. A change counts when p < 0.05 and \
          it exceeds the measure's floor: 3% for the median latency and throughput, 10% for the \
-         99th percentile and the first prediction, which must also move by 20 ms at least. A \
+         99th percentile and the first prediction, which must also move by {:.0} ms at least. A \
          \"no difference\" says the smallest change \
          the pairs would have shown 80% of the time; with a single pass there is no verdict \
          (give --repeats 3 or more).\n",
-    );
+        FIRST_PREDICTION_LEAST * 1e3
+    ));
     out
 }
 
