@@ -124,23 +124,36 @@ def measure(req, record, model, tx, on, data_seconds):
 
 
 def throughput(req, query, device):
-    batch, tried = req["throughput_batch"], []
+    """Samples per second at the request's batch, halved while the device runs out of memory;
+    batches warmed up until the steady rule holds on their times (or the cap), then timed, as
+    infer.rs's `throughput`."""
+    warm_start, batch, tried = time.perf_counter(), req["throughput_batch"], []
     while True:
         try:
+            t = time.perf_counter()
             query(0, batch)
+            times = [time.perf_counter() - t]
             break
         except torch.OutOfMemoryError:
             if batch == 1:
                 raise
             tried.append("batch %d: out of memory" % batch)
             batch //= 2
-    start, batches, at = time.perf_counter(), 0, 0
+    at = batch
+    while not steady(req["timing"], times) and time.perf_counter() - warm_start < req["warmup_cap_seconds"]:
+        t = time.perf_counter()
+        query(at, batch)
+        times.append(time.perf_counter() - t)
+        at += batch
+    settled, warmup_seconds = steady(req["timing"], times), time.perf_counter() - warm_start
+    start, batches = time.perf_counter(), 0
     while batches < 2 or time.perf_counter() - start < req["throughput_seconds"]:
         query(at, batch)
         batches, at = batches + 1, at + batch
     seconds = time.perf_counter() - start
     return {"batch": batch, "batches": batches, "seconds": seconds,
-            "samples_per_second": batches * batch / seconds, "tried": tried}
+            "samples_per_second": batches * batch / seconds, "tried": tried,
+            "warmup_batches": len(times), "warmup_seconds": warmup_seconds, "steady": settled}
 
 
 T0 = time.perf_counter()

@@ -198,6 +198,15 @@ pub struct Throughput {
     /// Larger batches tried first and why each was given up (out of memory).
     #[serde(default)]
     pub tried: Vec<String>,
+    /// The warm-up before the timed batches: batches until the steady rule held on their
+    /// times, as a latency series' (absent in records from before it).
+    #[serde(default)]
+    pub warmup_batches: Option<usize>,
+    #[serde(default)]
+    pub warmup_seconds: Option<f64>,
+    /// Whether that warm-up settled before its cap (timed either way).
+    #[serde(default)]
+    pub steady: Option<bool>,
 }
 
 /// What an application pays before its first answer, counted from the process's start (the

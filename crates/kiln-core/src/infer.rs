@@ -152,7 +152,7 @@ fn infer_on_device(
         read_back(x.reshape([1, inputs.size]).slice([0..1, 0..1])).map(|_| ())
     })?;
     record.overhead = Latency::of(1, &overhead.0, overhead.1);
-    record.throughput = Some(throughput(request, &model, &inputs, &device)?);
+    record.throughput = Some(throughput(request, cap, &model, &inputs, &device)?);
     let logits = logits(&model, &inputs, request.samples, &device)?;
     write_logits(&request.logits_out, &logits, kind.geometry().classes)
         .map_err(CoreError::Config)?;
@@ -256,33 +256,32 @@ fn series(
     Ok((seconds, warmup))
 }
 
-/// Samples per second at the request's batch, halved while the device runs out of memory; a
-/// batch is warmed up once before it is timed.
+/// Samples per second at the request's batch, halved while the device runs out of memory;
+/// batches are warmed up until the steady rule holds on their times (or `cap`), then timed.
 fn throughput(
     request: &InferRequest,
+    cap: Duration,
     model: &Net,
     inputs: &Inputs,
     device: &Device,
 ) -> Result<Throughput, CoreError> {
-    let mut batch = request.throughput_batch;
-    let mut tried = Vec::new();
-    loop {
-        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            query(model, inputs, 0, batch, device)
-        }));
-        let why = match attempt {
-            Ok(Ok(_)) => break,
-            Ok(Err(e)) => e.to_string(),
-            Err(panic) => crate::device::panic_text(panic.as_ref()),
-        };
-        if batch == 1 || !kiln_contract::says_out_of_memory(&why) {
-            return Err(CoreError::Device(format!("batch {batch}: {why}")));
-        }
-        tried.push(format!("batch {batch}: out of memory"));
-        batch /= 2;
+    let warm_start = Instant::now();
+    let (batch, tried, first) = largest_batch(request.throughput_batch, |batch| {
+        let t = Instant::now();
+        query(model, inputs, 0, batch, device).map(|_| t.elapsed().as_secs_f64())
+    })?;
+    let mut times = vec![first];
+    let mut at = batch;
+    while !request.timing.is_steady(&times) && warm_start.elapsed() < cap {
+        let t = Instant::now();
+        query(model, inputs, at, batch, device)?;
+        times.push(t.elapsed().as_secs_f64());
+        at += batch;
     }
+    let steady = request.timing.is_steady(&times);
+    let warmup_seconds = warm_start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let (mut batches, mut at) = (0, 0);
+    let mut batches = 0;
     while batches < 2 || start.elapsed().as_secs_f64() < request.throughput_seconds {
         query(model, inputs, at, batch, device)?;
         (batches, at) = (batches + 1, at + batch);
@@ -294,7 +293,32 @@ fn throughput(
         seconds,
         samples_per_second: (batches * batch) as f64 / seconds,
         tried,
+        warmup_batches: Some(times.len()),
+        warmup_seconds: Some(warmup_seconds),
+        steady: Some(steady),
     })
+}
+
+/// The largest batch from `batch` down, halving, that `run` gets through without running out of
+/// memory: that batch, the larger ones given up and why, and what `run` returned for it.
+fn largest_batch(
+    mut batch: usize,
+    mut run: impl FnMut(usize) -> Result<f64, CoreError>,
+) -> Result<(usize, Vec<String>, f64), CoreError> {
+    let mut tried = Vec::new();
+    loop {
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(batch)));
+        let why = match attempt {
+            Ok(Ok(value)) => return Ok((batch, tried, value)),
+            Ok(Err(e)) => e.to_string(),
+            Err(panic) => crate::device::panic_text(panic.as_ref()),
+        };
+        if batch == 1 || !kiln_contract::says_out_of_memory(&why) {
+            return Err(CoreError::Device(format!("batch {batch}: {why}")));
+        }
+        tried.push(format!("batch {batch}: out of memory"));
+        batch /= 2;
+    }
 }
 
 /// The logits of the first `samples` test samples, in batches of up to 100.
@@ -312,4 +336,36 @@ fn logits(
         at += batch;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_throughput_batch_halves_past_out_of_memory_and_stops_at_any_other_error() {
+        let oom_above_64 = |b: usize| {
+            if b > 64 {
+                Err(CoreError::Device("CUDA out of memory".into()))
+            } else {
+                Ok(b as f64)
+            }
+        };
+        let (batch, tried, value) = largest_batch(256, oom_above_64).unwrap();
+        assert_eq!((batch, value), (64, 64.0));
+        assert_eq!(
+            tried,
+            ["batch 256: out of memory", "batch 128: out of memory"]
+        );
+        let wrong =
+            |_: usize| -> Result<f64, CoreError> { Err(CoreError::Device("bad shape".into())) };
+        let why = largest_batch(256, wrong).unwrap_err().to_string();
+        assert!(
+            why.contains("batch 256") && why.contains("bad shape"),
+            "{why}"
+        );
+        let panics = |_: usize| -> Result<f64, CoreError> { panic!("out of memory in a kernel") };
+        let why = largest_batch(2, panics).unwrap_err().to_string();
+        assert!(why.contains("batch 1"), "{why}");
+    }
 }

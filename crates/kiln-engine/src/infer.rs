@@ -321,7 +321,8 @@ fn method_text(args: &InferArgs) -> String {
          input uploaded from the host, the forward pass, its logits read back. Latency: {} \
          queries per batch size (or {} s of them, at least {}) after a warm-up that ends when \
          the steady rule holds on the medians of groups of {}; percentiles by nearest rank. \
-         Throughput: back-to-back batches for {} s. First prediction: from the runner's \
+         Throughput: back-to-back batches for {} s, after a warm-up of batches that ends \
+         when the steady rule holds on their times. First prediction: from the runner's \
          process start to its first one-sample answer. Memory to serve: the peak resident set \
          beyond the ready runtime (weights loaded). Agreement: top-1 classes on the first {} \
          test samples against the reference row. {} run(s) per row, interleaved; several give \

@@ -268,6 +268,16 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
                 human_seconds(l.warmup_seconds)
             ));
         }
+        let unsettled = r.throughput.as_ref().filter(|t| t.steady == Some(false));
+        if let Some(t) = unsettled {
+            notes.push(format!(
+                "{label}: throughput's batches never settled in its warm-up ({} batches of {}, \
+                 {}); timed anyway",
+                t.warmup_batches.unwrap_or_default(),
+                t.batch,
+                human_seconds(t.warmup_seconds.unwrap_or_default())
+            ));
+        }
     }
     if let Some(a) = ok
         .iter()
