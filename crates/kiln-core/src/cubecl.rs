@@ -130,9 +130,34 @@ fn warm_or_shared(ran: &Path, key: &str) -> &'static str {
     }
 }
 
-/// The key of a cell in [`cache_state_for`] and [`ran`].
+/// The key of a cell in [`cache_state_for`] and [`ran`]: the cell and the runner that runs it.
+/// Another build of the runner (another Burn, its features: fusion on or off) compiles and
+/// tunes other kernels, so a cell is warm only for the build that ran it.
 pub fn cell_key(model: &str, backend: &str, device: &str, precision: &str, batch: usize) -> String {
-    format!("{model}/{backend}/{device}/{precision}/b{batch}")
+    key_of_build(
+        &format!("{model}/{backend}/{device}/{precision}/b{batch}"),
+        &runner_build(),
+    )
+}
+
+/// `cell` under the runner build `build`.
+fn key_of_build(cell: &str, build: &str) -> String {
+    format!("{cell}@{build}")
+}
+
+/// This runner's build: its executable's size and modification time (a rebuild changes them,
+/// running it again does not); `unknown` where the platform cannot say.
+fn runner_build() -> String {
+    let meta = std::env::current_exe().and_then(std::fs::metadata);
+    let modified = meta
+        .as_ref()
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    match (meta.as_ref().ok(), modified) {
+        (Some(m), Some(t)) => format!("{:x}-{:x}", m.len(), t.as_nanos()),
+        _ => "unknown".into(),
+    }
 }
 
 /// Note that the cell `key` ran in the environment in use (its caches now hold its kernels).
@@ -187,5 +212,21 @@ mod tests {
         note_ran(&ran, &mlp);
         assert_eq!(warm_or_shared(&ran, &mlp), "warm");
         assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn a_cell_another_build_ran_is_not_warm() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("default.db.kiln-cells");
+        let cell = "mlp/burn-cpu/cpu/f32/b128";
+        note_ran(&ran, &key_of_build(cell, "fused"));
+        assert_eq!(warm_or_shared(&ran, &key_of_build(cell, "fused")), "warm");
+        assert_eq!(
+            warm_or_shared(&ran, &key_of_build(cell, "unfused")),
+            "shared"
+        );
+        // This test's own executable has a build, and the cell key carries it.
+        assert!(cell_key("mlp", "flex", "cpu", "f32", 128).ends_with(&runner_build()));
+        assert_ne!(runner_build(), "unknown");
     }
 }
