@@ -439,8 +439,9 @@ mod tests {
             )],
         );
         assert!(text.contains("members = [\"crates/*\"]"), "{text}");
+        // Pinned, with the rest of the line kept: Burn's default features stay off.
         assert!(
-            text.contains("burn = { version = \"=0.23.0\", features"),
+            text.contains("burn = { version = \"=0.23.0\", default-features = false, features"),
             "{text}"
         );
         assert!(
