@@ -158,6 +158,14 @@ fn check_static_libs(real: &Path) -> Result<String> {
     Ok(version)
 }
 
+/// Write `contents` to `path` unless it already holds them (its modification time kept then).
+fn write_if_changed(path: &Path, contents: &str) -> Result<()> {
+    if std::fs::read(path).is_ok_and(|held| held == contents.as_bytes()) {
+        return Ok(());
+    }
+    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// `cargo xtask setup-cubecl-llvm [--llvm-config PATH] [--undo]`.
 pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
     let root = crate::workspace::workspace_root();
@@ -183,9 +191,11 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
     let wrapper = bin.join("llvm-config");
-    std::fs::write(
+    // Written only where they differ: cubecl-llvm's build script watches these files, and a
+    // new modification time rebuilt every crate above it (burn-cpu's Burn) on each CI run.
+    write_if_changed(
         &wrapper,
-        format!(
+        &format!(
             "#!/bin/sh\n# Written by `cargo xtask setup-cubecl-llvm`: LLVM {version} from {} in \
              place of tracel-llvm-bundler's download.\n# System libraries given by path become \
              -l flags, as the bundler's parser expects.\nreal='{}'\ncase \" $* \" in\n  *\" \
@@ -194,23 +204,22 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
             real.display(),
             real.display()
         ),
-    )
-    .with_context(|| format!("cannot write {}", wrapper.display()))?;
+    )?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
     }
-    std::fs::write(
-        dir.join(MARKER),
-        format!(
+    write_if_changed(
+        &dir.join(MARKER),
+        &format!(
             "system LLVM {version} ({}) in place of tracel-llvm {}\nWritten by `cargo xtask \
              setup-cubecl-llvm`; `cargo xtask setup-cubecl-llvm --undo` removes it.\n",
             real.display(),
             dir.file_name().unwrap_or_default().to_string_lossy()
         ),
     )?;
-    std::fs::write(dir.join(SENTINEL), "")?;
+    write_if_changed(&dir.join(SENTINEL), "")?;
     eprintln!(
         "kiln: CubeCL's LLVM builds now use LLVM {version} ({}) in place of the LLVM they \
          download ({}): `bench-all` builds burn-cpu's runner (kiln-cpu) with it, and kiln-cuda \
@@ -225,6 +234,26 @@ pub fn setup(llvm_config: Option<PathBuf>, undo: bool) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unchanged_file_keeps_its_modification_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("llvm-config");
+        write_if_changed(&path, "one").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let modified = || std::fs::metadata(&path).unwrap().modified().unwrap();
+        write_if_changed(&path, "one").unwrap();
+        assert_eq!(modified(), old);
+        write_if_changed(&path, "two").unwrap();
+        assert_ne!(modified(), old);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
+    }
 
     #[test]
     fn libraries_given_by_path_become_link_flags() {
