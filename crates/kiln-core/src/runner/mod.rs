@@ -191,13 +191,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     if request.settings.cold_caches {
         // The cell's own environment served its one cold measurement.
         crate::cubecl::remove_environment();
-    } else if record.status == Status::Ok
-        && record
-            .runtime
-            .as_ref()
-            .is_some_and(|rt| rt.autotune_cache.is_some())
-    {
-        // Its kernels are in the environment now: the same cell starts warm next time.
+    } else if left_its_kernels(&request, &record) {
         crate::cubecl::ran(&crate::cubecl::cell_key(
             &record.model,
             &record.backend,
@@ -214,6 +208,19 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Whether the process that answered `request` with `record` left the cell's compiled and tuned
+/// kernels in CubeCL's environment, so that the same cell starts `warm` next time: a CubeCL cell
+/// that trained. Not a calibration, which measures GEMMs of its own shapes and leaves the cell
+/// after it `shared`.
+fn left_its_kernels(request: &CellRequest, record: &Record) -> bool {
+    record.status == Status::Ok
+        && !request.calibrate_only
+        && record
+            .runtime
+            .as_ref()
+            .is_some_and(|rt| rt.autotune_cache.is_some())
 }
 
 /// `--explain FILE`, `--verify FILE` or `--infer FILE`, when one was given: its exit code.
@@ -329,5 +336,30 @@ fn cold_caches_env() {
     for (key, value) in cold_caches_vars() {
         // SAFETY: as in `set_runtime_env`: from `main`, before any other thread starts.
         unsafe { std::env::set_var(key, value) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_contract::{ModelKind, Profile};
+
+    #[test]
+    fn a_calibration_leaves_its_cell_shared_not_warm() {
+        let mut request = CellRequest::new(ModelKind::Mlp, "burn-cpu", Profile::Quick);
+        let mut record = Record::not_run(&request.id(), Status::Ok, "trained");
+        record.runtime = Some(crate::cubecl::runtime("llvm", "", false, false));
+        assert!(left_its_kernels(&request, &record));
+        request.calibrate_only = true;
+        assert!(!left_its_kernels(&request, &record));
+        request.calibrate_only = false;
+        record.status = Status::Failed;
+        assert!(!left_its_kernels(&request, &record));
+        record.status = Status::Ok;
+        record.runtime = None;
+        assert!(
+            !left_its_kernels(&request, &record),
+            "a backend without CubeCL's caches"
+        );
     }
 }
