@@ -18,7 +18,25 @@ pub fn runtime(api: &str, driver: &str, cpu_emulated: bool, fusion: bool) -> Run
         autotune_cache: Some(autotune_cache_state().to_string()),
         autotune_cache_dir: Some(environment_file().display().to_string()),
         compute_capability: None,
+        profiled_launches: Some(profiled_launches(
+            std::env::var("CUBECL_DEBUG_LOG").ok().as_deref(),
+            std::env::var("CUBECL_DEBUG_OPTION").ok().as_deref(),
+        )),
     }
+}
+
+/// Whether CubeCL profiles every kernel launch, waiting for each, given its `CUBECL_DEBUG_LOG`
+/// and `CUBECL_DEBUG_OPTION` (as cubecl-runtime 0.11.3's configuration reads them: any log but
+/// `0`/`false` turns profiling on, and so do the `debug*` and `profile*` options).
+fn profiled_launches(debug_log: Option<&str>, debug_option: Option<&str>) -> bool {
+    let logged = debug_log.is_some_and(|v| !matches!(v, "0" | "false"));
+    let option = debug_option.is_some_and(|v| {
+        matches!(
+            v,
+            "debug" | "debug-full" | "profile" | "profile-medium" | "profile-full"
+        )
+    });
+    logged || option
 }
 
 /// Whether Burn's backend type `B` fuses kernels: Burn compiles its CubeCL backends as
@@ -197,6 +215,17 @@ pub fn autotune_cache_state() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debugging_settings_that_wait_for_every_launch_are_recognised() {
+        assert!(!profiled_launches(None, None));
+        assert!(profiled_launches(Some("/tmp/cubecl.log"), None));
+        assert!(profiled_launches(Some("stderr"), None));
+        assert!(!profiled_launches(Some("0"), None));
+        assert!(profiled_launches(None, Some("profile")));
+        assert!(profiled_launches(None, Some("debug-full")));
+        assert!(!profiled_launches(None, Some("anything else")));
+    }
 
     #[test]
     fn a_cell_is_warm_only_where_it_ran_before() {

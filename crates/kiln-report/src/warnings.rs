@@ -141,6 +141,13 @@ fn runtime_warning(r: &Record) -> Option<String> {
             parts.push(format!("autotune cache {c} at start"));
         }
     }
+    if rt.profiled_launches == Some(true) {
+        parts.push(
+            "every kernel launch profiled and waited for (CUBECL_DEBUG_LOG or CUBECL_DEBUG_OPTION \
+             set; not Burn's default)"
+                .into(),
+        );
+    }
     if let Some(s) = r.first_step_seconds {
         let what = if untuned {
             "compiling kernels"
@@ -173,6 +180,7 @@ mod tests {
         });
         r.first_step_seconds = Some(47.7);
         let tuned = runtime_warning(&r).unwrap();
+        assert!(!tuned.contains("waited for"), "{tuned}");
         assert!(
             tuned.contains("autotune balanced") && tuned.contains("autotuning"),
             "{tuned}"
@@ -196,5 +204,20 @@ mod tests {
             matrix: 512,
         });
         assert_eq!(crate::fields::efficiency_cell(&r), "0.6 (6000% of 0.010)");
+    }
+
+    /// A row measured with CubeCL's debugging settings on says so: they wait for every launch.
+    #[test]
+    fn launches_waited_for_are_said() {
+        let mut r = timed("burn-cpu", 4.84);
+        r.runtime = Some(kiln_contract::Runtime {
+            profiled_launches: Some(true),
+            ..Default::default()
+        });
+        let line = runtime_warning(&r).unwrap();
+        assert!(
+            line.contains("every kernel launch profiled and waited for"),
+            "{line}"
+        );
     }
 }

@@ -93,6 +93,12 @@ pub struct Runtime {
     /// Compute capability (CUDA) or architecture of the device, where the runtime reports it.
     #[serde(default)]
     pub compute_capability: Option<String>,
+    /// True when CubeCL profiled every kernel launch, its launching thread waiting for the
+    /// kernel to end, because `CUBECL_DEBUG_LOG` or `CUBECL_DEBUG_OPTION` (`debug*`,
+    /// `profile*`) was set: on burn-cpu that trains about four times faster than Burn's
+    /// default, queued launches (docs/burn-cpu.md). Absent in records before 2026-12-06.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiled_launches: Option<bool>,
 }
 
 /// Dynamic loss scaling of an `amp-*` cell (what PyTorch's GradScaler does).
