@@ -127,12 +127,15 @@ def throughput(req, query, device):
     """Samples per second at the request's batch, halved while the device runs out of memory;
     batches warmed up until the steady rule holds on their times (or the cap), then timed, as
     infer.rs's `throughput`."""
+    def timed(at, batch):
+        t = time.perf_counter()
+        query(at, batch)
+        return time.perf_counter() - t
+
     warm_start, batch, tried = time.perf_counter(), req["throughput_batch"], []
     while True:
         try:
-            t = time.perf_counter()
-            query(0, batch)
-            times = [time.perf_counter() - t]
+            times = [timed(0, batch)]
             break
         except torch.OutOfMemoryError:
             if batch == 1:
@@ -141,9 +144,7 @@ def throughput(req, query, device):
             batch //= 2
     at = batch
     while not steady(req["timing"], times) and time.perf_counter() - warm_start < req["warmup_cap_seconds"]:
-        t = time.perf_counter()
-        query(at, batch)
-        times.append(time.perf_counter() - t)
+        times.append(timed(at, batch))
         at += batch
     settled, warmup_seconds = steady(req["timing"], times), time.perf_counter() - warm_start
     start, batches = time.perf_counter(), 0

@@ -265,17 +265,18 @@ fn throughput(
     inputs: &Inputs,
     device: &Device,
 ) -> Result<Throughput, CoreError> {
-    let warm_start = Instant::now();
-    let (batch, tried, first) = largest_batch(request.throughput_batch, |batch| {
+    // One query of `batch` samples from `at`, its seconds.
+    let timed = |at: usize, batch: usize| -> Result<f64, CoreError> {
         let t = Instant::now();
-        query(model, inputs, 0, batch, device).map(|_| t.elapsed().as_secs_f64())
-    })?;
+        query(model, inputs, at, batch, device)?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let warm_start = Instant::now();
+    let (batch, tried, first) = largest_batch(request.throughput_batch, |batch| timed(0, batch))?;
     let mut times = vec![first];
     let mut at = batch;
     while !request.timing.is_steady(&times) && warm_start.elapsed() < cap {
-        let t = Instant::now();
-        query(model, inputs, at, batch, device)?;
-        times.push(t.elapsed().as_secs_f64());
+        times.push(timed(at, batch)?);
         at += batch;
     }
     let steady = request.timing.is_steady(&times);
