@@ -374,9 +374,9 @@ mod phase_tests {
         );
         assert_eq!(
             why,
-            "timed out during the first step (kernel compilation and autotune on GPU backends) \
+            "timed out during the first step (kernel compilation and autotune on JIT backends) \
              after its limit of 30.0 min (start-up (loading data, opening the device) took \
-             12.0 s, the first step (kernel compilation and autotune on GPU backends) had run \
+             12.0 s, the first step (kernel compilation and autotune on JIT backends) had run \
              30.0 min)"
         );
     }

@@ -20,7 +20,7 @@ impl Phase {
     pub(super) fn name(self) -> &'static str {
         match self {
             Phase::Starting => "start-up (loading data, opening the device)",
-            Phase::FirstStep => "the first step (kernel compilation and autotune on GPU backends)",
+            Phase::FirstStep => "the first step (kernel compilation and autotune on JIT backends)",
             Phase::Training => "training",
         }
     }

@@ -76,8 +76,8 @@ pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display)
                         0,
                         w.label,
                         &format!(
-                            "first step · {} (a JIT backend, CubeCL's on a GPU or the CPU, \
-                             compiles and autotunes its kernels in it)",
+                            "first step · {} (where a JIT backend, CubeCL's on a GPU or \
+                             the CPU, compiles and autotunes its kernels)",
                             time::short(seen.clock.elapsed())
                         ),
                         "",
