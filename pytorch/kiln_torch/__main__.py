@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from common import emit, fail, finite_or_null, note, read_request  # noqa: E402
 import contract  # noqa: E402
 from models import Net, input_shape, models  # noqa: E402
-from machine import gemm_peak, peak_rss_bytes, probe  # noqa: E402
+from machine import gemm_peak, peak_rss_bytes, probe, thread_count  # noqa: E402
 from cell import Cell, load_data, train, weights_dtype  # noqa: E402
 from explain import explain  # noqa: E402
 from verify import verify  # noqa: E402
@@ -138,7 +138,7 @@ def run(args, record):
                                     "skipped_steps": 0, "applied_steps": cell.applied,
                                     "growth_interval": 0}
     record.update(status="ok", measurements=measured, peak_memory_bytes=peak_rss_bytes(),
-                  wall_seconds=time.perf_counter() - wall0)
+                  process_threads=thread_count(), wall_seconds=time.perf_counter() - wall0)
     return record
 
 

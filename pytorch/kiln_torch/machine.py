@@ -94,6 +94,19 @@ def peak_rss_bytes():
     return raw if sys.platform == "darwin" else raw * 1024
 
 
+def thread_count():
+    """This process's threads now (`Threads:` in /proc/self/status): torch's pools, Python's
+    own; None where there is no such file."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def reset_peak_rss():
     """Reset the high-water mark to the current RSS (Linux >= 4.0); False where the OS cannot."""
     try:

@@ -267,6 +267,9 @@ pub struct Observed {
     pub peak: Option<Calibration>,
     /// Peak resident set size of the runner process.
     pub peak_memory_bytes: Option<u64>,
+    /// The runner process's threads when the cell ended (`Record::process_threads`).
+    #[serde(default)]
+    pub process_threads: Option<usize>,
     /// Seconds since the Unix epoch when the cell started.
     pub started_at: u64,
     pub wall_seconds: f64,
@@ -315,6 +318,7 @@ impl Observed {
         r.flops_per_sample = self.flops_per_sample;
         r.peak = self.peak;
         r.peak_memory_bytes = self.peak_memory_bytes;
+        r.process_threads = self.process_threads;
         r.started_at = self.started_at;
         r.wall_seconds = self.wall_seconds;
         r.args = self.args;
@@ -436,6 +440,7 @@ mod tests {
             flops_per_sample: Some(1_000),
             peak: None,
             peak_memory_bytes: Some(1 << 20),
+            process_threads: Some(4),
             started_at: 1,
             wall_seconds: 2.0,
             args: vec![],

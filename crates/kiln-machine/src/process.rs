@@ -132,6 +132,20 @@ pub fn machine_ticks() -> Option<MachineTicks> {
     }
 }
 
+/// How many threads this process has now (`num_threads` in `/proc/self/stat`): a backend's
+/// workers, its runtime's server threads and the runner's own; `None` off Linux.
+pub fn thread_count() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        let s = process(None)?.stat().ok()?;
+        usize::try_from(s.num_threads).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// User + system time of a process (`None`: this one), its threads and its waited-for
 /// children, in clock ticks (`/proc/PID/stat`); `None` when it is gone or off Linux.
 pub fn process_ticks(pid: Option<u32>) -> Option<u64> {
@@ -174,6 +188,30 @@ mod tests {
     }
 
     use super::*;
+
+    /// Threads started here are counted while they live.
+    #[test]
+    fn started_threads_are_counted() {
+        if cfg!(target_os = "linux") {
+            // Eight threads that wait for this one: they exist once `spawn` returns.
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(9));
+            let waiting: Vec<_> = (0..8)
+                .map(|_| {
+                    let gate = gate.clone();
+                    std::thread::spawn(move || {
+                        gate.wait();
+                    })
+                })
+                .collect();
+            let during = thread_count().expect("num_threads is readable on Linux");
+            gate.wait();
+            for t in waiting {
+                let _ = t.join();
+            }
+            // The eight, and this test's own thread.
+            assert!(during >= 9, "{during}");
+        }
+    }
 
     #[test]
     fn peak_is_at_least_current() {

@@ -185,6 +185,7 @@ fn throughput_memory_and_data(r: &Record) -> Vec<(&'static str, String)> {
     vec![
         ("images_per_second", opt(r.images_per_second)),
         ("peak_memory_bytes", optu(r.peak_memory_bytes)),
+        ("process_threads", optu(r.process_threads.map(|n| n as u64))),
         (
             "device_peak_in_use_bytes",
             optu(r.device_memory.as_ref().map(|d| d.peak_in_use_bytes)),

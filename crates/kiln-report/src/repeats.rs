@@ -98,6 +98,7 @@ fn combine_group(group: &[&Record]) -> Record {
     }
     // Memory: the largest of the runs (what a user must have).
     r.peak_memory_bytes = ok.iter().filter_map(|r| r.peak_memory_bytes).max();
+    r.process_threads = ok.iter().filter_map(|r| r.process_threads).max();
     if let Some(tm) = &mut r.training_memory {
         let worst = ok
             .iter()

@@ -74,6 +74,7 @@ pub fn warnings(r: &Record) -> Vec<String> {
         );
     }
     out.extend(runtime_warning(r));
+    out.extend(threads_warning(r));
     if let Some(ls) = &r.loss_scaling {
         out.push(format!(
             "loss scaling: {} of {} steps skipped on overflow, scale {} → {}",
@@ -117,6 +118,20 @@ fn spread_warnings(r: &Record) -> Vec<String> {
         }
     }
     out
+}
+
+/// More threads than the runner's CPUs, past a launching thread and a runtime's server thread:
+/// those that wait by spinning take CPU from those that compute.
+fn threads_warning(r: &Record) -> Option<String> {
+    let threads = r.process_threads?;
+    let cpus = r.fingerprint.threads;
+    (cpus > 0 && threads > cpus + 2).then(|| {
+        format!(
+            "the runner had {threads} threads for {cpus} CPUs when it ended (its backend grew \
+             its pool); threads that wait by spinning take CPU from those that compute \
+             (docs/burn-cpu.md)"
+        )
+    })
 }
 
 /// A GPU runtime's settings and its first step (compilation and autotune), in one line.
@@ -204,6 +219,22 @@ mod tests {
             matrix: 512,
         });
         assert_eq!(crate::fields::efficiency_cell(&r), "0.6 (6000% of 0.010)");
+    }
+
+    /// A runner with more threads than its CPUs, past a launching and a server thread, is
+    /// said; one with a thread per CPU and those two is not.
+    #[test]
+    fn a_pool_grown_past_the_cpus_is_said() {
+        let mut r = timed("burn-cpu", 298.0);
+        r.fingerprint.threads = 2;
+        r.process_threads = Some(4);
+        assert_eq!(threads_warning(&r), None);
+        r.process_threads = Some(10);
+        let line = threads_warning(&r).unwrap();
+        assert!(line.contains("10 threads for 2 CPUs"), "{line}");
+        assert!(warnings(&r).contains(&line));
+        r.process_threads = None;
+        assert_eq!(threads_warning(&r), None);
     }
 
     /// A row measured with CubeCL's debugging settings on says so: they wait for every launch.

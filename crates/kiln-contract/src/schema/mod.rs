@@ -160,6 +160,12 @@ pub struct Record {
     pub images_per_second: Option<f64>,
     /// Peak resident set size of the runner process.
     pub peak_memory_bytes: Option<u64>,
+    /// Threads of the runner process when the cell ended (`num_threads` in /proc; Linux): the
+    /// backend's workers, its runtime's server threads and the runner's own (PyTorch's: torch's
+    /// pools and Python's). More than its CPUs where a backend grew its pool (burn-cpu after
+    /// tuning, docs/burn-cpu.md). Absent off Linux and in records before 2026-12-06.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_threads: Option<usize>,
     pub device_memory: Option<DeviceMemory>,
     pub test_accuracy: Option<f64>,
     pub test_samples: usize,
@@ -335,6 +341,7 @@ impl Record {
             warmup: None,
             images_per_second: None,
             peak_memory_bytes: None,
+            process_threads: None,
             device_memory: None,
             test_accuracy: None,
             test_samples: 0,

@@ -67,6 +67,7 @@ impl Cell<'_> {
             flops_per_sample: self.flops_per_sample,
             peak: self.peak.clone(),
             peak_memory_bytes: memory::peak_rss_bytes(),
+            process_threads: memory::thread_count(),
             started_at: self.started_at,
             wall_seconds: self.started.elapsed().as_secs_f64(),
             args: self.args.clone(),
