@@ -127,9 +127,8 @@ fn threads_warning(r: &Record) -> Option<String> {
     let cpus = r.fingerprint.threads;
     (cpus > 0 && threads > cpus + 2).then(|| {
         format!(
-            "the runner had {threads} threads for {cpus} CPUs when it ended (its backend grew \
-             its pool); threads that wait by spinning take CPU from those that compute \
-             (docs/burn-cpu.md)"
+            "the runner had {threads} threads for {cpus} CPUs when it ended: where threads \
+             wait by spinning, they take CPU from those that compute (docs/burn-cpu.md)"
         )
     })
 }
