@@ -13,7 +13,7 @@ import torch
 from common import fail, read_request
 import contract
 from models import Net
-from machine import current_rss_bytes, open_device, peak_rss_bytes
+from machine import current_rss_bytes, open_device, peak_rss_bytes, thread_count
 from cell import load_data, weights_dtype
 from verify import load_weights, save_tensors
 from warmup import median, percentiles, process_age_seconds, steady
@@ -121,6 +121,7 @@ def measure(req, record, model, tx, on, data_seconds):
     save_tensors(req["logits_out"], {"logits": logits})
     record["logits"] = req["logits_out"]
     record["memory"] = {"ready_rss_bytes": ready_rss, "peak_rss_bytes": peak_rss_bytes()}
+    record["process_threads"] = thread_count()
 
 
 def throughput(req, query, device):

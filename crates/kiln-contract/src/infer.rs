@@ -290,6 +290,9 @@ pub struct InferRecord {
     pub overhead: Option<Latency>,
     #[serde(default)]
     pub memory: Option<ServeMemory>,
+    /// The runner process's threads when it had served (`Record::process_threads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_threads: Option<usize>,
     /// The logits of the request's samples (`logits_out`), when written.
     #[serde(default)]
     pub logits: Option<PathBuf>,
@@ -331,6 +334,7 @@ impl InferRecord {
             throughput: None,
             overhead: None,
             memory: None,
+            process_threads: None,
             logits: None,
             samples: request.samples,
             notes: Vec::new(),

@@ -163,6 +163,7 @@ fn infer_on_device(
             peak_rss_bytes,
         },
     );
+    record.process_threads = kiln_machine::process::thread_count();
     if caches.is_some() && !request.cold_caches {
         crate::cubecl::ran(&caches_key);
     }

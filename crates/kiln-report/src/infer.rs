@@ -279,6 +279,10 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
             ));
         }
     }
+    let threads = ok.iter().filter_map(|r| r.process_threads).max();
+    if let Some(note) = threads.and_then(|t| crate::warnings::threads_note(t, first.threads)) {
+        notes.push(format!("{label}: {note}"));
+    }
     if let Some(a) = ok
         .iter()
         .filter_map(|r| r.agreement.as_ref())
@@ -515,12 +519,21 @@ mod tests {
     /// whose overhead is over its share of p50 say so under the table.
     #[test]
     fn rows_combine_repeats_and_name_what_to_distrust() {
-        let records = vec![
+        let mut records = vec![
             record("flex", 20e-6, 1.0),
             record("flex", 22e-6, 1.0),
             record("burn-cpu", 1e-3, 0.95),
         ];
+        for r in &mut records {
+            r.threads = 2;
+            r.process_threads = Some(if r.backend == "flex" { 3 } else { 10 });
+        }
         let t = table(&records, ModelKind::Mlp);
+        assert!(
+            t.contains("burn-cpu cpu f32: the runner had 10 threads for 2 CPUs"),
+            "{t}"
+        );
+        assert!(!t.contains("flex cpu f32: the runner had"), "{t}");
         assert_eq!(t.matches("| flex / cpu |").count(), 1, "{t}");
         assert!(t.contains("21.0 µs ("), "{t}");
         assert!(t.contains("95.00% **disagrees**"), "{t}");

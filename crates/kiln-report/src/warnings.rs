@@ -123,8 +123,12 @@ fn spread_warnings(r: &Record) -> Vec<String> {
 /// More threads than the runner's CPUs, past a launching thread and a runtime's server thread:
 /// those that wait by spinning take CPU from those that compute.
 fn threads_warning(r: &Record) -> Option<String> {
-    let threads = r.process_threads?;
-    let cpus = r.fingerprint.threads;
+    threads_note(r.process_threads?, r.fingerprint.threads)
+}
+
+/// The note on a runner that ended with `threads` threads for `cpus` CPUs, when they are more
+/// than the CPUs plus a launching and a server thread (training and inference rows alike).
+pub(crate) fn threads_note(threads: usize, cpus: usize) -> Option<String> {
     (cpus > 0 && threads > cpus + 2).then(|| {
         format!(
             "the runner had {threads} threads for {cpus} CPUs when it ended: where threads \
