@@ -280,7 +280,11 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
         }
     }
     let threads = ok.iter().filter_map(|r| r.process_threads).max();
-    if let Some(note) = threads.and_then(|t| crate::warnings::threads_note(t, first.threads)) {
+    let cpus = first
+        .fingerprint
+        .as_ref()
+        .map_or(first.threads, |f| f.logical_cores);
+    if let Some(note) = threads.and_then(|t| crate::warnings::threads_note(t, cpus)) {
         notes.push(format!("{label}: {note}"));
     }
     if let Some(a) = ok

@@ -123,11 +123,12 @@ fn spread_warnings(r: &Record) -> Vec<String> {
 /// More threads than the runner's CPUs, past a launching thread and a runtime's server thread:
 /// those that wait by spinning take CPU from those that compute.
 fn threads_warning(r: &Record) -> Option<String> {
-    threads_note(r.process_threads?, r.fingerprint.threads)
+    threads_note(r.process_threads?, r.fingerprint.logical_cores)
 }
 
-/// The note on a runner that ended with `threads` threads for `cpus` CPUs, when they are more
-/// than the CPUs plus a launching and a server thread (training and inference rows alike).
+/// The note on a runner that ended with `threads` threads for the `cpus` logical CPUs it could
+/// run on, when they are more than the CPUs plus a launching and a server thread (training and
+/// inference rows alike).
 pub(crate) fn threads_note(threads: usize, cpus: usize) -> Option<String> {
     (cpus > 0 && threads > cpus + 2).then(|| {
         format!(
@@ -229,7 +230,7 @@ mod tests {
     #[test]
     fn a_pool_grown_past_the_cpus_is_said() {
         let mut r = timed("burn-cpu", 298.0);
-        r.fingerprint.threads = 2;
+        r.fingerprint.logical_cores = 2;
         r.process_threads = Some(4);
         assert_eq!(threads_warning(&r), None);
         r.process_threads = Some(10);
