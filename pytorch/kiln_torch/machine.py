@@ -25,16 +25,22 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def proc_kib_field(path, field):
-    """A `Field:   N kB` line of a /proc file, in bytes; None where there is no such file."""
+def proc_field(path, field):
+    """The number of a `Field:   N` line of a /proc file; None where there is no such file."""
     try:
         with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
+                    return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def proc_kib_field(path, field):
+    """A `Field:   N kB` line of a /proc file, in bytes; None where there is no such file."""
+    kib = proc_field(path, field)
+    return None if kib is None else kib * 1024
 
 
 def memory_bytes():
@@ -97,14 +103,7 @@ def peak_rss_bytes():
 def thread_count():
     """This process's threads now (`Threads:` in /proc/self/status): torch's pools, Python's
     own; None where there is no such file."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Threads:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+    return proc_field("/proc/self/status", "Threads")
 
 
 def reset_peak_rss():
