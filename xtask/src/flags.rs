@@ -226,6 +226,11 @@ pub enum Cmd {
     /// Run the test suite: the workspace's tests, then the libtorch tests when libtorch is set
     /// up (the README's test command; CI runs exactly this).
     Test {
+        /// Instead of the tests, check that Kiln compiles against this Burn (a published
+        /// version, or path:../burn): `cargo check` of every crate in that Burn's overlay,
+        /// without the backends it lacks. Repeatable; CI checks the next Burn this way.
+        #[arg(long, value_name = "SPEC")]
+        burn: Vec<crate::burns::BurnSpec>,
         /// Extra arguments for `cargo test` (after `--`).
         #[arg(last = true)]
         extra: Vec<String>,

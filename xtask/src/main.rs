@@ -169,7 +169,10 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
         },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
-        Cmd::Test { extra } => test::run(&extra),
+        Cmd::Test { burn, .. } if !burn.is_empty() => burn
+            .iter()
+            .try_fold(true, |ok, spec| Ok(crate::burns::check(spec)? && ok)),
+        Cmd::Test { extra, .. } => test::run(&extra),
         Cmd::Serve(args) => serve::serve(args),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),
         Cmd::Report {

@@ -32,9 +32,9 @@ fn check_bind(bind: Option<&str>, token: Option<&str>) -> Result<()> {
 pub fn serve(s: ServeArgs) -> Result<bool> {
     check_bind(s.bind.as_deref(), s.token.as_deref())?;
     let b = backends::find(&s.backend)?;
-    // The remote runner's Burn carries the served backend: flex and ndarray in the plain
-    // build; wgpu and the GPU drivers each in a build of its own (same package, other
-    // features, so another target directory).
+    // The remote runner's Burn carries the served backend: flex in the plain build; ndarray
+    // (which Burn 0.23 dropped), wgpu and the GPU drivers each in a build of its own (same
+    // package, other features, so another target directory).
     let (features, dir): (&[&str], _) = match &b.source {
         Source::Cargo {
             requires: Some(Requirement::Driver(d)),
@@ -45,6 +45,9 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
             (&[d.feature.as_str()], Some(&d.feature))
         }
         Source::Cargo { requires: None, .. } if b.name == "wgpu" => (&["wgpu"], Some(&b.name)),
+        Source::Cargo { requires: None, .. } if b.name == "ndarray" => {
+            (&["ndarray"], Some(&b.name))
+        }
         Source::Cargo { requires: None, .. } if b.name != "remote" => (&[], None),
         _ => bail!(
             "cannot serve {}: Kiln serves flex, ndarray, wgpu, cuda and rocm \

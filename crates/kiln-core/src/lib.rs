@@ -30,8 +30,9 @@ pub use protocol::Protocol;
 pub use runner::train_cell;
 pub use trainer::Trainer;
 
-/// The Burn version Kiln is pinned to (see the workspace `Cargo.toml`).
-pub const BURN_VERSION: &str = "0.22.1";
+/// The Burn version this build links (read from the building workspace's `Cargo.lock` by
+/// `build.rs`: the workspace's pin, or an overlay's other Burn).
+pub const BURN_VERSION: &str = env!("KILN_BURN_VERSION");
 
 /// Errors of the core; each says what went wrong and what to do.
 #[derive(Debug, thiserror::Error)]

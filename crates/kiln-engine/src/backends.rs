@@ -132,9 +132,28 @@ pub struct Backend {
     pub order: i64,
     /// The crates built together with it (`build-group` of its declaration).
     pub build_group: Option<String>,
+    /// The newest Burn that has it (`last-burn`), for a backend Burn dropped; `None`: every Burn.
+    pub last_burn: Option<String>,
 }
 
 impl Backend {
+    /// `Err` with the row's reason when Burn `version` lacks it: a version newer than its
+    /// `last-burn` ("not in Burn 0.23.0-pre.1 (its newest Burn is 0.22.1)"). A version that does
+    /// not parse as semver is taken to have it (the build says otherwise, if it must).
+    pub fn in_burn(&self, version: &str) -> Result<(), String> {
+        use cargo_metadata::semver::Version;
+        let Some(last) = &self.last_burn else {
+            return Ok(());
+        };
+        match (Version::parse(version), Version::parse(last)) {
+            (Ok(v), Ok(l)) if v > l => Err(format!(
+                "not in Burn {version} (the newest Burn with {} is {last})",
+                self.name
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// True when it needs libtorch or PyTorch.
     pub fn needs_torch(&self) -> bool {
         matches!(
@@ -174,6 +193,10 @@ struct Declared {
     build_group: Option<String>,
     #[serde(default)]
     driver: Option<Driver>,
+    /// The newest Burn that has the backend, once Burn has dropped it (`"0.22.1"` for ndarray
+    /// and tch): a newer Burn builds no runner for it, and its rows say so.
+    #[serde(default, rename = "last-burn")]
+    last_burn: Option<String>,
 }
 
 /// `default` of a backend crate's declaration.
@@ -263,6 +286,7 @@ fn pytorch() -> Backend {
         default: true,
         order: i64::MAX,
         build_group: None,
+        last_burn: None,
     }
 }
 
@@ -326,6 +350,7 @@ pub fn from_metadata(metadata: &Metadata) -> Result<Vec<Backend>> {
             },
             summary: declared.summary,
             build_group: declared.build_group,
+            last_burn: declared.last_burn,
             default: match declared.default {
                 InMatrix::Never | InMatrix::Always(false) => false,
                 InMatrix::Always(true) => true,

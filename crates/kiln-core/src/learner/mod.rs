@@ -24,10 +24,11 @@ use kiln_contract::{Event, Measurements};
 use kiln_data::Dataset;
 
 pub(crate) mod clock;
+mod silent;
 mod steps;
 
 use clock::{Batch, Clock, ClockState, Message};
-use steps::Silent;
+use silent::Silent;
 
 use crate::CoreError;
 use crate::device::read_count;

@@ -1,14 +1,8 @@
 //! Kiln's models as burn-train models (their training and inference steps on Kiln's batches,
-//! reporting to the cell's clock), and burn-train's renderer kept silent.
+//! reporting to the cell's clock).
 
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::FloatDType;
-use burn_train::logger::{EvaluationProgressLogger, TrainingProgressLogger};
-use burn_train::metric::MetricDefinition;
-use burn_train::renderer::{
-    EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation,
-    MetricsRendererTraining,
-};
 use burn_train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
 
 use burn::module::Module;
@@ -60,41 +54,4 @@ impl<M: Classifier> InferenceStep for Learned<M> {
             .forward(logits.clone(), batch.targets.clone());
         ClassificationOutput::new(loss, logits, batch.targets)
     }
-}
-
-/// burn-train's renderer, silent: the runner's standard output is its JSON lines, and Kiln
-/// reports progress itself (burn-train's terminal dashboard, `tui`, is not built).
-pub(super) struct Silent;
-
-impl MetricsRendererTraining for Silent {
-    fn update_train(&mut self, _: MetricState) {}
-    fn update_valid(&mut self, _: MetricState) {}
-}
-
-impl MetricsRendererEvaluation for Silent {
-    fn update_test(&mut self, _: EvaluationName, _: MetricState) {}
-}
-
-impl TrainingProgressLogger for Silent {
-    fn start(&mut self, _: usize, _: usize, _: Option<usize>, _: Option<&str>) {}
-    fn update_epoch(&mut self, _: usize) {}
-    fn start_split(&mut self, _: &str, _: usize) {}
-    fn update_split(&mut self, _: usize) {}
-    fn end_split(&mut self) {}
-    fn end(&mut self) {}
-    fn log_event_training(&mut self, _: String) {}
-}
-
-impl EvaluationProgressLogger for Silent {
-    fn start_global_progress(&mut self, _: usize) {}
-    fn start_test(&mut self, _: &str, _: usize) {}
-    fn update_test_progress(&mut self, _: usize) {}
-    fn end_test(&mut self) {}
-    fn end_global_progress(&mut self) {}
-    fn log_event_evaluation(&mut self, _: String) {}
-}
-
-impl MetricsRenderer for Silent {
-    fn manual_close(&mut self) {}
-    fn register_metric(&mut self, _: MetricDefinition) {}
 }

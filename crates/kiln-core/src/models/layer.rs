@@ -101,7 +101,7 @@ pub struct Stateless {
     op: Pure,
 }
 
-/// One layer of a network, or a residual block of them.
+/// One layer of a network: what a description's `Op` or `Flatten` builds.
 #[derive(Module, Debug)]
 pub enum Layer {
     Conv(Conv2d),
@@ -111,6 +111,15 @@ pub enum Layer {
     GlobalAvg(AdaptiveAvgPool2d),
     Dropout(ChannelDropout),
     Stateless(Stateless),
+}
+
+/// One entry of a network's list: a layer, or a residual block of layers. Two types, not one
+/// recursive one: Burn 0.23's `#[derive(Module)]` bounds every field's type, so a module that
+/// holds a list of itself overflows the trait solver (E0275, docs/burn-0.23-breaks.md). Kiln's
+/// networks nest one level (ResNet's blocks), which this says in types.
+#[derive(Module, Debug)]
+pub enum Block {
+    Layer(Layer),
     Residual(Residual),
 }
 
@@ -121,13 +130,56 @@ pub struct Residual {
     shortcut: Vec<Layer>,
 }
 
-impl Layer {
-    /// The layers `described` lists, built on `device` in that order (so a fixed seed gives
+impl Block {
+    /// The blocks `described` lists, built on `device` in that order (so a fixed seed gives
     /// the same weights for the same description).
     pub fn build_all(
         described: &[described::Layer],
         device: &Device,
-    ) -> Result<Vec<Layer>, CoreError> {
+    ) -> Result<Vec<Block>, CoreError> {
+        described
+            .iter()
+            .map(|l| {
+                Ok(match l {
+                    described::Layer::Residual { main, shortcut, .. } => {
+                        Block::Residual(Residual {
+                            main: Layer::build_all(main, device)?,
+                            shortcut: Layer::build_all(shortcut, device)?,
+                        })
+                    }
+                    other => Block::Layer(Layer::build(other, device)?),
+                })
+            })
+            .collect()
+    }
+
+    /// The same block with every channel dropout off.
+    pub fn without_dropout(self) -> Block {
+        match self {
+            Block::Layer(l) => Block::Layer(l.without_dropout()),
+            Block::Residual(r) => Block::Residual(Residual {
+                main: r.main.into_iter().map(Layer::without_dropout).collect(),
+                shortcut: r.shortcut.into_iter().map(Layer::without_dropout).collect(),
+            }),
+        }
+    }
+
+    /// The block's forward pass.
+    pub fn forward(&self, x: Act) -> Act {
+        match self {
+            Block::Layer(l) => l.forward(x),
+            Block::Residual(r) => {
+                // The shortcut first, as torchvision's BasicBlock computes its identity.
+                let shortcut = forward_all(&r.shortcut, x.clone()).d4();
+                Act::D4(forward_all(&r.main, x).d4() + shortcut)
+            }
+        }
+    }
+}
+
+impl Layer {
+    /// The layers of a residual block's branch, built on `device` in order.
+    fn build_all(described: &[described::Layer], device: &Device) -> Result<Vec<Layer>, CoreError> {
         described.iter().map(|l| Layer::build(l, device)).collect()
     }
 
@@ -135,10 +187,12 @@ impl Layer {
         Ok(match described {
             described::Layer::Op { op, init, .. } => Layer::of(*op, *init, device)?,
             described::Layer::Flatten => Layer::Stateless(Stateless { op: Pure::Flatten }),
-            described::Layer::Residual { main, shortcut, .. } => Layer::Residual(Residual {
-                main: Layer::build_all(main, device)?,
-                shortcut: Layer::build_all(shortcut, device)?,
-            }),
+            described::Layer::Residual { .. } => {
+                return Err(CoreError::Config(
+                    "a residual block inside a residual block: Kiln's networks nest one level"
+                        .into(),
+                ));
+            }
         })
     }
 
@@ -205,10 +259,6 @@ impl Layer {
     pub fn without_dropout(self) -> Layer {
         match self {
             Layer::Dropout(_) => Layer::Dropout(ChannelDropout::new(0.0)),
-            Layer::Residual(r) => Layer::Residual(Residual {
-                main: r.main.into_iter().map(Layer::without_dropout).collect(),
-                shortcut: r.shortcut.into_iter().map(Layer::without_dropout).collect(),
-            }),
             other => other,
         }
     }
@@ -223,11 +273,6 @@ impl Layer {
             Layer::GlobalAvg(m) => Act::D2(Act::D4(m.forward(x.d4())).d2()),
             Layer::Dropout(m) => Act::D4(m.forward(x.d4())),
             Layer::Stateless(s) => s.op.forward(x),
-            Layer::Residual(r) => {
-                // The shortcut first, as torchvision's BasicBlock computes its identity.
-                let shortcut = forward_all(&r.shortcut, x.clone()).d4();
-                Act::D4(forward_all(&r.main, x).d4() + shortcut)
-            }
         }
     }
 }
@@ -251,7 +296,7 @@ impl Pure {
 }
 
 /// `layers` applied in order.
-pub fn forward_all(layers: &[Layer], x: Act) -> Act {
+fn forward_all(layers: &[Layer], x: Act) -> Act {
     layers.iter().fold(x, |x, layer| layer.forward(x))
 }
 

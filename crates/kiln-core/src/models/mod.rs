@@ -10,12 +10,12 @@ mod layer;
 
 pub use classifier::Classifier;
 pub use kiln_contract::ModelKind;
-pub use layer::{Act, ChannelDropout, Layer};
+pub use layer::{Act, Block, ChannelDropout, Layer};
 
 /// A model's network: its layers, built from its description.
 #[derive(Module, Debug)]
 pub struct Net {
-    layers: Vec<Layer>,
+    layers: Vec<Block>,
     #[module(skip)]
     kind: ModelKind,
 }
@@ -25,7 +25,7 @@ impl Net {
     /// description lists them).
     pub fn new(kind: ModelKind, device: &Device) -> Result<Net, crate::CoreError> {
         Ok(Net {
-            layers: Layer::build_all(&kind.layers(), device)?,
+            layers: Block::build_all(&kind.layers(), device)?,
             kind,
         })
     }
@@ -37,7 +37,7 @@ impl Net {
             layers: self
                 .layers
                 .into_iter()
-                .map(Layer::without_dropout)
+                .map(Block::without_dropout)
                 .collect(),
             kind: self.kind,
         }
@@ -51,23 +51,24 @@ impl Net {
 
 /// The name a model's description (`described`, its [`ModelKind::layers`]) gives the
 /// parameter at Burn's module path in its [`Net`] (`layers.4.Residual.main.0.Conv.weight` is
-/// `layer1.0.conv1.weight`), as the PyTorch reference names it too; the path itself where it
-/// does not follow the description.
+/// `layer1.0.conv1.weight`, `layers.0.Layer.Conv.weight` is `conv1.weight`), as the PyTorch
+/// reference names it too; the path itself where it does not follow the description.
 pub fn parameter_name(described: &[kiln_contract::models::Layer], path: &[String]) -> String {
     described_name(described, path).unwrap_or_else(|| path.join("."))
 }
 
-/// `path`: the list's field (`layers`, `main`, `shortcut`), the index in it, the layer's
-/// variant, then the parameter's path in that layer.
+/// `path`: the list's field (`layers`, `main`, `shortcut`), the index in it, the variants
+/// (`Layer`, `Conv`: names in CamelCase), then the parameter's path in that layer.
 fn described_name(layers: &[kiln_contract::models::Layer], path: &[String]) -> Option<String> {
     use kiln_contract::models::Layer as Described;
     let (index, rest) = path.get(1..)?.split_first()?;
-    let rest = rest.get(1..)?;
+    let variant = |s: &String| s.starts_with(|c: char| c.is_ascii_uppercase());
+    let rest: Vec<String> = rest.iter().skip_while(|s| variant(s)).cloned().collect();
     match layers.get(index.parse::<usize>().ok()?)? {
         Described::Op { name, .. } => Some(format!("{name}.{}", rest.join("."))),
         Described::Residual { main, shortcut, .. } => match rest.first()?.as_str() {
-            "main" => described_name(main, rest),
-            "shortcut" => described_name(shortcut, rest),
+            "main" => described_name(main, &rest),
+            "shortcut" => described_name(shortcut, &rest),
             _ => None,
         },
         Described::Flatten => None,
@@ -76,7 +77,10 @@ fn described_name(layers: &[kiln_contract::models::Layer], path: &[String]) -> O
 
 impl Classifier for Net {
     fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        layer::forward_all(&self.layers, Act::D4(images)).d2()
+        self.layers
+            .iter()
+            .fold(Act::D4(images), |x, block| block.forward(x))
+            .d2()
     }
 }
 

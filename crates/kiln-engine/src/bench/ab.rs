@@ -1,7 +1,7 @@
 //! `bench-all --burn A --burn B`: the same cells against two (or more) Burns. Each Burn's
 //! runners are built on their own (`crate::burns`), the cells are planned once, and the runs
-//! alternate as separate processes, one pass of the matrix per Burn in turn (A's pass 1, B's
-//! pass 1, A's pass 2, ...), each Burn into its own run directory. `ab.md` compares every
+//! alternate as separate processes, one pass of the matrix per Burn in a balanced order (A B,
+//! B A, A B, ...: [`pass_order`]), each Burn into its own run directory. `ab.md` compares every
 //! other Burn with the first (`kiln_report::ab`), and `rewrite` writes it again from a run
 //! directory's sides (`cargo xtask report DIR`).
 
@@ -51,6 +51,13 @@ pub fn bench_ab(
     // The output directory is checked before the (long) builds.
     let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
     let built_sides = crate::burns::build_all(specs, &wanted, learner)?;
+    if specs.len() >= 2 && built_sides.len() < 2 {
+        bail!(
+            "only Burn {} could be built, so there is nothing to compare: no cell was run (the \
+             lines above say why each other --burn could not be used)",
+            built_sides[0].burn.build.label()
+        );
+    }
     let sides: Vec<(&Burn, &[Built])> = built_sides
         .iter()
         .map(|s| (&s.burn, &s.built[..]))
@@ -84,6 +91,7 @@ pub fn bench_ab(
         let mut side_cfg = cfg.clone();
         side_cfg.burn = Some(burn.build.clone());
         write_run_file(&dir, &side_cfg, &cells)?;
+        write_absent(&built_sides[i], &dir, &matrix)?;
         dirs.push((dir, side_cfg));
     }
     crate::burns::write_burns(
@@ -111,9 +119,51 @@ pub fn bench_ab(
     Ok(all_ok)
 }
 
-/// Run `cells` for each side in turn, one pass of the matrix at a time (A's pass 1, B's pass
-/// 1, A's pass 2, ...), each into its own directory; stops at an interrupt, and under a
-/// `sequential` rule (`--repeats auto`) once every cell is decided.
+/// A side's rows for the wanted backends its Burn lacks (`Side::absent`): one skipped record per
+/// model, precision and batch, on the backend's default device, saying so. Written without
+/// marking the run untimed: nothing was planned for them, and the A/B stands without them.
+fn write_absent(side: &crate::burns::Side, dir: &Path, matrix: &plan::Matrix) -> Result<()> {
+    let path = dir.join(RESULTS_FILE);
+    for (backend, why) in &side.absent {
+        for (model, _) in &matrix.models {
+            for &precision in &matrix.precisions {
+                for &batch in &matrix.batch_sizes {
+                    let id = kiln_contract::CellId::new(
+                        *model,
+                        &backend.name,
+                        "default",
+                        precision,
+                        batch,
+                    );
+                    let mut record =
+                        kiln_contract::Record::not_run(&id, kiln_contract::Status::Skipped, why);
+                    record.burn = Some(side.burn.build.clone());
+                    let (commit, dirty) = crate::workspace::revision();
+                    record.fingerprint = crate::workspace::fingerprint_here(1, "", &commit, dirty);
+                    super::rundir::append_line(&path, &record)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The order of the sides in pass `k` (from 1) of `n` sides: as given in odd passes, reversed
+/// in even ones (A B, B A, A B, ...), so each side runs first in every other pass. A machine
+/// that drifts between processes (it warms, a neighbour starts) then adds as much to A as to
+/// B over each two pairs, where A-always-first read a drift of 1% per process as B slower in
+/// 13.5% of null A/Bs (issue 65's simulation).
+pub fn pass_order(k: usize, n: usize) -> Vec<usize> {
+    if k % 2 == 1 {
+        (0..n).collect()
+    } else {
+        (0..n).rev().collect()
+    }
+}
+
+/// Run `cells` for each side, one pass of the matrix at a time in [`pass_order`], each into its
+/// own directory; stops at an interrupt, and under a `sequential` rule (`--repeats auto`) once
+/// every cell is decided.
 pub(super) fn run_passes(
     cells: &[PlannedCell],
     sides: &[(&[Built], &Path, &RunConfig)],
@@ -128,7 +178,7 @@ pub(super) fn run_passes(
         {
             break;
         }
-        for (built, dir, side_cfg) in sides {
+        for (built, dir, side_cfg) in pass_order(k, sides.len()).into_iter().map(|i| &sides[i]) {
             // This pass only: every other repeat counts as done.
             let others: Vec<_> = cells
                 .iter()
@@ -222,6 +272,7 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
             &label(&a, first),
             &label(&b, other),
         ));
+        text.push_str(&not_in_burn(&b));
     }
     if sides.len() < 2 {
         text = format!(
@@ -232,6 +283,25 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
     }
     std::fs::write(out.join(AB_FILE), &text)?;
     Ok(text)
+}
+
+/// The lines of ab.md for a side's backends that its Burn lacks (`write_absent`'s rows): one per
+/// backend, with its reason; empty when it lacks none.
+fn not_in_burn(records: &[kiln_contract::Record]) -> String {
+    let mut lines: Vec<String> = records
+        .iter()
+        .filter(|r| r.status == kiln_contract::Status::Skipped)
+        .filter_map(|r| {
+            let why = r.reason.as_deref()?;
+            why.starts_with("not in Burn")
+                .then(|| format!("- {}: {why}\n", r.backend))
+        })
+        .collect();
+    lines.dedup();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\nNot compared:\n{}", lines.concat())
 }
 
 /// The comparison of an A/B run directory's sides (explain's op by op when they hold explain
@@ -254,4 +324,79 @@ pub fn rewrite(dir: &Path, sides: &[PathBuf]) -> Result<String> {
         labelled.push((label, records));
     }
     crate::explain::write_ab(dir, &labelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pass_order;
+    use kiln_contract::stats::{Look, Sequential};
+
+    /// The share of simulated A/A runs (`runs` of them) in which Kiln's sequential rule calls a
+    /// change, when each process's log time drifts by `drift` over the one before it and has
+    /// `noise` of its own, and the sides run in `order(k)` in pass `k`.
+    fn false_alarms(order: impl Fn(usize) -> Vec<usize>, drift: f64, noise: f64) -> f64 {
+        let rule = Sequential::KILN;
+        // xorshift64* and Box-Muller: a fixed, dependency-free normal sequence.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut uniform = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            ((state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        };
+        let mut normal = move || {
+            let (u, v) = (uniform(), uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        };
+        let runs = 2000;
+        let mut alarms = 0;
+        for _ in 0..runs {
+            let (mut process, mut d) = (0.0, Vec::new());
+            for k in 1..=rule.max_pairs {
+                let mut log = [0.0; 2];
+                for side in order(k) {
+                    process += 1.0;
+                    log[side] = drift * process + noise * normal();
+                }
+                d.push(log[1] - log[0]);
+                match rule.look(&d) {
+                    Look::Changed(_) => {
+                        alarms += 1;
+                        break;
+                    }
+                    Look::Within => break,
+                    Look::Undecided => {}
+                }
+            }
+        }
+        alarms as f64 / runs as f64
+    }
+
+    #[test]
+    fn a_drifting_aa_series_stays_within_the_rules_false_alarm_rate() {
+        // 1% drift per process, 1.25% noise per run (the quick CNN's): the balanced order keeps
+        // false alarms under the rule's 5%; A always first would call "B slower" far more often.
+        let balanced = false_alarms(|k| pass_order(k, 2), 0.01, 0.0125);
+        assert!(balanced <= 0.05, "balanced order: {balanced}");
+        let a_first = false_alarms(|_| vec![0, 1], 0.01, 0.0125);
+        eprintln!("false alarms at 1% drift: balanced {balanced}, A first {a_first}");
+        assert!(a_first > 2.0 * balanced.max(0.025), "A first: {a_first}");
+    }
+
+    #[test]
+    fn each_side_runs_first_in_every_other_pass() {
+        assert_eq!(pass_order(1, 2), [0, 1]);
+        assert_eq!(pass_order(2, 2), [1, 0]);
+        // Over any two consecutive passes, A and B each run first once: a linear drift per
+        // process adds the same to both sides' sums.
+        for k in 1..=8 {
+            let firsts = [pass_order(k, 2)[0], pass_order(k + 1, 2)[0]];
+            assert!(
+                firsts.contains(&0) && firsts.contains(&1),
+                "passes {k}, {}",
+                k + 1
+            );
+        }
+        assert_eq!(pass_order(4, 3), [2, 1, 0]);
+    }
 }

@@ -95,8 +95,39 @@ fn locked_burn_crates(lock: &str) -> Vec<String> {
 /// Pin every Burn crate of the overlay to `version`: Burn's crates ask for each other with caret
 /// requirements (`burn-core = "0.22.0"`), so pinning `burn` alone would keep the newer inner
 /// crates of the lock. A member of the overlay that no runner build selects (`pin/`) asks for
-/// every `burn*` crate of the lock at exactly that version, and the lock is resolved again.
+/// `burn` at exactly that version and the lock is resolved (the crates a Burn no longer has,
+/// burn-ndarray in 0.23, leave it); then for every `burn*` crate left in the lock, and it is
+/// resolved again.
 fn pin_burn_crates(overlay: &Path, version: &str) -> Result<()> {
+    let pin = overlay.join("pin");
+    std::fs::create_dir_all(&pin)?;
+    std::fs::write(pin.join("lib.rs"), "")?;
+    let write_pin = |names: &[String]| {
+        let mut manifest = String::from(
+            "[package]\nname = \"kiln-burn-pin\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+             publish = false\n\n[lib]\npath = \"lib.rs\"\n\n[dependencies]\n",
+        );
+        for n in names {
+            manifest.push_str(&format!("{n} = \"={version}\"\n"));
+        }
+        std::fs::write(pin.join("Cargo.toml"), manifest)
+    };
+    let update = || -> Result<()> {
+        let out = cargo()
+            .args(["update", "--workspace", "--manifest-path"])
+            .arg(overlay.join("Cargo.toml"))
+            .output()
+            .context("cannot run cargo update")?;
+        if !out.status.success() {
+            bail!(
+                "Burn {version}: {}",
+                first_error(&String::from_utf8_lossy(&out.stderr))
+            );
+        }
+        Ok(())
+    };
+    write_pin(&["burn".to_string()])?;
+    update()?;
     let lock = std::fs::read_to_string(overlay.join("Cargo.lock"))?;
     let mut names: Vec<String> = locked_burn_crates(&lock)
         .into_iter()
@@ -104,29 +135,8 @@ fn pin_burn_crates(overlay: &Path, version: &str) -> Result<()> {
         .collect();
     names.sort();
     names.dedup();
-    let pin = overlay.join("pin");
-    std::fs::create_dir_all(&pin)?;
-    std::fs::write(pin.join("lib.rs"), "")?;
-    let mut manifest = String::from(
-        "[package]\nname = \"kiln-burn-pin\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-         publish = false\n\n[lib]\npath = \"lib.rs\"\n\n[dependencies]\n",
-    );
-    for n in &names {
-        manifest.push_str(&format!("{n} = \"={version}\"\n"));
-    }
-    std::fs::write(pin.join("Cargo.toml"), manifest)?;
-    let out = cargo()
-        .args(["update", "--workspace", "--manifest-path"])
-        .arg(overlay.join("Cargo.toml"))
-        .output()
-        .context("cannot run cargo update")?;
-    if !out.status.success() {
-        bail!(
-            "Burn {version}: {}",
-            first_error(&String::from_utf8_lossy(&out.stderr))
-        );
-    }
-    Ok(())
+    write_pin(&names)?;
+    update()
 }
 
 /// The first line of cargo's output that says `error`, trimmed.
@@ -238,15 +248,16 @@ fn cubecl_defaults_left_out(dir: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The overlay manifest: this workspace's `manifest` with its runner crates only, Burn pinned
-/// to `version`, and `patches` (package name, directory) as `[patch.crates-io]`.
+/// The overlay manifest: this workspace's `manifest` with its runner crates only, every Burn
+/// crate it pins (`burn`, `burn-train`, `burn-backend`, ...) pinned to `version`, and `patches`
+/// (package name, directory) as `[patch.crates-io]`.
 pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathBuf)]) -> String {
     let mut out = String::new();
     for line in manifest.lines() {
         let trimmed = line.trim_start();
         let line = if trimmed.starts_with("members = ") {
             "members = [\"crates/*\"]".to_string()
-        } else if trimmed.starts_with("burn = ") || trimmed.starts_with("burn-train = ") {
+        } else if trimmed.starts_with("burn") && trimmed.contains("version = \"=") {
             match line.split_once("version = \"=") {
                 Some((head, rest)) => {
                     let tail = rest.split_once('"').map_or("", |(_, t)| t);
@@ -369,11 +380,12 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     if !lock.exists() {
         std::fs::copy(root.join("Cargo.lock"), &lock)?;
     }
-    let crates = overlay.join("crates");
-    if !crates.exists() {
-        std::os::unix::fs::symlink(root.join("crates"), &crates)
-            .with_context(|| format!("cannot link {}", crates.display()))?;
-    }
+    // The backends this Burn lacks stay out of the overlay (their rows say so: `sides`).
+    let left_out: Vec<String> = super::crates::left_out(crate::backends::all(), &build.version)
+        .into_iter()
+        .map(|(package, _)| package)
+        .collect();
+    super::crates::lay_out(&root, &overlay, &left_out)?;
     if matches!(spec, BurnSpec::Version(_)) {
         pin_burn_crates(&overlay, &build.version)?;
     }
@@ -384,6 +396,54 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
         overlay: Some(overlay),
         slug,
     })
+}
+
+/// `cargo xtask test --burn SPEC`: does Kiln compile against that Burn? `cargo check` of every
+/// crate of its overlay (libraries and binaries: an overlay holds no tests), with the Learner,
+/// and burn-cpu's LLVM backend where that LLVM is set up. Returns whether it compiled.
+pub fn check(spec: &BurnSpec) -> Result<bool> {
+    let burn = prepare(spec)?;
+    let Some(overlay) = &burn.overlay else {
+        bail!(
+            "--burn {spec} is this workspace's own Burn: `cargo xtask test` without --burn tests \
+             against it"
+        );
+    };
+    let mut features = vec![format!("kiln-core/{}", crate::build::LEARNER)];
+    for b in crate::backends::all() {
+        if let crate::backends::Source::Cargo {
+            package,
+            requires: Some(r @ crate::backends::Requirement::Llvm(_)),
+        } = &b.source
+            && b.in_burn(&burn.build.version).is_ok()
+            && r.met().is_ok()
+        {
+            features.push(format!("{package}/{}", r.feature()));
+        }
+    }
+    eprintln!(
+        "kiln: cargo check of Kiln against Burn {} in {} (features {})",
+        burn.build.label(),
+        overlay.display(),
+        features.join(", ")
+    );
+    let status = cargo()
+        .arg("check")
+        .arg("--manifest-path")
+        .arg(overlay.join("Cargo.toml"))
+        .args([
+            "--workspace",
+            "--exclude",
+            "kiln-burn-pin",
+            "--lib",
+            "--bins",
+        ])
+        .args(["--features", &features.join(",")])
+        .arg("--target-dir")
+        .arg(burn.target())
+        .status()
+        .context("cannot run cargo check")?;
+    Ok(status.success())
 }
 
 #[cfg(test)]
@@ -446,6 +506,10 @@ mod tests {
         );
         assert!(
             text.contains("burn-train = { version = \"=0.23.0\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("burn-backend = { version = \"=0.23.0\" }"),
             "{text}"
         );
         assert!(!text.contains("\"xtask\""));

@@ -85,6 +85,8 @@ pub struct Side {
     pub burn: Burn,
     pub built: Vec<Built>,
     pub build_seconds: f64,
+    /// The wanted backends this Burn lacks, each with its row's reason (`Backend::in_burn`).
+    pub absent: Vec<(&'static Backend, String)>,
 }
 
 /// The directory of the `i`th side of an A/B run in `out` (`a-0.22.1`, `b-path-burn-1a2b3c4d`),
@@ -105,24 +107,51 @@ pub fn side_dir(out: &Path, i: usize, burn: &Burn) -> PathBuf {
 pub const BURNS_FILE: &str = "burns.json";
 
 /// Prepare and build every spec; one that cannot be used is one line saying why, and the
-/// rest go on. An error when none could be built.
+/// rest go on. Every Burn is made ready before any is built, so that a backend one of them
+/// lacks (ndarray in Burn 0.23) is built for none: each side only builds what all can compare,
+/// and keeps the rest as its `absent`. An error when none could be built.
 pub fn build_all(
     specs: &[BurnSpec],
     wanted: &[&'static Backend],
     learner: bool,
 ) -> Result<Vec<Side>> {
-    let mut sides = Vec::new();
+    let mut ready = Vec::new();
     for spec in specs {
         let started = std::time::Instant::now();
-        let ready = prepare(spec).and_then(|b| {
-            let built = build(&b, wanted, learner)?;
-            Ok((b, built))
-        });
-        match ready {
-            Ok((burn, built)) if !built.is_empty() => sides.push(Side {
+        match prepare(spec) {
+            Ok(burn) => ready.push((spec, burn, started.elapsed().as_secs_f64())),
+            Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
+        }
+    }
+    let lacking = |b: &Backend| {
+        ready
+            .iter()
+            .find_map(|(_, burn, _)| b.in_burn(&burn.build.version).err())
+    };
+    let shared: Vec<&'static Backend> = wanted
+        .iter()
+        .copied()
+        .filter(|b| match lacking(b) {
+            Some(why) => {
+                eprintln!("kiln: {}: {why}: no Burn of this run builds it", b.name);
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let mut sides = Vec::new();
+    for (spec, burn, prepare_seconds) in ready {
+        let started = std::time::Instant::now();
+        let absent = wanted
+            .iter()
+            .filter_map(|&b| b.in_burn(&burn.build.version).err().map(|why| (b, why)))
+            .collect();
+        match build(&burn, &shared, learner) {
+            Ok(built) if !built.is_empty() => sides.push(Side {
                 burn,
                 built,
-                build_seconds: started.elapsed().as_secs_f64(),
+                build_seconds: prepare_seconds + started.elapsed().as_secs_f64(),
+                absent,
             }),
             Ok(_) => eprintln!("kiln: --burn {spec} cannot be used: no runner was built for it"),
             Err(e) => eprintln!("kiln: --burn {spec} cannot be used: {e:#}"),
@@ -194,6 +223,9 @@ pub fn write_burns(out: &Path, sides: &[(&Side, &Path)]) -> Result<()> {
                 "dir": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
                 "runners": s.built.iter().map(|(b, _, _)| b.name.clone()).collect::<Vec<_>>(),
                 "build_seconds": (s.build_seconds * 10.0).round() / 10.0,
+                "absent": s.absent.iter().map(|(b, why)| serde_json::json!({
+                    "backend": b.name, "reason": why,
+                })).collect::<Vec<_>>(),
                 "overlay": s.burn.overlay.is_some(),
             })
         })
