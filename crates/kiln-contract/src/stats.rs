@@ -258,6 +258,49 @@ impl Sequential {
         self.alpha / (self.max_pairs + 1).saturating_sub(self.min_pairs).max(1) as f64
     }
 
+    /// The same rule with its error rate split over `n` comparisons (Bonferroni's split: the
+    /// cells of one A/B), so that the chance of any false call among them stays under `alpha`.
+    pub fn over(&self, n: usize) -> Sequential {
+        Sequential {
+            alpha: self.alpha / n.max(1) as f64,
+            ..*self
+        }
+    }
+
+    /// Where the pairs `d` stand, the first decided look kept: a cell decided at pair k stays
+    /// decided while other cells take more pairs (its later looks are not taken). The look and
+    /// the number of pairs it was taken at.
+    pub fn first_decision(&self, d: &[f64]) -> (Look, usize) {
+        for k in self.min_pairs.max(2)..=d.len().min(self.max_pairs) {
+            let look = self.look(&d[..k]);
+            if look != Look::Undecided {
+                return (look, k);
+            }
+        }
+        (Look::Undecided, d.len())
+    }
+
+    /// The smallest change (a share) that the pairs `d` would have called 80% of the time at
+    /// this rule's level per look: `(t + 0.84) × se` with `t` Student's two-sided quantile at
+    /// that level, and never under the floor. `None` under 2 pairs.
+    pub fn detectable(&self, d: &[f64]) -> Option<f64> {
+        let s = Stats::from_samples(d).filter(|s| s.n >= 2)?;
+        let df = (s.n - 1) as f64;
+        let se = s.stddev / (s.n as f64).sqrt();
+        let level = self.alpha_per_look();
+        // Bisection on t for a two-sided tail of `level`.
+        let (mut lo, mut hi) = (0.0_f64, 1000.0_f64);
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if 2.0 * one_sided_p(mid, 1.0, df) > level {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(((hi + 0.84) * se).exp_m1().max(self.floor))
+    }
+
     /// Where the log-differences `d` (one per pair, in order) stand.
     pub fn look(&self, d: &[f64]) -> Look {
         let Some(s) = Stats::from_samples(d).filter(|s| s.n >= self.min_pairs.max(2)) else {
@@ -548,6 +591,22 @@ mod tests {
         );
         // Quiet pairs (0.5% noise, no change) end inside the band.
         assert_eq!(sequence(&rule, &mut rng, 0.0, 0.005).0, Look::Within);
+    }
+
+    #[test]
+    fn a_decision_stays_made_and_the_detectable_change_is_at_the_rules_level() {
+        let rule = Sequential::KILN;
+        // Decided "slower" at pair 3; pairs that follow and would undo it are not looked at.
+        let d = [0.05, 0.05, 0.05, -0.2, 0.3, -0.1];
+        assert_eq!(rule.first_decision(&d), (Look::Changed(true), 3));
+        assert_eq!(rule.look(&d), Look::Undecided);
+        // The rule's level per look (0.05/14) asks for a larger change than the 5% level does.
+        let noisy = [0.02, -0.01, 0.03, 0.0, -0.02, 0.01];
+        let at_rule = rule.detectable(&noisy).unwrap();
+        let at_5 = paired(&noisy).unwrap().detectable.exp_m1();
+        assert!(at_rule > 1.3 * at_5, "{at_rule} against {at_5}");
+        // Split over two cells, each look tests at half the level.
+        assert!((rule.over(2).alpha_per_look() - rule.alpha_per_look() / 2.0).abs() < 1e-12);
     }
 
     #[test]

@@ -158,8 +158,11 @@ fn key(r: &Record) -> String {
 /// `sequential`'s rule where the runs were added until decided (`--repeats auto`).
 pub fn compare(a: &[Record], b: &[Record], sequential: Option<&Sequential>) -> Vec<AbRow> {
     let timed = |r: &Record| r.status == Status::Ok && r.epoch_seconds.is_some();
-    shared_rows(a, b, timed, key)
-        .into_iter()
+    let rows = shared_rows(a, b, timed, key);
+    // Every cell's epoch time is one test of the run: the error rate is split over them.
+    let sequential = sequential.map(|s| s.over(rows.len()));
+    let sequential = sequential.as_ref();
+    rows.into_iter()
         .map(|(k, ra, rb)| {
             let drift = ra
                 .iter()
@@ -231,9 +234,9 @@ pub fn measure<R: Run>(
     }
     let paired = pairs(rule, a, b);
     let (c, test) = match &paired {
-        Some(p) => (
+        Some((p, unpaired)) => (
             compare_pairs(p, rule.floor, rule.difference),
-            format!("paired t, {} pairs", p.len()),
+            format!("paired t, {} pairs{}", p.len(), without_partner(*unpaired)),
         ),
         None => (
             compare_runs(&va, &vb, rule.floor, rule.difference, drift),
@@ -279,53 +282,81 @@ pub fn measure<R: Run>(
         verdict,
         look: None,
     };
-    if let (Some(seq), Some(p)) = (sequential, &paired) {
+    if let (Some(seq), Some((p, unpaired))) = (sequential, &paired) {
         judge_sequentially(&mut m, rule, seq, p);
+        m.test.push_str(&without_partner(*unpaired));
     }
     Some(m)
 }
 
-/// A measure's verdict by `seq` over its `pairs` (unpaired runs keep Welch's).
+/// `; 1 run without a partner left out`, or nothing when every run has its partner.
+fn without_partner(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => "; 1 run without a partner left out".into(),
+        n => format!("; {n} runs without a partner left out"),
+    }
+}
+
+/// A measure's verdict by `seq` over its `pairs` (unpaired runs keep Welch's): the first look
+/// that decided (a cell decided early stays decided while others take more pairs), else
+/// undecided with the smallest change these pairs would have called at the rule's own level.
 fn judge_sequentially<R>(m: &mut Measure, rule: &Rule<R>, seq: &Sequential, p: &[(f64, f64)]) {
-    let look = seq.look(&differences(p, rule.difference));
+    let d = differences(p, rule.difference);
+    let (look, at) = seq.first_decision(&d);
     m.test = format!(
         "sequential paired t, {} pairs (each look at {:.4}, {} looks at most)",
         p.len(),
         seq.alpha_per_look(),
         (seq.max_pairs + 1).saturating_sub(seq.min_pairs)
     );
+    let when = if at < p.len() {
+        format!(" (decided after {at} pairs)")
+    } else {
+        String::new()
+    };
     m.verdict = match look {
-        Look::Changed(true) => format!("B {}", rule.higher),
-        Look::Changed(false) => format!("B {}", rule.lower),
-        Look::Within => format!("no change of {:.0}% either way", seq.band * 100.0),
-        Look::Undecided => format!(
-            "undecided after {} pairs: {}",
-            p.len(),
-            m.verdict
-                .replace("no difference beyond the noise", "no difference shown")
-        ),
+        Look::Changed(true) => format!("B {}{when}", rule.higher),
+        Look::Changed(false) => format!("B {}{when}", rule.lower),
+        Look::Within => format!("no change of {:.0}% either way{when}", seq.band * 100.0),
+        Look::Undecided => match seq.detectable(&d) {
+            Some(x) => format!(
+                "undecided after {} pairs (a change over {:.1}% would have shown at this \
+                 rule's level)",
+                p.len(),
+                x * 100.0
+            ),
+            None => format!("undecided after {} pairs", p.len()),
+        },
     };
     m.look = Some(look);
 }
 
-/// Each B run's value beside its partner's, A's run of the same pass, when every run of each
-/// side has one and there are 2 pairs or more; `None` otherwise (the runs are compared
-/// unpaired).
-fn pairs<R: Run>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<Vec<(f64, f64)>> {
-    if a.len() != b.len() || a.len() < 2 {
-        return None;
-    }
+/// Each B run's value beside its partner's, A's run of the same pass, and how many runs of
+/// either side had no partner (a failed or interrupted run drops its own pair, not the
+/// others); `None` when a run names no pass or a pass twice (runs merged from two directories:
+/// compared unpaired), or there are fewer than 2 pairs.
+fn pairs<R: Run>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<(Vec<(f64, f64)>, usize)> {
+    let passes = |rs: &[&R]| -> Option<Vec<usize>> {
+        let mut ks: Vec<usize> = rs.iter().map(|r| r.pass()).collect::<Option<_>>()?;
+        let n = ks.len();
+        ks.sort_unstable();
+        ks.dedup();
+        (ks.len() == n).then_some(ks)
+    };
+    passes(a)?;
+    passes(b)?;
     let mut out = Vec::new();
     for rb in b {
-        let k = rb.pass()?;
-        let mut partners = a.iter().filter(|ra| ra.pass() == Some(k));
-        let ra = partners.next()?;
-        if partners.next().is_some() {
-            return None;
+        let partner = a.iter().find(|ra| ra.pass() == rb.pass());
+        if let Some(ra) = partner
+            && let (Some(va), Some(vb)) = ((rule.value)(ra), (rule.value)(rb))
+        {
+            out.push((va, vb));
         }
-        out.push(((rule.value)(ra)?, (rule.value)(rb)?));
     }
-    Some(out)
+    let unpaired = a.len() + b.len() - 2 * out.len();
+    (out.len() >= 2).then_some((out, unpaired))
 }
 
 /// Bytes as text; small amounts (the A/A study's shifts) with their fraction of a MiB.
@@ -358,9 +389,9 @@ pub fn markdown(rows: &[AbRow], a_label: &str, b_label: &str) -> String {
     let mut out = format!("## Burn A/B\n\nA = {a_label}, B = {b_label}.\n\n");
     out.push_str(&table(rows, "Cell"));
     out.push_str(
-        "\nA and B ran as alternating processes (A's run 1, B's run 1, A's run 2, ...). Paired \
-         runs: each B is compared with its A (the paired t-test of their log ratio), so drift \
-         over the run cancels; a change counts when p < 0.05 and it exceeds the measure's floor \
+        "\nA and B ran as alternating processes, one pass each in turn (since 2026-12-07 in a \
+         balanced order: A B, B A, ...). Paired runs: each B is compared with A's run of the \
+         same pass (the paired t-test of their log ratio); a change counts when p < 0.05 and it exceeds the measure's floor \
          (1% for epoch time, 10% and 0.1 s for the warm-up, 5% and 1 MiB for memory, 1 point of \
          accuracy), and a \
          \"no difference\" says the smallest change the pairs would have shown 80% of the time. \

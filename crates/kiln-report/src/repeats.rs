@@ -4,7 +4,7 @@
 //! their own: a single run, whose only spread is within that one process.
 
 use crate::fields::machine_key;
-use kiln_contract::schema::{BetweenRuns, Record, Status};
+use kiln_contract::schema::{BetweenRuns, Record, Status, Warmup};
 use kiln_contract::stats::{Stats, median};
 
 /// From this many timed runs on, the fastest and the slowest are dropped as outliers.
@@ -92,6 +92,16 @@ fn combine_group(group: &[&Record]) -> Record {
     };
     r.first_epoch_seconds = median(&values(&|r| r.first_epoch_seconds));
     r.first_step_seconds = median(&values(&|r| r.first_step_seconds));
+    // The warm-up: the median run's, whole (its steps and step times belong together); of two
+    // middle runs, the shorter.
+    let mut warmed: Vec<&Warmup> = used_records
+        .iter()
+        .filter_map(|r| r.warmup.as_ref())
+        .collect();
+    warmed.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    r.warmup = warmed
+        .get(warmed.len().saturating_sub(1) / 2)
+        .map(|w| (*w).clone());
     r.test_accuracy = median(&values(&|r| r.test_accuracy));
     if let Some(t) = &mut r.time_to_accuracy {
         median_time_to_accuracy(t, &used_records);
@@ -224,6 +234,30 @@ mod tests {
         );
         let rows = combine(&[with(1, Some(10.0)), with(2, None), with(3, None)]);
         assert_eq!(rows[0].time_to_accuracy.as_ref().unwrap().seconds, None);
+    }
+
+    #[test]
+    fn the_warm_up_is_the_median_runs_not_the_first_runs() {
+        let with = |index: usize, seconds: f64| {
+            let mut r = run(index, 3, 10.0 + index as f64);
+            r.warmup = Some(Warmup {
+                steady: true,
+                steps: index,
+                seconds,
+                process_seconds: None,
+                epoch: 1,
+                cap_seconds: 600.0,
+                step_seconds: vec![seconds],
+                late_compiles: 0,
+                late_compile_seconds: 0.0,
+                late_compile_steps: Vec::new(),
+                peak_rss_bytes: None,
+            });
+            r
+        };
+        let rows = combine(&[with(1, 39.1), with(2, 30.0), with(3, 32.7)]);
+        let w = rows[0].warmup.as_ref().unwrap();
+        assert_eq!((w.seconds, w.steps), (32.7, 3));
     }
 
     #[test]

@@ -51,8 +51,19 @@ fn no_difference_says_the_smallest_change_the_pairs_would_have_shown() {
             .starts_with("no difference beyond the noise (a change over 1.0% would have shown)"),
         "{epoch:?}"
     );
-    // Runs that do not pair (a side lost a run) are compared unpaired, and say so.
+    // A side that lost a run keeps the other pairs, and says how many runs had no partner.
+    let n = b.len();
     b.pop();
+    let rows = kiln_report::ab::compare(&a, &b, None);
+    assert_eq!(
+        rows[0].measures[0].test,
+        format!(
+            "paired t, {} pairs; 1 run without a partner left out",
+            n - 1
+        )
+    );
+    // Runs merged from two directories (a pass twice on a side) are compared unpaired.
+    b.push(b[0].clone());
     let rows = kiln_report::ab::compare(&a, &b, None);
     assert_eq!(rows[0].measures[0].test, "Welch's t (unpaired)");
 }
