@@ -260,6 +260,7 @@ mod tests {
         r.status = Status::Ok;
         let timing = |s| Timing {
             median_seconds: s,
+            mean_seconds: None,
             min_seconds: s,
             max_seconds: s,
             runs: 7,

@@ -16,6 +16,7 @@ mod tests {
     fn timing(s: f64) -> Timing {
         Timing {
             median_seconds: s,
+            mean_seconds: None,
             min_seconds: s,
             max_seconds: s,
             runs: 3,

@@ -109,14 +109,18 @@ impl ExplainRequest {
     }
 }
 
-/// A timed thing: median of the timed runs, their range, how many ran. Read as written, or
-/// from the runs' seconds alone (`{"samples_seconds": [...]}`, what the PyTorch reference
-/// writes), summarized here with Kiln's one median.
+/// A timed thing: median of the timed runs, their mean, their range, how many ran. Read as
+/// written, or from the runs' seconds alone (`{"samples_seconds": [...]}`, what the PyTorch
+/// reference writes), summarized here with Kiln's one median.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(try_from = "TimingWire")]
 pub struct Timing {
     pub median_seconds: f64,
+    /// The mean: what the op costs over all its calls (a change that slows one call in four
+    /// moves it, not the median). `None` in records older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_seconds: Option<f64>,
     pub min_seconds: f64,
     pub max_seconds: f64,
     pub runs: usize,
@@ -136,6 +140,8 @@ enum TimingWire {
 #[serde(deny_unknown_fields)]
 struct TimingSummary {
     median_seconds: f64,
+    #[serde(default)]
+    mean_seconds: Option<f64>,
     min_seconds: f64,
     max_seconds: f64,
     runs: usize,
@@ -155,6 +161,7 @@ impl TryFrom<TimingWire> for Timing {
         match wire {
             TimingWire::Summary(t) => Ok(Timing {
                 median_seconds: t.median_seconds,
+                mean_seconds: t.mean_seconds,
                 min_seconds: t.min_seconds,
                 max_seconds: t.max_seconds,
                 runs: t.runs,
@@ -172,6 +179,7 @@ impl Timing {
         let stats = crate::Stats::from_samples(&finite)?;
         Some(Timing {
             median_seconds: stats.median,
+            mean_seconds: Some(stats.mean),
             min_seconds: stats.min,
             max_seconds: stats.max,
             runs: stats.n,
@@ -257,6 +265,13 @@ impl ExplainRecord {
     pub fn per_step(&self, op: &OpTiming) -> f64 {
         let count = self.sites.get(op.site).map_or(1, |s| s.layers.len());
         op.timing.median_seconds * count as f64
+    }
+
+    /// An op's cost per step over all its calls: its mean call (its median where the record
+    /// has no mean) times the layers that run it.
+    pub fn per_step_mean(&self, op: &OpTiming) -> f64 {
+        let count = self.sites.get(op.site).map_or(1, |s| s.layers.len());
+        op.timing.mean_seconds.unwrap_or(op.timing.median_seconds) * count as f64
     }
 
     /// The sum of every op's time per step.

@@ -217,6 +217,7 @@ mod tests {
                     phase: Phase::Forward,
                     timing: Timing {
                         median_seconds: s,
+                        mean_seconds: None,
                         min_seconds: s,
                         max_seconds: s,
                         runs: 3,
@@ -225,6 +226,7 @@ mod tests {
                 .collect();
             r.step = Some(Timing {
                 median_seconds: 0.05,
+                mean_seconds: None,
                 min_seconds: 0.05,
                 max_seconds: 0.05,
                 runs: 3,

@@ -1,24 +1,25 @@
 //! `explain --burn A --burn B`: each Burn's op-by-op table side by side, and the operations
 //! whose time moved beyond their noise. Each Burn ran `explain` several times, alternating; an
-//! op's runs are its time per step in each of them, compared by the rule of [`crate::ab`]:
-//! paired over the passes where both sides have every pass (B's pass k against A's pass k, p <
-//! 0.05 and a change above [`OP_FLOOR`]), else Welch's t-test with the runs' variation as the
-//! least change. Each moved op's change is also given as a share of A's measured step, which
-//! says how much of the step it explains.
+//! op's runs are its cost per step in each of them (the mean over all its timed calls, times
+//! the layers that run it: a change that slows one call in four moves the mean, not the
+//! median), compared paired over the passes (B's pass k against A's pass k), else by Welch's
+//! t-test. An op is named as moved when its p is under 5% split over the ops compared
+//! (Bonferroni's: the chance of naming any op that did not move stays under 5%) and its change
+//! is a share of A's measured step that counts: at least [`MIN_STEP_SHARE`], and at least a
+//! quarter of the step's own change where the step moved.
 
 use std::fmt::Write as _;
 
-use crate::ab::{Compared, compare_pairs, compare_runs};
+use crate::ab::{Compared, P_VALUE, compare_pairs, compare_runs};
 use kiln_contract::explain::ExplainRecord;
 use kiln_contract::{ModelKind, Status};
 
-/// The least change of an op's time that counts: ops timed alone are small and noisier than a
-/// whole epoch.
-pub const OP_FLOOR: f64 = 0.10;
-
 /// The least change, as a share of A's measured step, for an op to be named as moved: a
 /// microsecond op that doubles explains nothing of the step.
-pub const MIN_STEP_SHARE: f64 = 0.01;
+pub const MIN_STEP_SHARE: f64 = 0.005;
+
+/// The share of the step's own change an op must account for to be named, where the step moved.
+pub const SHARE_OF_MOVE: f64 = 0.25;
 
 /// One op (or the whole step), A's runs against B's.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,24 +32,40 @@ pub struct OpRow {
     pub compared: Compared,
     /// B's mean minus A's, as a share of A's measured step.
     pub of_step: Option<f64>,
+    /// Each side's median per step over its runs of the op's median call (beside `a` and `b`,
+    /// the cost over all calls): where the two part, some calls cost more than others.
+    pub medians: (Option<f64>, Option<f64>),
+    /// Significant at the level of this comparison (the 5% split over the ops), whatever its
+    /// size.
+    pub significant: bool,
+}
+
+/// What an op's change must pass to be named: the test's level, and the least share of A's
+/// step it must be.
+#[derive(Clone, Copy, Debug)]
+struct Bar {
+    level: f64,
+    share: f64,
 }
 
 impl OpRow {
-    fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>) -> OpRow {
-        // The passes alternated (A's pass k, then B's): paired where both sides have every
-        // pass, so drift between passes cancels; Welch's over the runs where they do not.
+    fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>, bar: Bar) -> OpRow {
+        // The passes alternated: paired where both sides have every pass, so drift between
+        // passes cancels; Welch's over the runs where they do not. No floor on the op's own
+        // change: what counts is its share of the step (`bar.share`).
         let mut compared = if a.len() == b.len() && a.len() > 1 {
             let pairs: Vec<(f64, f64)> = a.iter().copied().zip(b.iter().copied()).collect();
-            compare_pairs(&pairs, OP_FLOOR, false)
+            compare_pairs(&pairs, 0.0, false)
         } else {
-            compare_runs(&a, &b, OP_FLOOR, false, 0.0)
+            compare_runs(&a, &b, 0.0, false, 0.0)
         };
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let of_step = step_a
             .filter(|s| *s > 0.0)
             .map(|s| (mean(&b) - mean(&a)) / s);
-        let immaterial = of_step.is_some_and(|s| s.abs() < MIN_STEP_SHARE);
-        if immaterial && compared.moved.is_some() {
+        let significant = compared.p.is_some_and(|p| p < bar.level);
+        let material = of_step.is_none_or(|s| s.abs() >= bar.share);
+        if !(significant && material) {
             compared.moved = None;
         }
         OpRow {
@@ -57,22 +74,19 @@ impl OpRow {
             b,
             compared,
             of_step,
+            medians: (None, None),
+            significant,
         }
     }
 
-    /// `slower`, `faster` or `no difference beyond the noise` (`no verdict` for single runs); a
-    /// change beyond the noise worth under [`MIN_STEP_SHARE`] of the step says so.
+    /// `B slower`, `B faster` or `no difference beyond the noise` (`no verdict` for single
+    /// runs); a change beyond the noise too small a share of the step says so.
     pub fn verdict(&self) -> &'static str {
-        let significant = self.compared.p.is_some_and(|p| p < crate::ab::P_VALUE)
-            && self
-                .compared
-                .change
-                .is_some_and(|(r, _, _)| (r - 1.0).abs() > self.compared.threshold);
         match (self.compared.moved, self.compared.p) {
             (Some(true), _) => "B slower",
             (Some(false), _) => "B faster",
             (None, None) => "no verdict: a single run each",
-            (None, Some(_)) if significant => "changed, under 1% of the step",
+            (None, Some(_)) if self.significant => "changed, too small a share of the step",
             (None, Some(_)) => "no difference beyond the noise",
         }
     }
@@ -119,32 +133,61 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
         }
         let steps = |rs: &[&ExplainRecord]| -> Vec<f64> {
             rs.iter()
-                .filter_map(|r| r.step.map(|s| s.median_seconds))
+                .filter_map(|r| r.step.map(|s| s.mean_seconds.unwrap_or(s.median_seconds)))
                 .collect()
         };
         let (step_a, step_b) = (steps(&ra), steps(&rb));
         let step_mean_a =
             (!step_a.is_empty()).then(|| step_a.iter().sum::<f64>() / step_a.len() as f64);
-        let step = (!step_a.is_empty() && !step_b.is_empty())
-            .then(|| OpRow::of("measured step".into(), step_a, step_b, step_mean_a));
-        // An op's time per step in each run, by its label (the same sites on both sides).
-        let per_op = |rs: &[&ExplainRecord], label: &str| -> Vec<f64> {
+        let labels: Vec<String> = ra[0].ops.iter().map(|o| ra[0].op_label(o)).collect();
+        let step_bar = Bar {
+            level: P_VALUE,
+            share: 0.0,
+        };
+        let step = (!step_a.is_empty() && !step_b.is_empty()).then(|| {
+            OpRow::of(
+                "measured step".into(),
+                step_a,
+                step_b,
+                step_mean_a,
+                step_bar,
+            )
+        });
+        // Where the step moved, an op must account for a quarter of that move to be named.
+        let moved_share = step
+            .as_ref()
+            .filter(|s| s.compared.moved.is_some())
+            .and_then(|s| s.of_step)
+            .map_or(0.0, |s| SHARE_OF_MOVE * s.abs());
+        let bar = Bar {
+            level: P_VALUE / labels.len().max(1) as f64,
+            share: MIN_STEP_SHARE.max(moved_share),
+        };
+        // An op's cost per step in each run (mean, and median), by its label.
+        let per_op = |rs: &[&ExplainRecord], label: &str, mean: bool| -> Vec<f64> {
             rs.iter()
                 .filter_map(|r| {
-                    r.ops
-                        .iter()
-                        .find(|o| r.op_label(o) == label)
-                        .map(|o| r.per_step(o))
+                    let o = r.ops.iter().find(|o| r.op_label(o) == label)?;
+                    Some(if mean {
+                        r.per_step_mean(o)
+                    } else {
+                        r.per_step(o)
+                    })
                 })
                 .collect()
         };
-        let ops = ra[0]
-            .ops
-            .iter()
-            .map(|o| ra[0].op_label(o))
+        let ops = labels
+            .into_iter()
             .filter_map(|label| {
-                let (va, vb) = (per_op(&ra, &label), per_op(&rb, &label));
-                (!va.is_empty() && !vb.is_empty()).then(|| OpRow::of(label, va, vb, step_mean_a))
+                let (va, vb) = (per_op(&ra, &label, true), per_op(&rb, &label, true));
+                let medians = (
+                    kiln_contract::stats::median(&per_op(&ra, &label, false)),
+                    kiln_contract::stats::median(&per_op(&rb, &label, false)),
+                );
+                (!va.is_empty() && !vb.is_empty()).then(|| OpRow {
+                    medians,
+                    ..OpRow::of(label, va, vb, step_mean_a, bar)
+                })
             })
             .collect();
         out.push(ColumnAb {
@@ -162,6 +205,15 @@ fn ms(v: &[f64]) -> String {
     kiln_contract::stats::median(v).map_or("–".into(), super::table::ms)
 }
 
+/// A side's cost per step with its median call's beside it where there is one:
+/// `12.40 ms (median 11.90 ms)`.
+fn cost(v: &[f64], median: Option<f64>) -> String {
+    match median {
+        Some(m) => format!("{} (median {})", ms(v), super::table::ms(m)),
+        None => ms(v),
+    }
+}
+
 fn row_text(o: &OpRow) -> String {
     let change = o.compared.change.map_or("–".into(), |(r, lo, hi)| {
         format!("{r:.2}× ({lo:.2}–{hi:.2})")
@@ -169,8 +221,8 @@ fn row_text(o: &OpRow) -> String {
     format!(
         "| {} | {} | {} | {} | {} | {} | {} |",
         o.op,
-        ms(&o.a),
-        ms(&o.b),
+        cost(&o.a, o.medians.0),
+        cost(&o.b, o.medians.1),
         change,
         o.compared.p.map_or("–".into(), |p| format!("{p:.3}")),
         o.of_step
@@ -230,13 +282,15 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
     }
     let _ = write!(
         out,
-        "\nThe runs alternated (A, B, A, B, ...). An op moved when the paired t-test over its \
-         passes (B's pass k against A's pass k; Welch's over the runs where a side lacks a \
-         pass) gives p < {} and its change exceeds {:.0}% (Welch's: and its runs' variation), \
-         and is at least {:.0}% of A's measured step.\n",
-        crate::ab::P_VALUE,
-        100.0 * OP_FLOOR,
-        100.0 * MIN_STEP_SHARE
+        "\nThe runs alternated (A B, B A, ...). An op's cost per step is the mean of its timed \
+         calls times the layers that run it (its median call's beside it). An op moved when \
+         the paired t-test over its passes (B's pass k against A's pass k; Welch's where a side \
+         lacks a pass) gives p under {} split over the ops compared (Bonferroni's) and its \
+         change is at least {:.1}% of A's measured step, and at least {:.0}% of the step's own \
+         change where the step moved.\n",
+        P_VALUE,
+        100.0 * MIN_STEP_SHARE,
+        100.0 * SHARE_OF_MOVE
     );
     out
 }
@@ -250,6 +304,7 @@ mod tests {
     fn timing(s: f64) -> Timing {
         Timing {
             median_seconds: s,
+            mean_seconds: None,
             min_seconds: s,
             max_seconds: s,
             runs: 7,
@@ -309,7 +364,41 @@ mod tests {
         ];
         let cols = compare(&a, &b);
         assert_eq!(cols[0].moved().count(), 0, "{cols:?}");
-        assert_eq!(cols[0].ops[2].verdict(), "changed, under 1% of the step");
+        assert_eq!(
+            cols[0].ops[2].verdict(),
+            "changed, too small a share of the step"
+        );
+    }
+
+    #[test]
+    fn a_slowdown_of_one_call_in_four_is_named_by_its_mean() {
+        // The first op's median call is the same on both sides; on B one call in four takes
+        // twice as long, so its mean is 25% higher: 2.5 ms more of a 50 ms step.
+        let with_mean = |median: f64, mean: f64, step: f64| {
+            let mut r = run(median, step);
+            r.ops[0].timing.mean_seconds = Some(mean);
+            for o in &mut r.ops[1..] {
+                o.timing.mean_seconds = Some(o.timing.median_seconds);
+            }
+            r
+        };
+        let a = vec![
+            with_mean(0.010, 0.0100, 0.050),
+            with_mean(0.010, 0.0101, 0.0505),
+            with_mean(0.010, 0.0099, 0.0495),
+        ];
+        let b = vec![
+            with_mean(0.010, 0.0125, 0.0525),
+            with_mean(0.010, 0.0126, 0.0531),
+            with_mean(0.010, 0.0124, 0.0519),
+        ];
+        let cols = compare(&a, &b);
+        let moved: Vec<&OpRow> = cols[0].moved().collect();
+        assert_eq!(moved.len(), 1, "{cols:?}");
+        assert_eq!(moved[0].op, cols[0].ops[0].op);
+        assert_eq!(moved[0].medians, (Some(0.010), Some(0.010)));
+        let md = markdown(&cols, "A", "B");
+        assert!(md.contains("12.5 ms (median 10.0 ms)"), "{md}");
     }
 
     #[test]
