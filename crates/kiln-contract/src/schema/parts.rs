@@ -307,6 +307,30 @@ pub struct BurnBuild {
 }
 
 impl BurnBuild {
+    /// True for a published version (no checkout).
+    pub fn is_release(&self) -> bool {
+        self.path.is_none()
+    }
+
+    /// The label a reader elsewhere can use: [`label`](Self::label) for a published version; for
+    /// a checkout its version and revision, never the path it had on the machine that ran it
+    /// (`0.22.1 checkout 1a2b3c4d dirty`).
+    pub fn public_label(&self) -> String {
+        if self.is_release() {
+            return self.label();
+        }
+        let revision = match (&self.revision, self.dirty) {
+            (Some(r), Some(true)) => format!(" {} dirty", &r[..r.len().min(8)]),
+            (Some(r), _) => format!(" {}", &r[..r.len().min(8)]),
+            (None, _) => ", not a git checkout".into(),
+        };
+        let without = match self.without.is_empty() {
+            true => String::new(),
+            false => format!(" (without {})", self.without.join(", ")),
+        };
+        format!("{} checkout{revision}{without}", self.version)
+    }
+
     /// `0.22.1`, or `path:../burn (0.22.1, 1a2b3c4d dirty)`, with `without autotune` where the
     /// build left a CubeCL default feature out.
     pub fn label(&self) -> String {

@@ -36,7 +36,7 @@ pub struct Built {
 /// compare.html, machines.html, serving.html, one page per machine under machines/, site.js, site.css, and the data as data.json (and as data.js, which
 /// pages opened from files can load).
 pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Result<Built> {
-    let (mut machines, rows, per_run) = rows::site_rows(runs);
+    let (mut machines, rows, per_run, simulated) = rows::site_rows(runs);
     let serving_rows = serving::serving_rows(&mut machines, serving);
     std::fs::create_dir_all(out.join("machines"))
         .with_context(|| format!("{}: cannot create the site here", out.display()))?;
@@ -57,6 +57,10 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
         ),
         ("compare.html".into(), pages::compare()),
         ("machines.html".into(), pages::machine_list(&machines)),
+        (
+            "simulated.html".into(),
+            pages::simulated(&machines, &simulated),
+        ),
         (
             "serving.html".into(),
             pages::serving(serving, serving_rows.len()),
@@ -80,6 +84,7 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
                 let run = Run {
                     name: run.name.clone(),
                     records: records.cloned().collect(),
+                    simulated: run.simulated,
                 };
                 (
                     run,

@@ -26,6 +26,7 @@ fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
                     a href={ (up) "compare.html" } { "Compare" }
                     a href={ (up) "machines.html" } { "Machines" }
                     a href={ (up) "serving.html" } { "Serving" }
+                    a href={ (up) "simulated.html" } { "Simulated" }
                 }
                 (body)
             }
@@ -204,7 +205,14 @@ fn filter_form(filters: &[(&str, &str)]) -> Markup {
     html! {
         form #filters {
             @for (name, label) in filters {
-                label { (label) " " select name=(name) { option value="" { "all" } } }
+                @if *name == "burn" {
+                    // Release Burns by default (a checkout's rows are a developer's A/B).
+                    label { (label) " " select name=(name) {
+                        option value="" { "releases" } option value="all" { "all" }
+                    } }
+                } @else {
+                    label { (label) " " select name=(name) { option value="" { "all" } } }
+                }
             }
             button type="reset" #clear { "Clear" }
         }
@@ -230,6 +238,41 @@ fn row_table(rows: &[Row]) -> Markup {
             } }
         } }
     }
+}
+
+/// The simulated rows' page: replayed records (`gpu-kit --replay`: step times from a GPU's
+/// profile, run on a CPU) and GPU kits' dry runs, each with its machine and run, none of them a
+/// measurement; the other pages never show them.
+pub fn simulated(machines: &[Machine], rows: &[Row]) -> String {
+    let body = html! {
+        h1 { "Simulated rows" }
+        p.sub {
+            "Not measurements: a replayed row followed a GPU's measured step times on a CPU "
+            "(cargo xtask gpu-kit --replay), a dry run is a GPU kit run on a machine without its "
+            "GPU. They check Kiln's planning and records; \"All results\", Compare and the "
+            "machine pages leave them out."
+        }
+        @if rows.is_empty() {
+            p { "None." }
+        } @else {
+            div.scroll { table {
+                thead { tr {
+                    th { "Kind" } th { "Ran on" } th { "Run" } th { "Model" }
+                    th { "Backend / device / precision" } th { "Epoch time" } th { "Status" }
+                } }
+                tbody { @for r in rows {
+                    tr {
+                        td { @for l in &r.labels { span.label { "simulated: " (l) } " " } }
+                        td { (machines.get(r.machine).map_or("", |m| m.short.as_str())) }
+                        td { (r.run) } td { (r.model) }
+                        td { (r.backend) " / " (r.device) " / " (r.precision) }
+                        td { (r.epoch_text) } td { (r.status) }
+                    }
+                } }
+            } }
+        }
+    };
+    layout("Simulated rows", "simulated", "", body)
 }
 
 /// The machine's GPU with its driver, as `nvidia-smi` gave them where a record kept them.

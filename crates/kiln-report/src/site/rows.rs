@@ -48,6 +48,9 @@ pub struct Row {
     pub device: String,
     pub precision: String,
     pub burn: String,
+    /// Built against a published Burn (or none: the PyTorch reference), not a checkout: what
+    /// the index shows by default.
+    pub release: bool,
     #[serde(rename = "loop")]
     pub training_loop: String,
     pub batch: usize,
@@ -79,18 +82,33 @@ pub struct Row {
     pub labels: Vec<&'static str>,
 }
 
+/// What [`site_rows`] gives: the machines, the rows, each run's rows, and the simulated rows
+/// (replayed, or a GPU kit's dry run), which are no measurement and appear only on their own
+/// page, labelled.
+pub type SiteRows = (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>, Vec<Row>);
+
 /// The machines and the rows of `runs`: every run's rows (repeats combined), then one row per
 /// key, the best measured (timed before not, measured before projected, a release build
-/// before CI's opt-level 0, more runs, newer).
-pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
+/// before CI's opt-level 0, more runs, newer). Replayed records and dry runs are kept apart.
+pub fn site_rows(runs: &[Run]) -> SiteRows {
     let mut machines: Vec<Machine> = Vec::new();
     let mut per_run = Vec::new();
+    let mut simulated = Vec::new();
     for run in runs {
         let combined = crate::repeats::combine(&run.records);
-        let refs: Vec<&Record> = combined
+        let (sim, refs): (Vec<&Record>, Vec<&Record>) = combined
             .iter()
             .filter(|r| r.loop_overhead.is_none())
-            .collect();
+            .partition(|r| run.simulated.is_some() || r.replay.is_some());
+        for r in sim {
+            let m = machine_index(&mut machines, &r.fingerprint, "");
+            let mut row = row(r, r, m, &run.name, None);
+            row.labels = vec![match r.replay {
+                Some(_) => super::runs::REPLAYED,
+                None => super::runs::DRY_RUN,
+            }];
+            simulated.push(row);
+        }
         // A cell that never started carries no fingerprint: it is its run's machine's.
         let host = refs.iter().find(|r| !machine(r).is_empty()).copied();
         let rows: Vec<Row> = refs
@@ -109,10 +127,11 @@ pub fn site_rows(runs: &[Run]) -> (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>) {
     }
     let mut rows = collapse(per_run.iter().flatten());
     pytorch_elsewhere(&mut rows);
-    (machines, rows, per_run)
+    (machines, rows, per_run, simulated)
 }
 
-/// The index of the machine `fp` names in `machines` (added if new), with `run` among its runs.
+/// The index of the machine `fp` names in `machines` (added if new), with `run` among its runs
+/// (an empty `run`: none, for a simulated row, which its machine's page does not list).
 pub fn machine_index(machines: &mut Vec<Machine>, fp: &Fingerprint, run: &str) -> usize {
     let key = kiln_contract::fingerprint::machine_key(fp);
     let i = match machines.iter().position(|m| m.key == key) {
@@ -133,7 +152,7 @@ pub fn machine_index(machines: &mut Vec<Machine>, fp: &Fingerprint, run: &str) -
             machines.len() - 1
         }
     };
-    if !machines[i].runs.iter().any(|x| x == run) {
+    if !run.is_empty() && !machines[i].runs.iter().any(|x| x == run) {
         machines[i].runs.push(run.to_string());
     }
     i
@@ -217,6 +236,7 @@ fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Rec
         device: r.device.clone(),
         precision: r.precision.clone(),
         burn: burn(who),
+        release: who.burn.as_ref().is_none_or(|b| b.is_release()),
         training_loop: r.training_loop.map_or("kiln".into(), |l| l.to_string()),
         batch: r.batch_size,
         status: r.status.as_str().to_string(),
@@ -257,11 +277,12 @@ fn burn(r: &Record) -> String {
     burn_label(r.burn.as_ref(), Some(&r.fingerprint))
 }
 
-/// A record's Burn from its `--burn` build, else its fingerprint's Burn version; [`NO_BURN`]
-/// without either (the PyTorch reference). Training and inference records alike.
+/// A record's Burn from its `--burn` build (a checkout by its revision, not the path it had
+/// where it ran), else its fingerprint's Burn version; [`NO_BURN`] without either (the PyTorch
+/// reference). Training and inference records alike.
 pub fn burn_label(build: Option<&kiln_contract::BurnBuild>, fp: Option<&Fingerprint>) -> String {
     match (build, fp) {
-        (Some(b), _) => b.label(),
+        (Some(b), _) => b.public_label(),
         (None, Some(fp)) if !fp.burn_version.is_empty() => fp.burn_version.clone(),
         _ => NO_BURN.into(),
     }

@@ -14,6 +14,23 @@ use crate::read::RESULTS_FILE;
 pub struct Run {
     pub name: String,
     pub records: Vec<Record>,
+    /// Why none of its records is a measurement, where none is ([`simulated_run`]).
+    pub simulated: Option<&'static str>,
+}
+
+/// The label of a GPU kit's run on a machine without its GPU: every cell skipped.
+pub const DRY_RUN: &str = "dry run";
+
+/// The label of a replayed record (`gpu-kit --replay`): step times from a profile.
+pub const REPLAYED: &str = "replayed";
+
+/// Why a run directory's records are no measurements: a GPU kit's run (it holds `kit.json`)
+/// in which no cell trained, as on a machine without the kit's GPU ([`DRY_RUN`]).
+fn simulated_run(dir: &Path, records: &[Record]) -> Option<&'static str> {
+    let ok = records
+        .iter()
+        .any(|r| r.status == kiln_contract::Status::Ok && r.replay.is_none());
+    (dir.join("kit.json").is_file() && !ok).then_some(DRY_RUN)
 }
 
 /// A run directory and its name on the site: its path under the folder of runs it was found
@@ -110,7 +127,12 @@ pub fn read_runs(dirs: &[RunDir]) -> Result<Vec<Run>> {
             );
         }
         let records = checker.check_run(&dir.path)?;
-        runs.push(Run { name, records });
+        let simulated = simulated_run(&dir.path, &records);
+        runs.push(Run {
+            name,
+            records,
+            simulated,
+        });
     }
     Ok(runs)
 }

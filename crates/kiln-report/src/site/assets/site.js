@@ -26,7 +26,9 @@
     backend: function (r) { return [r.backend]; },
     model: function (r) { return [r.model]; },
     precision: function (r) { return [r.precision]; },
-    burn: function (r) { return [r.burn]; },
+    // A row of a published Burn (or of no Burn: the PyTorch reference) is also a "release";
+    // the index shows only those until the reader picks another Burn or "all".
+    burn: function (r) { return [r.burn, r.release === false ? "checkout" : "release"]; },
     loop: function (r) { return [r.loop]; },
     runs: function (r) { return [r.runs > 1 ? "repeated" : r.runs === 1 ? "single run" : "not timed"]; }
   };
@@ -46,7 +48,8 @@
       var o = document.createElement("option");
       o.value = v; o.textContent = v; select.appendChild(o);
     });
-    select.value = values.indexOf(chosen) >= 0 ? chosen : "";
+    var known = Array.from(select.options).some(function (o) { return o.value === chosen; });
+    select.value = known ? chosen : "";
   }
 
   function bar(share, cls) {
@@ -95,7 +98,11 @@
     r.facets = NAMES.map(function (f) { return FACETS[f](r); });
   });
   function matcher(s) {
-    var wanted = NAMES.map(function (f) { return s.get(f); });
+    var wanted = NAMES.map(function (f) {
+      var v = s.get(f);
+      if (f === "burn") { return v === "all" ? null : v || "release"; }
+      return v;
+    });
     return function (r) {
       for (var i = 0; i < wanted.length; i++) {
         if (wanted[i] && r.facets[i].indexOf(wanted[i]) < 0) { return false; }
@@ -140,6 +147,9 @@
     Array.from(form.querySelectorAll("select")).forEach(function (select) {
       var i = NAMES.indexOf(select.name);
       var values = unique([].concat.apply([], view.rows.map(function (r) { return r.facets[i]; })));
+      if (select.name === "burn") {
+        values = values.filter(function (v) { return v !== "release"; });
+      }
       fillSelect(select, values, s.get(select.name));
     });
     form.addEventListener("change", function (e) {
