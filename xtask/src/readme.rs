@@ -125,6 +125,163 @@ mod tests {
     /// backticks: `crates/kiln-core/src/warmup.rs`) names one that exists; the recipe's
     /// example crate (`kiln-mine`) aside. Burn's files and a user's are named without such a
     /// path and are not checked.
+    /// The README and docs/*.md, each with its text.
+    fn documents() -> Vec<(std::path::PathBuf, String)> {
+        let root = crate::workspace::workspace_root();
+        let mut docs = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
+        }
+        docs.sort();
+        docs.into_iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).unwrap();
+                (p, text)
+            })
+            .collect()
+    }
+
+    /// Each `--flag` a line shows after `cargo xtask CMD` that CMD has not (`CMD --flag` with
+    /// the line's place), read up to the end of the command: a closing backtick, a table's
+    /// `|`, a comment, `&&`, `;`, or cargo's `--` (what follows goes to cargo test).
+    fn flags_not_of_their_command(cli: &clap::Command, line: &str) -> Vec<String> {
+        let mut wrong = Vec::new();
+        for (at, _) in line.match_indices("cargo xtask ") {
+            let rest = &line[at + "cargo xtask ".len()..];
+            let command = rest.split(['`', '|', '#']).next().unwrap_or("");
+            let mut words = command.split_whitespace();
+            let Some(name) = words.next() else { continue };
+            let Some(sub) = cli.find_subcommand(name) else {
+                continue;
+            };
+            for word in words.take_while(|w| !["--", "&&", ";", "||"].contains(w)) {
+                let word = word.trim_start_matches(['[', '(']);
+                let Some(flag) = word.strip_prefix("--") else {
+                    continue;
+                };
+                let flag: String = flag
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                let known = sub
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(flag.as_str()))
+                    || flag == "help";
+                if !flag.is_empty() && !known {
+                    wrong.push(format!("{name} --{flag}"));
+                }
+            }
+        }
+        wrong
+    }
+
+    /// A doc cannot show a flag its command does not have: every `cargo xtask CMD ... --flag`
+    /// in the README and docs/*.md is checked against CMD's own parser (clap's description of
+    /// `cargo xtask`), so a renamed or removed flag fails here until the docs follow.
+    #[test]
+    fn every_flag_a_doc_shows_with_its_command_is_that_commands() {
+        let cli = Cli::command();
+        let mut wrong = Vec::new();
+        for (path, text) in documents() {
+            for (i, line) in text.lines().enumerate() {
+                for w in flags_not_of_their_command(&cli, line) {
+                    wrong.push(format!("{}:{}: {w}", path.display(), i + 1));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "docs show flags their command does not have:\n{}",
+            wrong.join("\n")
+        );
+        // A planted flag is caught; a real one, a placeholder and cargo's own are not.
+        let planted = "run `cargo xtask bench-all --quick --no-such-flag 3` first";
+        assert_eq!(
+            flags_not_of_their_command(&cli, planted),
+            ["bench-all --no-such-flag"]
+        );
+        let fine = "`cargo xtask bench-all [--out DIR] --burn 0.22.1` and `cargo xtask test -- \
+                    --nocapture`";
+        assert!(flags_not_of_their_command(&cli, fine).is_empty());
+    }
+
+    /// Flags of other programs a doc names alone: a runner's own (what xtask hands the runner
+    /// it starts: `kiln-flex --cell FILE`), Slurm's `sbatch` (docs/fleet.md), cargo's.
+    const RUNNER_FLAGS: [&str; 8] = [
+        "probe",
+        "cell",
+        "verify",
+        "explain",
+        "infer",
+        "export",
+        "exclusive",
+        "features",
+    ];
+
+    /// Every `--flag` a doc shows in backticks alone (`--lr`) or after `cargo xtask` is a flag
+    /// of some command of `cargo xtask` (or of a runner: [`RUNNER_FLAGS`]): a doc cannot name a
+    /// flag no parser has. A span that starts with another program (`cargo build`, `sbatch`,
+    /// `vulkaninfo`) is that program's.
+    #[test]
+    fn every_flag_a_doc_names_is_some_commands() {
+        let cli = Cli::command();
+        let mut known: BTreeSet<String> = RUNNER_FLAGS.iter().map(|s| s.to_string()).collect();
+        known.insert("help".into());
+        for sub in cli.get_subcommands() {
+            for a in sub.get_arguments() {
+                known.extend(a.get_long().map(str::to_string));
+            }
+        }
+        let span = regex::Regex::new(r"`([^`]*)`").unwrap();
+        let flag = regex::Regex::new(r"(?:^|[\s\[(])--([a-z][a-z0-9-]*)").unwrap();
+        let mut unknown = Vec::new();
+        for (path, text) in documents() {
+            for (i, line) in text.lines().enumerate() {
+                for s in span.captures_iter(line) {
+                    let text = s[1].trim_start_matches(['[', '(']);
+                    if !(text.starts_with("--") || text.starts_with("cargo xtask ")) {
+                        continue;
+                    }
+                    for f in flag.captures_iter(text) {
+                        if !known.contains(&f[1]) {
+                            unknown.push(format!("{}:{}: --{}", path.display(), i + 1, &f[1]));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            unknown.is_empty(),
+            "docs name flags no command has:\n{}",
+            unknown.join("\n")
+        );
+    }
+
+    /// docs/usage.md names every flag of every command (`cargo xtask CMD --help` and it agree;
+    /// with the tests above, it names no other).
+    #[test]
+    fn usage_names_every_flag_of_every_command() {
+        let root = crate::workspace::workspace_root();
+        let usage = std::fs::read_to_string(root.join("docs/usage.md")).unwrap();
+        let mut missing = Vec::new();
+        for sub in Cli::command().get_subcommands() {
+            for a in sub.get_arguments() {
+                let Some(long) = a.get_long() else { continue };
+                if long != "help" && !a.is_hide_set() && !usage.contains(&format!("--{long}")) {
+                    missing.push(format!("{} --{long}", sub.get_name()));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/usage.md does not name:\n{}",
+            missing.join("\n")
+        );
+    }
+
     #[test]
     fn every_repository_path_a_doc_names_exists() {
         let root = crate::workspace::workspace_root();

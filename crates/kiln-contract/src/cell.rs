@@ -72,7 +72,7 @@ pub struct CellRequest {
     /// Measure the device's GEMM peak (for efficiency figures).
     pub calibrate: bool,
     /// Measure it again even if it is cached (the default: a cached value is used only when
-    /// the user asks, `--cached-calibration`).
+    /// the request says so: `"recalibrate": false` in a request file run by hand).
     pub recalibrate: bool,
     /// Only measure the device's GEMM peak and report it (xtask's calibration at a run's
     /// start); no training.
@@ -164,7 +164,7 @@ impl CellRequest {
             ));
         }
         if self.inject_nan_at_step == Some(0) {
-            return Err("--inject-nan-at-step counts steps from 1".into());
+            return Err("inject_nan_at_step counts steps from 1".into());
         }
         if self.training_loop == TrainingLoop::Learner {
             // burn-train's loop has neither Kiln's loss scaling nor its micro-batching, and
