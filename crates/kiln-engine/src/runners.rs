@@ -19,12 +19,47 @@ use crate::workspace::{prebuilt_dir, target_dir, workspace_root};
 /// A built backend: its runner and what its probe reported.
 pub type Built = (&'static Backend, Runner, ProbeReport);
 
+/// The backends of `wanted` that Burn `own` lacks, by the newest Burn that has them (`last-burn`,
+/// in order of first appearance); the rest build against `own`.
+pub fn by_newest_burn<'a>(
+    wanted: &[&'a Backend],
+    own: &str,
+) -> (Vec<&'a Backend>, Vec<(String, Vec<&'a Backend>)>) {
+    let mut here = Vec::new();
+    let mut older: Vec<(String, Vec<&Backend>)> = Vec::new();
+    for &b in wanted {
+        match (&b.last_burn, b.in_burn(own)) {
+            (Some(last), Err(_)) => match older.iter_mut().find(|(v, _)| v == last) {
+                Some((_, group)) => group.push(b),
+                None => older.push((last.clone(), vec![b])),
+            },
+            _ => here.push(b),
+        }
+    }
+    (here, older)
+}
+
 /// Build the runners of `wanted` (with burn-train's Learner where `learner`) and probe them;
 /// returns each usable backend with its runner. A backend that cannot run here (libtorch
-/// missing, say) is left out with one line saying why and what fixes it.
+/// missing, say) is left out with one line saying why and what fixes it. A backend the
+/// workspace's Burn no longer has (ndarray and tch after Burn 0.22) builds against the newest
+/// Burn that has it, in that Burn's overlay (`crate::burns`), and its records name that Burn.
 pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
-    crate::build::build(wanted, learner)?;
+    let own = crate::burns::own_version()?;
+    let (wanted, older) = by_newest_burn(wanted, &own);
     let mut out = Vec::new();
+    for (version, group) in older {
+        let names: Vec<&str> = group.iter().map(|b| b.name.as_str()).collect();
+        eprintln!(
+            "kiln: {}: not in this workspace's Burn {own}: built against Burn {version}, the \
+             newest that has them",
+            names.join(", ")
+        );
+        let burn = crate::burns::prepare(&crate::burns::BurnSpec::Version(version))?;
+        out.extend(crate::burns::build(&burn, &group, learner)?);
+    }
+    let wanted = &wanted[..];
+    crate::build::build(wanted, learner)?;
     for &b in wanted {
         let runner = match runner(b) {
             Ok(r) => r,
@@ -256,6 +291,24 @@ pub fn runner_of<'a>(built: &'a [Built], name: &str) -> Option<&'a Runner> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Once Kiln's own Burn moves past 0.22 (the pin is read here as 0.23.0), ndarray and tch
+    /// build against 0.22.1, their newest Burn, and the others against the pin.
+    #[test]
+    fn a_backend_the_pinned_burn_dropped_builds_against_its_newest_burn() {
+        let all: Vec<&Backend> = backends::all().iter().collect();
+        let (here, older) = by_newest_burn(&all, "0.23.0");
+        let names = |list: &[&Backend]| list.iter().map(|b| b.name.clone()).collect::<Vec<_>>();
+        assert_eq!(older.len(), 1);
+        assert_eq!(older[0].0, "0.22.1");
+        assert_eq!(names(&older[0].1), ["ndarray", "tch"]);
+        assert!(names(&here).contains(&"flex".to_string()));
+        assert!(!names(&here).contains(&"ndarray".to_string()));
+        // On the Burn Kiln pins today every backend builds against it.
+        let (here, older) = by_newest_burn(&all, "0.22.1");
+        assert!(older.is_empty());
+        assert_eq!(here.len(), all.len());
+    }
 
     #[cfg(unix)]
     #[test]

@@ -49,7 +49,7 @@ pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
         match requires {
             None => plain.push((b.build_group.as_deref(), package.as_str())),
             Some(Requirement::Libtorch) => match torch::find() {
-                Ok(t) => build_tch(package, &t, extra)?,
+                Ok(t) => build_tch_at(&workspace_root(), package, &t, extra, &target_dir())?,
                 Err(why) => eprintln!("kiln: not building {package}: {why}"),
             },
             Some(r @ (Requirement::Driver(_) | Requirement::Llvm(_))) => {
@@ -72,16 +72,25 @@ pub fn build(wanted: &[&Backend], learner: bool) -> Result<()> {
     Ok(())
 }
 
-/// Build the libtorch runner `package` against `t`.
-fn build_tch(package: &str, t: &torch::Torch, extra: &[&str]) -> Result<()> {
+/// Build the libtorch runner `package` against `t`, in the workspace at `root` (this one, or a
+/// Burn overlay: `crate::burns`) into the target directory `dir`.
+pub fn build_tch_at(
+    root: &Path,
+    package: &str,
+    t: &torch::Torch,
+    extra: &[&str],
+    dir: &Path,
+) -> Result<()> {
     eprintln!(
         "kiln: building {package} against libtorch {} (a first build compiles Burn's top \
          crates with tch and torch-sys's bindings)",
         t.lib_dir.display(),
     );
     let mut cmd = cargo();
-    cmd.current_dir(workspace_root())
+    cmd.current_dir(root)
         .args(tch_build_args("build", package, extra))
+        .arg("--target-dir")
+        .arg(dir)
         .arg("--message-format=json-render-diagnostics");
     for (k, v) in t.build_env() {
         cmd.env(k, v);
@@ -96,7 +105,7 @@ fn build_tch(package: &str, t: &torch::Torch, extra: &[&str]) -> Result<()> {
             t.lib_dir.display()
         )
     })?;
-    check_built(&built, &[package], &target_dir())
+    check_built(&built, &[package], dir)
 }
 
 /// `feature` then `extra`.

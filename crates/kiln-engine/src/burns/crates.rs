@@ -19,7 +19,8 @@ pub fn left_out(all: &[Backend], version: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A crate's manifest for an overlay: its dev-dependency tables left out, every dependency on a
+/// A crate's manifest for an overlay: its dev-dependency tables and its test, bench and example
+/// targets left out (their files are not linked), every dependency on a
 /// `left_out` package dropped, and from each feature's list what names one (a feature is kept,
 /// empty if need be, so the code's `cfg(feature = ...)` still names a feature).
 pub fn overlay_crate_manifest(manifest: &str, left_out: &[String]) -> String {
@@ -36,7 +37,8 @@ pub fn overlay_crate_manifest(manifest: &str, left_out: &[String]) -> String {
         if trimmed.starts_with('[') {
             section = trimmed.trim_end().to_string();
         }
-        if section.ends_with("dev-dependencies]") {
+        let test_only = ["[[test]]", "[[bench]]", "[[example]]"].contains(&section.as_str());
+        if section.ends_with("dev-dependencies]") || test_only {
             continue;
         }
         let key = trimmed.split(['=', '.', ' ']).next().unwrap_or("");
@@ -126,6 +128,7 @@ mod tests {
                           \"../kiln-ndarray\", optional = true }\nkiln-wgpu = { path = \
                           \"../kiln-wgpu\", optional = true }\n\n[dev-dependencies]\nburn = { \
                           workspace = true, features = [\"ndarray\"] }\ntempfile = \"3\"\n\n\
+                          [[test]]\nname = \"serve\"\npath = \"tests/serve.rs\"\n\n\
                           [package.metadata.kiln]\nbackend = \"remote\"\n";
 
     #[test]
@@ -133,6 +136,10 @@ mod tests {
         let text = overlay_crate_manifest(REMOTE, &["kiln-ndarray".into()]);
         assert!(!text.contains("kiln-ndarray"), "{text}");
         assert!(!text.contains("tempfile"), "{text}");
+        assert!(
+            !text.contains("[[test]]") && !text.contains("serve.rs"),
+            "{text}"
+        );
         assert!(!text.contains("\"ndarray\""), "{text}");
         // The feature stays, empty; the rest as it was.
         assert!(text.contains("ndarray = []\n"), "{text}");

@@ -283,6 +283,19 @@ pub fn overlay_manifest(manifest: &str, version: &str, patches: &[(String, PathB
     out
 }
 
+/// The Burn version this workspace's Cargo.toml pins.
+pub fn own_version() -> Result<String> {
+    let path = workspace_root().join("Cargo.toml");
+    let manifest = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    workspace_burn_version(&manifest).with_context(|| {
+        format!(
+            "{}: it pins no Burn version (burn = {{ version = \"=X\" }})",
+            path.display()
+        )
+    })
+}
+
 /// A Burn's build, the crates to patch in (name, directory), and its slug.
 type Prepared = (BurnBuild, Vec<(String, PathBuf)>, String);
 
@@ -331,9 +344,7 @@ fn checkout(dir: &Path) -> Result<Prepared> {
 pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     let root = workspace_root();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
-    let own = workspace_burn_version(&manifest).context(
-        "this workspace's Cargo.toml pins no Burn version (burn = { version = \"=X\" })",
-    )?;
+    let own = own_version()?;
     let (build, patches, slug) = match spec {
         BurnSpec::Version(v) if *v == own => {
             let build = BurnBuild {

@@ -45,9 +45,21 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
                     burn.build.spec, b.name
                 ),
             },
-            _ => eprintln!(
-                "kiln: --burn {}: {} is left out (an A/B run builds Burn's own backends, not \
-                 the libtorch ones)",
+            Source::Cargo {
+                package,
+                requires: Some(Requirement::Libtorch),
+            } => match crate::torch::find() {
+                Ok(t) => {
+                    crate::build::build_tch_at(root, package, &t, extra, &burn.target())?;
+                    built.push(b);
+                }
+                Err(why) => eprintln!(
+                    "kiln: --burn {}: {} is left out: {why}",
+                    burn.build.spec, b.name
+                ),
+            },
+            Source::Python { .. } => eprintln!(
+                "kiln: --burn {}: {} is left out (it is no Burn backend)",
                 burn.build.spec, b.name
             ),
         }
@@ -68,10 +80,17 @@ pub fn build(burn: &Burn, wanted: &[&'static Backend], learner: bool) -> Result<
         std::fs::copy(&binary, &program).with_context(|| {
             format!("cannot copy {} to {}", binary.display(), program.display())
         })?;
+        // A libtorch runner finds libtorch through its rpath; the variables cover a moved one.
+        let env = match b.needs_torch() {
+            true => crate::torch::find()
+                .map(|t| t.run_env())
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
         let runner = Runner {
             program,
             args: Vec::new(),
-            env: Vec::new(),
+            env,
             needs_data_file: false,
         };
         let report = probe(&runner)?;
