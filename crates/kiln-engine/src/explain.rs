@@ -97,8 +97,27 @@ fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Re
     Ok(all_ok)
 }
 
+/// The most passes an explain A/B takes while the ops it names do not account for the step's
+/// change.
+pub const MAX_PASSES: u64 = 12;
+
+/// Whether every column whose measured step moved between the first side and each other has
+/// ops that account for at least half of that change (`kiln_report::explain::ab`).
+fn accounted_for(records: &[Vec<ExplainRecord>]) -> bool {
+    let Some((a, others)) = records.split_first() else {
+        return true;
+    };
+    others.iter().all(|b| {
+        kiln_report::explain::ab::compare(a, b)
+            .iter()
+            .all(|c| c.accounted().is_none_or(|share| share >= 0.5))
+    })
+}
+
 /// The passes of an explain A/B over built `sides` (each Burn, its runners, its directory) and
-/// `explain-ab.md` in `out`; returns its text and whether no record failed.
+/// `explain-ab.md` in `out`: `--passes` at least, in a balanced order (A B, B A, ...), then more
+/// while the step moved and the ops named do not account for half of it, up to [`MAX_PASSES`];
+/// returns its text and whether no record failed.
 fn run_ab(
     args: &ExplainArgs,
     sides: &[(BurnBuild, Vec<Built>, PathBuf)],
@@ -106,10 +125,15 @@ fn run_ab(
 ) -> Result<(String, bool)> {
     let mut records: Vec<Vec<ExplainRecord>> = vec![Vec::new(); sides.len()];
     let mut last: Vec<Vec<ExplainRecord>> = vec![Vec::new(); sides.len()];
-    for k in 1..=args.passes {
-        for (i, (burn, built, dir)) in sides.iter().enumerate() {
+    let most = args.passes.max(MAX_PASSES);
+    for k in 1..=most {
+        if k > args.passes && accounted_for(&records) {
+            break;
+        }
+        for i in crate::bench::ab::pass_order(k as usize, sides.len()) {
+            let (burn, built, dir) = &sides[i];
             eprintln!(
-                "kiln: explain pass {k} of {}, Burn {}",
+                "kiln: explain pass {k} (at least {}, at most {most}), Burn {}",
                 args.passes,
                 burn.label()
             );

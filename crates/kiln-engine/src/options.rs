@@ -259,7 +259,9 @@ pub struct ExplainArgs {
     /// their noise, in explain-ab.md (docs/burn-ab.md).
     #[arg(long, value_name = "SPEC")]
     pub burn: Vec<crate::burns::BurnSpec>,
-    /// With --burn: runs of explain per Burn, alternating (A, B, A, B, ...).
+    /// With --burn: runs of explain per Burn, alternating (A B, B A, ...), at least; where the
+    /// measured step moved and the ops named do not yet account for half of its change, passes
+    /// are added (up to 12) until they do.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub passes: u64,
 }

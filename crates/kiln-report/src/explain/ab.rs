@@ -107,6 +107,14 @@ impl ColumnAb {
     pub fn moved(&self) -> impl Iterator<Item = &OpRow> {
         self.ops.iter().filter(|o| o.compared.moved.is_some())
     }
+
+    /// Where the measured step moved: the share of its change that the moved ops' changes add
+    /// up to (0 when none moved); `None` when the step did not move.
+    pub fn accounted(&self) -> Option<f64> {
+        let step = self.step.as_ref().filter(|s| s.compared.moved.is_some())?;
+        let change = step.of_step.filter(|c| *c != 0.0)?;
+        Some(self.moved().filter_map(|o| o.of_step).sum::<f64>() / change)
+    }
 }
 
 type Key = (ModelKind, String, usize);
@@ -235,8 +243,8 @@ fn row_text(o: &OpRow) -> String {
 pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
     let mut out = format!(
         "## Op by op, Burn A against Burn B\n\nA = {a_label}, B = {b_label}. Times are per \
-         training step (an op's median times the layers that run it), the median of each \
-         Burn's runs.\n"
+         training step (an op's mean call times the layers that run it, its median call's \
+         beside it), the median of each Burn's runs.\n"
     );
     for c in columns {
         let _ = write!(
@@ -254,6 +262,27 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
             );
         }
         let moved: Vec<&OpRow> = c.moved().collect();
+        let passes = c.step.as_ref().map_or(0, |s| s.a.len().min(s.b.len()));
+        match c.accounted() {
+            Some(share) if moved.is_empty() => {
+                let _ = writeln!(
+                    out,
+                    "The step moved, and no operation accounts for it after {passes} passes a \
+                     side: what moved lies between the ops, or is spread thinner than each \
+                     op's noise ({:.0}% of the step's change named).\n",
+                    100.0 * share
+                );
+            }
+            Some(share) => {
+                let _ = writeln!(
+                    out,
+                    "The ops named account for {:.0}% of the step's change (after {passes} \
+                     passes a side).\n",
+                    100.0 * share
+                );
+            }
+            None => {}
+        }
         if moved.is_empty() {
             out.push_str("No operation moved beyond its noise.\n\n");
         } else {
@@ -342,6 +371,13 @@ mod tests {
         let md = markdown(&cols, "0.22.1", "path:burn");
         assert!(md.contains("Moved beyond the noise:\n- **"), "{md}");
         assert!(md.contains("B slower (2.00×), +20.0% of A's step"), "{md}");
+        // The step moved by as much as the op: all of it is accounted for.
+        let share = cols[0].accounted().unwrap();
+        assert!((share - 1.0).abs() < 0.05, "{share}");
+        assert!(
+            md.contains("The ops named account for 99% of the step"),
+            "{md}"
+        );
     }
 
     #[test]
