@@ -3,7 +3,10 @@
 latency percentiles of one-sample and small-batch queries after steady state, throughput at
 the largest batch that fits, memory to serve, and the logits of the test samples. The model
 runs under `eval()` and `torch.inference_mode()` with the threads torch chose, as a PyTorch
-application serves; every query uploads its input from the host and reads its logits back."""
+application serves. A query's input is a request prepared before the clock starts, as an
+application holds one when it arrives (a contiguous host tensor of the weights' type); the
+query uploads it where the device is not the host, predicts, and reads the logits back to the
+host in f32 where they are not there already: nothing a plain serving loop would not do."""
 
 import math
 import time
@@ -19,6 +22,9 @@ from verify import load_weights, save_tensors
 from warmup import median, percentiles, process_age_seconds, steady
 
 INFER_VERSION = 1
+# Samples' worth of requests prepared for each batch size (two requests at least), as
+# infer.rs's `POOL`.
+POOL = 1024
 MIN_QUERIES = 20
 GROUP = 10
 
@@ -100,58 +106,81 @@ def measure(req, record, model, tx, on, data_seconds):
             age = process_age_seconds() or (time.perf_counter() - T0)
         return age - data_seconds
 
-    def query(at, batch):
-        idx = [(at + k) % n for k in range(batch)]
-        x = tx[idx].to(device=device, dtype=dtype)
-        out = model(x).float().cpu()  # the read-back is the sync
-        return out
+    host = device.type == "cpu"
+
+    def requests(batch):
+        """Requests of `batch` samples from sample 0 on (wrapping), made before any clock
+        starts: POOL samples' worth, and at batch 1 every one of the agreement's samples."""
+        count = max(req["samples"], POOL) if batch == 1 else max(POOL // batch, 2)
+        return [tx[[(r * batch + k) % n for k in range(batch)]].to(dtype=dtype).contiguous()
+                for r in range(count)]
+
+    def query(x):
+        """One request uploaded (where the device is not the host), predicted, read back."""
+        out = model(x if host else x.to(device))
+        if out.dtype != torch.float32:
+            out = out.float()
+        return out if host else out.cpu()  # the read-back is the sync
 
     with torch.inference_mode():
+        one = requests(1)
         ready, ready_rss = since_start(), current_rss_bytes()
-        first = query(0, 1)
+        first = query(one[0])
         record["first_prediction"] = {"ready_seconds": ready, "seconds": since_start(), "caches": None}
         record["notes"].append("first prediction: class %d" % int(first.argmax(1)[0]))
+        served = {}
         for batch in req["latency_batches"]:
-            s, w = series(req, lambda at, b=batch: query(at, b))
+            pool = one if batch == 1 else requests(batch)
+
+            def run(at, pool=pool, batch=batch):
+                out = query(pool[at % len(pool)])
+                if batch == 1 and at % len(pool) < req["samples"]:
+                    served[at % len(pool)] = out
+            s, w = series(req, run)
             record["latency"].append(percentiles(batch, s, w))
-        s, w = series(req, lambda at: tx[at % n:at % n + 1].to(device=device, dtype=dtype).reshape(1, -1)[:, :1].float().cpu())
+        s, w = series(req, lambda at: (one[at % len(one)] if host else one[at % len(one)].to(device)).reshape(1, -1)[:, :1].float().cpu())
         record["overhead"] = percentiles(1, s, w)
-        record["throughput"] = throughput(req, query, device)
-        logits = torch.cat([query(at, min(100, req["samples"] - at)) for at in range(0, req["samples"], 100)])
+        record["throughput"] = throughput(req, requests, query)
+        timed = len(served)
+        logits = torch.cat([served[i] if i in served else query(one[i]) for i in range(req["samples"])])
+        record["notes"].append("agreement: the %d samples' logits from one-sample queries, the path the "
+                               "latency is timed on (%d of them the timed queries' own answers)"
+                               % (req["samples"], timed))
     save_tensors(req["logits_out"], {"logits": logits})
     record["logits"] = req["logits_out"]
     record["memory"] = {"ready_rss_bytes": ready_rss, "peak_rss_bytes": peak_rss_bytes()}
     record["process_threads"] = thread_count()
 
 
-def throughput(req, query, device):
+def throughput(req, requests, query):
     """Samples per second at the request's batch, halved while the device runs out of memory;
     batches warmed up until the steady rule holds on their times (or the cap), then timed, as
-    infer.rs's `throughput`."""
-    def timed(at, batch):
+    infer.rs's `throughput`; each batch size's requests made before its clock starts."""
+    def timed(x):
         t = time.perf_counter()
-        query(at, batch)
+        query(x)
         return time.perf_counter() - t
 
     warm_start, batch, tried = time.perf_counter(), req["throughput_batch"], []
     while True:
         try:
-            times = [timed(0, batch)]
+            pool = requests(batch)
+            times = [timed(pool[0])]
             break
         except torch.OutOfMemoryError:
             if batch == 1:
                 raise
             tried.append("batch %d: out of memory" % batch)
             batch //= 2
-    at = batch
+    at = 1
     while not steady(req["timing"], times) and time.perf_counter() - warm_start < req["warmup_cap_seconds"]:
-        times.append(timed(at, batch))
-        at += batch
+        times.append(timed(pool[at % len(pool)]))
+        at += 1
     settled, warmup_seconds = steady(req["timing"], times), time.perf_counter() - warm_start
     start, batches = time.perf_counter(), 0
     while batches < 2 or time.perf_counter() - start < req["throughput_seconds"]:
-        query(at, batch)
-        batches, at = batches + 1, at + batch
+        query(pool[at % len(pool)])
+        batches, at = batches + 1, at + 1
     seconds = time.perf_counter() - start
     return {"batch": batch, "batches": batches, "seconds": seconds,
             "samples_per_second": batches * batch / seconds, "tried": tried,

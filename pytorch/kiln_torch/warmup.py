@@ -146,10 +146,12 @@ class Warmup:
 
 
 def percentiles(batch, seconds, warmup):
-    """kiln-contract' Latency::of: nearest-rank percentiles of one series, with its warm-up."""
+    """kiln-contract' Latency::of: one series' percentiles as MLPerf's loadgen indexes them
+    (sorted[floor(n * p)], 0-based), its least, mean and most, with its warm-up."""
     s = sorted(seconds)
     n = len(s)
-    q = lambda p: s[min(max(math.ceil(p / 100.0 * n), 1), n) - 1]
+    q = lambda p: s[min(int(math.floor(p / 100.0 * n)), n - 1)]
     return {"batch": batch, "queries": n, "p50_seconds": q(50), "p90_seconds": q(90),
-            "p99_seconds": q(99), "max_seconds": s[-1], "warmup_queries": warmup[0],
-            "warmup_seconds": warmup[1], "steady": warmup[2]}
+            "p99_seconds": q(99), "max_seconds": s[-1], "p95_seconds": q(95),
+            "p999_seconds": q(99.9), "min_seconds": s[0], "mean_seconds": sum(s) / n,
+            "warmup_queries": warmup[0], "warmup_seconds": warmup[1], "steady": warmup[2]}

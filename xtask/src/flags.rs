@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use kiln_contract::{ModelKind, Precision};
-pub use kiln_engine::options::{CommonArgs, ExplainArgs, InferArgs, VerifyArgs};
+pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, VerifyArgs};
 
 #[derive(Parser)]
 #[command(
@@ -56,24 +56,26 @@ pub enum Cmd {
         precisions: Option<Vec<Precision>>,
         /// Finish an interrupted run: run only its cells that have no final record, with its
         /// configuration (flags given with --resume must match it).
-        #[arg(long, value_name = "DIR", conflicts_with = "out")]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "burn"])]
         resume: Option<PathBuf>,
         /// A cell for every available device of each backend, not only its default (best) one.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "burn")]
         all_devices: bool,
         /// Plan only: write run.json and one request per cell (cells/*.json) into the run
         /// directory, print the plan, run nothing (`--resume DIR` runs it later).
-        #[arg(long, conflicts_with = "resume")]
+        #[arg(long, conflicts_with_all = ["resume", "burn"])]
         plan_only: bool,
         /// Remote devices to add to the matrix, comma-separated: remote:ws://HOST:PORT or
         /// remote:ws://HOST:PORT#INDEX (`cargo xtask serve` on that machine; docs/remote.md).
-        #[arg(long = "device", value_delimiter = ',', value_name = "SPECS")]
+        #[arg(
+            long = "device",
+            value_delimiter = ',',
+            value_name = "SPECS",
+            conflicts_with = "burn"
+        )]
         remote: Vec<String>,
-        /// Build the runners against this Burn: a published version (0.22.1) or a local
-        /// checkout (path:../burn). Twice or more: an A/B run, the same cells alternating
-        /// between the Burns (3 runs each by default), compared in ab.md (docs/burn-ab.md).
-        #[arg(long, value_name = "SPEC", conflicts_with_all = ["resume", "plan_only", "all_devices", "remote"])]
-        burn: Vec<crate::burns::BurnSpec>,
+        #[command(flatten)]
+        burns: BurnArgs,
     },
     /// Run one cell.
     Bench {
@@ -81,17 +83,17 @@ pub enum Cmd {
         common: CommonArgs,
         /// The whole cell as a request file (from `bench-all --plan-only` or a run's cells/);
         /// no other cell flag may be given with it, only --out.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare", "devices", "data_parallel"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare", "devices", "data_parallel", "burn"])]
         cell: Option<PathBuf>,
         /// Backend name (implied by a remote device).
         #[arg(long, required_unless_present_any = ["cell", "device"])]
         backend: Option<String>,
         /// Device spec (see `cargo xtask doctor`); default: the backend's default device. A
         /// device another machine serves is remote:ws://HOST:PORT[#INDEX] (docs/remote.md).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "burn")]
         device: Option<String>,
         /// Graphics API of the wgpu backend: vulkan, metal, dx12 or webgpu.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "burn")]
         api: Option<String>,
         /// Model: mnist-cnn, resnet18, resnet18-gray.
         #[arg(long, required_unless_present = "cell")]
@@ -100,20 +102,18 @@ pub enum Cmd {
         #[arg(long, default_value = "f32")]
         precision: Precision,
         /// Measure the Kiln loop's overhead against a bare loop of the same steps.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "burn")]
         bare: bool,
         /// Train the cell data-parallel on these devices (specs from `cargo xtask doctor`,
         /// comma-separated; the first holds the optimizer) through burn-train, and on the first
         /// alone for the scaling efficiency; implies --loop learner.
-        #[arg(long, value_delimiter = ',', value_name = "SPECS", conflicts_with_all = ["device", "data_parallel"])]
+        #[arg(long, value_delimiter = ',', value_name = "SPECS", conflicts_with_all = ["device", "data_parallel", "burn"])]
         devices: Option<Vec<String>>,
         /// --devices with the backend's first N available devices.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", conflicts_with = "burn")]
         data_parallel: Option<usize>,
-        /// The cell against another Burn (a version or path:DIR); twice or more: an A/B run of
-        /// this cell, as `bench-all --burn` (docs/burn-ab.md).
-        #[arg(long, value_name = "SPEC", conflicts_with_all = ["cell", "device", "api", "bare", "devices", "data_parallel"])]
-        burn: Vec<crate::burns::BurnSpec>,
+        #[command(flatten)]
+        burns: BurnArgs,
     },
     /// Time every operation of one training step alone on each backend (forward, input and
     /// weight gradients, optimizer update) against the measured step and PyTorch's same ops;
@@ -226,11 +226,8 @@ pub enum Cmd {
     /// Run the test suite: the workspace's tests, then the libtorch tests when libtorch is set
     /// up (the README's test command; CI runs exactly this).
     Test {
-        /// Instead of the tests, check that Kiln compiles against this Burn (a published
-        /// version, or path:../burn): `cargo check` of every crate in that Burn's overlay,
-        /// without the backends it lacks. Repeatable; CI checks the next Burn this way.
-        #[arg(long, value_name = "SPEC")]
-        burn: Vec<crate::burns::BurnSpec>,
+        #[command(flatten)]
+        burns: BurnArgs,
         /// Extra arguments for `cargo test` (after `--`).
         #[arg(last = true)]
         extra: Vec<String>,

@@ -23,7 +23,7 @@ use kiln_engine::{
 
 use clap::{CommandFactory, FromArgMatches};
 
-use flags::CommonArgs;
+use flags::{BurnArgs, CommonArgs};
 use flags::{Cli, Cmd};
 
 /// Hand the remote token and a run's remote devices to every runner it starts (probes
@@ -130,7 +130,7 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
             all_devices,
             plan_only,
             remote,
-            burn,
+            burns: BurnArgs { burn },
         } => match resume {
             Some(dir) => bench::resume(
                 &dir,
@@ -169,7 +169,10 @@ fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
         },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
-        Cmd::Test { burn, .. } if !burn.is_empty() => burn
+        Cmd::Test {
+            burns: BurnArgs { burn },
+            ..
+        } if !burn.is_empty() => burn
             .iter()
             .try_fold(true, |ok, spec| Ok(crate::burns::check(spec)? && ok)),
         Cmd::Test { extra, .. } => test::run(&extra),
@@ -205,7 +208,7 @@ fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
         bare,
         devices,
         data_parallel,
-        burn,
+        burns: BurnArgs { burn },
     } = command
     else {
         anyhow::bail!("not a `bench` command");

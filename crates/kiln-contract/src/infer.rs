@@ -153,9 +153,19 @@ pub struct Latency {
     pub batch: usize,
     pub queries: usize,
     pub p50_seconds: f64,
+    /// MLPerf's single-stream headline.
     pub p90_seconds: f64,
     pub p99_seconds: f64,
     pub max_seconds: f64,
+    /// The rest of what MLPerf's loadgen reports of a series (`None` in records before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_seconds: Option<f64>,
     /// The warm-up before the series: queries until the rule called them steady.
     pub warmup_queries: usize,
     pub warmup_seconds: f64,
@@ -167,7 +177,8 @@ pub struct Latency {
 pub type SeriesWarmup = (usize, f64, bool);
 
 impl Latency {
-    /// The series of `seconds` (one per query) as percentiles (nearest rank), with its warm-up.
+    /// The series of `seconds` (one per query) as percentiles (by MLPerf's loadgen's index:
+    /// [`crate::stats::percentile_of_sorted`]), its least, mean and most, with its warm-up.
     pub fn of(batch: usize, seconds: &[f64], warmup: SeriesWarmup) -> Option<Latency> {
         let mut sorted = seconds.to_vec();
         sorted.sort_by(f64::total_cmp);
@@ -179,6 +190,10 @@ impl Latency {
             p90_seconds: q(90.0)?,
             p99_seconds: q(99.0)?,
             max_seconds: *sorted.last()?,
+            p95_seconds: q(95.0),
+            p999_seconds: q(99.9),
+            min_seconds: sorted.first().copied(),
+            mean_seconds: Some(sorted.iter().sum::<f64>() / sorted.len() as f64),
             warmup_queries: warmup.0,
             warmup_seconds: warmup.1,
             steady: warmup.2,
@@ -423,11 +438,23 @@ pub fn agreement(
     }
     let (a, b) = (&reference[..n * classes], &row[..n * classes]);
     let (ta, tb) = (top1(a, classes), top1(b, classes));
-    let same = ta.iter().zip(&tb).filter(|(x, y)| x == y).count();
+    // A sample with a logit that is not a number (NaN, infinite) on either side agrees with
+    // nothing, and makes the largest difference infinite: a NaN must fail the row.
+    let finite = |s: &[f32], i: usize| {
+        s[i * classes..(i + 1) * classes]
+            .iter()
+            .all(|v| v.is_finite())
+    };
+    let same = (0..n)
+        .filter(|&i| ta[i] == tb[i] && finite(a, i) && finite(b, i))
+        .count();
     let max_logit_difference = a
         .iter()
         .zip(b)
-        .map(|(x, y)| f64::from((x - y).abs()))
+        .map(|(x, y)| match (x - y).abs() {
+            d if d.is_finite() => f64::from(d),
+            _ => f64::INFINITY,
+        })
         .fold(0.0, f64::max);
     let accuracy = labels.filter(|l| l.len() >= n).map(|l| {
         tb.iter()
@@ -449,15 +476,22 @@ pub fn agreement(
 mod tests {
     use super::*;
 
-    /// Percentiles are nearest-rank over the series; an empty series has none.
+    /// Percentiles are indexed as MLPerf's loadgen indexes them (`sorted[n × p]`, 0-based);
+    /// an empty series has none.
     #[test]
-    fn latency_percentiles_are_nearest_rank() {
+    fn latency_percentiles_are_loadgens() {
         let series: Vec<f64> = (1..=100).map(f64::from).collect();
         let l = Latency::of(1, &series, (5, 0.5, true)).unwrap();
         assert_eq!(
             (l.p50_seconds, l.p90_seconds, l.p99_seconds, l.max_seconds),
-            (50.0, 90.0, 99.0, 100.0)
+            (51.0, 91.0, 100.0, 100.0)
         );
+        assert_eq!(
+            (l.p95_seconds, l.p999_seconds, l.min_seconds, l.mean_seconds),
+            (Some(96.0), Some(100.0), Some(1.0), Some(50.5))
+        );
+        let three = Latency::of(1, &[3.0, 1.0, 2.0], (0, 0.0, true)).unwrap();
+        assert_eq!((three.p50_seconds, three.p90_seconds), (2.0, 3.0));
         assert_eq!(l.queries, 100);
         assert!(Latency::of(1, &[], (0, 0.0, false)).is_none());
     }
@@ -472,6 +506,11 @@ mod tests {
         assert_eq!(a.samples, 2);
         assert!((a.top1 - 0.5).abs() < 1e-12, "{a:?}");
         assert!((a.max_logit_difference - 0.6).abs() < 1e-6, "{a:?}");
+        // A NaN logit disagrees, and the largest difference says so.
+        let nan = [0.0, 1.0, 2.0, f32::NAN, 0.1, 0.0];
+        let n = agreement("pytorch cpu f32", &reference, &nan, 3, None).unwrap();
+        assert!((n.top1 - 0.5).abs() < 1e-12, "{n:?}");
+        assert!(n.max_logit_difference.is_infinite(), "{n:?}");
         assert_eq!(a.accuracy, Some(0.5));
 
         let tmp = tempfile_dir();

@@ -120,12 +120,14 @@ pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
-/// The `p`th percentile (0 to 100) of values already sorted, by nearest rank (the smallest
-/// value with at least p% of the values at or below it); `None` for none.
+/// The `p`th percentile (0 to 100) of values already sorted, as MLPerf's loadgen indexes it
+/// (`sorted[count × p]`, 0-based, `results.cc`) and onnxruntime's perf test likewise
+/// (`total × 0.99`): the value at index ⌊n·p/100⌋, the last for p = 100; `None` for none. On
+/// 100 values p90 is the 91st (nearest rank would take the 90th).
 pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     let n = sorted.len();
-    let rank = ((p / 100.0) * n as f64).ceil() as usize;
-    sorted.get(rank.clamp(1, n.max(1)) - 1).copied()
+    let index = ((p / 100.0) * n as f64).floor() as usize;
+    sorted.get(index.min(n.checked_sub(1)?)).copied()
 }
 
 /// `a / b` (of the medians) with the half-width of its 95% interval for the next runs,

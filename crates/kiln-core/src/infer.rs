@@ -61,17 +61,33 @@ impl Inputs {
         self.labels.len()
     }
 
-    /// `batch` samples from sample `at` (wrapping), as a tensor uploaded to `device`.
-    fn batch(&self, at: usize, batch: usize, device: &Device) -> Tensor<4> {
-        let mut values = Vec::with_capacity(batch * self.size);
-        for k in 0..batch {
-            let i = (at + k) % self.len();
-            values.extend_from_slice(&self.images[i * self.size..(i + 1) * self.size]);
-        }
+    /// Requests of `batch` samples each, from sample 0 on (wrapping), as an application holds
+    /// them when they arrive: each its own contiguous host buffer, made before any clock starts
+    /// (a query then uploads one, predicts and reads back). [`POOL`] samples' worth of them
+    /// (two at least), and at batch 1 never fewer than the test set's first `samples`.
+    fn requests(&self, batch: usize, samples: usize) -> Vec<TensorData> {
         let [c, h, w] = self.dims;
-        Tensor::<4>::from_data(TensorData::new(values, [batch, c, h, w]), device)
+        let count = if batch == 1 {
+            samples.max(POOL)
+        } else {
+            (POOL / batch).max(2)
+        };
+        (0..count)
+            .map(|r| {
+                let mut values = Vec::with_capacity(batch * self.size);
+                for k in 0..batch {
+                    let i = (r * batch + k) % self.len();
+                    values.extend_from_slice(&self.images[i * self.size..(i + 1) * self.size]);
+                }
+                TensorData::new(values, [batch, c, h, w])
+            })
+            .collect()
     }
 }
+
+/// Samples' worth of requests prepared for each batch size: a query's input is one of them,
+/// taken in turn.
+const POOL: usize = 1024;
 
 fn infer_on_device(
     binding: &dyn Binding,
@@ -125,7 +141,8 @@ fn infer_on_device(
     ));
     let ready_seconds = since_spawn(request, process) - data_seconds;
     let ready_rss = kiln_machine::process::current_rss_bytes(None);
-    let first = query(&model, &inputs, 0, 1, &device)?;
+    let one = inputs.requests(1, request.samples);
+    let first = query(&model, &one[0], &device)?;
     record.first_prediction = Some(FirstPrediction {
         ready_seconds,
         seconds: since_spawn(request, process) - data_seconds,
@@ -139,21 +156,40 @@ fn infer_on_device(
             .unwrap_or_default()
     ));
     let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
+    // The logits of the queries the batch-1 series served, by sample: what agreement reads.
+    let mut served: Vec<Option<Vec<f32>>> = vec![None; request.samples];
     for &batch in &request.latency_batches {
+        let pool = if batch == 1 {
+            &one
+        } else {
+            &inputs.requests(batch, request.samples)
+        };
         let series = series(request, cap, |at| {
-            query(&model, &inputs, at, batch, &device).map(|_| ())
+            let out = query(&model, &pool[at % pool.len()], &device)?;
+            if batch == 1
+                && let Some(slot) = served.get_mut(at % pool.len())
+            {
+                *slot = Some(out);
+            }
+            Ok(())
         })?;
         record
             .latency
             .extend(Latency::of(batch, &series.0, series.1));
     }
     let overhead = series(request, cap, |at| {
-        let x = inputs.batch(at, 1, &device);
+        let x = Tensor::<4>::from_data(one[at % one.len()].clone(), &device);
         read_back(x.reshape([1, inputs.size]).slice([0..1, 0..1])).map(|_| ())
     })?;
     record.overhead = Latency::of(1, &overhead.0, overhead.1);
     record.throughput = Some(throughput(request, cap, &model, &inputs, &device)?);
-    let logits = logits(&model, &inputs, request.samples, &device)?;
+    let timed = served.iter().filter(|s| s.is_some()).count();
+    let logits = logits(&model, &one, served, &device)?;
+    record.notes.push(format!(
+        "agreement: the {} samples' logits from one-sample queries, the path the latency is \
+         timed on ({timed} of them the timed queries' own answers)",
+        request.samples
+    ));
     write_logits(&request.logits_out, &logits, kind.geometry().classes)
         .map_err(CoreError::Config)?;
     record.logits = Some(request.logits_out.clone());
@@ -209,15 +245,9 @@ fn read_back(t: Tensor<2>) -> Result<Vec<f32>, CoreError> {
     Ok(data.iter::<f32>().collect())
 }
 
-/// One query: `batch` samples from `at` uploaded, predicted, read back.
-fn query(
-    model: &Net,
-    inputs: &Inputs,
-    at: usize,
-    batch: usize,
-    device: &Device,
-) -> Result<Vec<f32>, CoreError> {
-    read_back(model.forward(inputs.batch(at, batch, device)))
+/// One query: a request (prepared before the clock) uploaded, predicted, read back.
+fn query(model: &Net, request: &TensorData, device: &Device) -> Result<Vec<f32>, CoreError> {
+    read_back(model.forward(Tensor::<4>::from_data(request.clone(), device)))
 }
 
 /// A latency series of `run(at)` queries: warm-up groups until the steady rule holds on their
@@ -266,27 +296,30 @@ fn throughput(
     inputs: &Inputs,
     device: &Device,
 ) -> Result<Throughput, CoreError> {
-    // One query of `batch` samples from `at`, its seconds.
-    let timed = |at: usize, batch: usize| -> Result<f64, CoreError> {
+    let timed = |request: &TensorData| -> Result<f64, CoreError> {
         let t = Instant::now();
-        query(model, inputs, at, batch, device)?;
+        query(model, request, device)?;
         Ok(t.elapsed().as_secs_f64())
     };
     let warm_start = Instant::now();
-    let (batch, tried, first) = largest_batch(request.throughput_batch, |batch| timed(0, batch))?;
+    // Each batch size's requests made before its clock starts.
+    let (batch, tried, first) = largest_batch(request.throughput_batch, |batch| {
+        timed(&inputs.requests(batch, 0)[0])
+    })?;
+    let pool = inputs.requests(batch, 0);
     let mut times = vec![first];
-    let mut at = batch;
+    let mut at = 1;
     while !request.timing.is_steady(&times) && warm_start.elapsed() < cap {
-        times.push(timed(at, batch)?);
-        at += batch;
+        times.push(timed(&pool[at % pool.len()])?);
+        at += 1;
     }
     let steady = request.timing.is_steady(&times);
     let warmup_seconds = warm_start.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut batches = 0;
     while batches < 2 || start.elapsed().as_secs_f64() < request.throughput_seconds {
-        query(model, inputs, at, batch, device)?;
-        (batches, at) = (batches + 1, at + batch);
+        query(model, &pool[at % pool.len()], device)?;
+        (batches, at) = (batches + 1, at + 1);
     }
     let seconds = start.elapsed().as_secs_f64();
     Ok(Throughput {
@@ -323,19 +356,21 @@ fn largest_batch(
     }
 }
 
-/// The logits of the first `samples` test samples, in batches of up to 100.
+/// The logits of the first test samples, one per `served` slot: the timed batch-1 queries'
+/// own answers where they served the sample, else a one-sample query on the same path (`one`:
+/// the batch-1 requests, sample by sample).
 fn logits(
     model: &Net,
-    inputs: &Inputs,
-    samples: usize,
+    one: &[TensorData],
+    served: Vec<Option<Vec<f32>>>,
     device: &Device,
 ) -> Result<Vec<f32>, CoreError> {
     let mut out = Vec::new();
-    let mut at = 0;
-    while at < samples {
-        let batch = (samples - at).min(100);
-        out.extend(query(model, inputs, at, batch, device)?);
-        at += batch;
+    for (i, kept) in served.into_iter().enumerate() {
+        match kept {
+            Some(values) => out.extend(values),
+            None => out.extend(query(model, &one[i], device)?),
+        }
     }
     Ok(out)
 }

@@ -52,6 +52,9 @@ pub struct Row<'a> {
     /// Why it cannot run, when the probe already says so.
     pub skip: Option<String>,
     pub version: String,
+    /// The Burn it was built against, where a command compares Burns (`--burn`): its records
+    /// name it beside the backend (`flex · Burn 0.23.0-pre.1`).
+    pub burn: Option<String>,
 }
 
 /// The device a backend answers on: its default device when available, else its first

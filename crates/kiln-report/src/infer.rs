@@ -28,8 +28,15 @@ fn combined(values: &[f64], text: fn(f64) -> String) -> String {
 /// Kiln's own overhead is under this share of the row's smallest p50, or the row says so.
 pub const OVERHEAD_SHARE: f64 = 0.02;
 
-/// Top-1 agreement with the reference below this marks a row as disagreeing (not ranked).
+/// Top-1 agreement with the reference below this marks a row as disagreeing (not ranked): at
+/// most one sample in a thousand may differ (2 of 2,000; none of 500).
 pub const AGREEMENT: f64 = 0.999;
+
+/// Whether a row's agreement with the reference fails it: top-1 under [`AGREEMENT`], or a logit
+/// that is not a number. `cargo xtask infer` then exits 1.
+pub fn disagrees(a: &kiln_contract::infer::Agreement) -> bool {
+    a.top1 < AGREEMENT || !a.max_logit_difference.is_finite()
+}
 
 /// The models `records` hold, in the order they first appear.
 pub fn models(records: &[InferRecord]) -> Vec<ModelKind> {
@@ -143,11 +150,7 @@ pub fn row_cells(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
             format!(
                 "{:.2}%{}",
                 a.top1 * 100.0,
-                if a.top1 < AGREEMENT {
-                    " **disagrees**"
-                } else {
-                    ""
-                }
+                if disagrees(a) { " **disagrees**" } else { "" }
             ),
             format!("{:.2e}", a.max_logit_difference),
             crate::units::percent(a.accuracy),
@@ -290,7 +293,7 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
     if let Some(a) = ok
         .iter()
         .filter_map(|r| r.agreement.as_ref())
-        .find(|a| a.top1 < AGREEMENT)
+        .find(|a| disagrees(a))
     {
         notes.push(format!(
             "{label}: disagrees with {}: {:.2}% of {} top-1 classes agree (under {:.1}%), logits \

@@ -339,7 +339,8 @@ fn side_runner(dir: &Path, side: &str, epoch: f64, order: &Path) -> Runner {
     )
 }
 
-/// An A/B run alternates the Burns pass by pass (A B A B), each into its own directory with
+/// An A/B run alternates the Burns pass by pass in a balanced order (A B, then B A: a test
+/// that fails if A goes back to running first in every pass), each into its own directory with
 /// its Burn in every record, and ab.md gives the verdict.
 #[test]
 fn an_ab_run_alternates_its_burns_and_compares_them() {
@@ -370,9 +371,10 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         (&b_built[..], dirs[1].as_path(), &cfgs[1]),
     ];
     assert!(ab::run_passes(&[cell("flex")], &sides, 2, None).unwrap());
-    // The first pass: the side's calibration, then its cell; later passes only the cell.
+    // The first pass: the side's calibration, then its cell; later passes only the cell, B
+    // first in the second.
     let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
-    assert_eq!(calls, "AABBAB");
+    assert_eq!(calls, "AABBBA");
     let b = kiln_report::read::load(std::slice::from_ref(&dirs[1]))
         .unwrap()
         .records;
@@ -423,7 +425,10 @@ fn an_auto_ab_run_stops_when_its_cells_are_decided() {
     ];
     assert!(ab::run_passes(&[cell("flex")], &sides, rule.max_pairs, Some(&rule)).unwrap());
     let calls = std::fs::read_to_string(&order).unwrap().replace('\n', "");
-    assert_eq!(calls, format!("AABB{}", "AB".repeat(rule.min_pairs - 1)));
+    let later: String = (2..=rule.min_pairs)
+        .map(|k| if k % 2 == 0 { "BA" } else { "AB" })
+        .collect();
+    assert_eq!(calls, format!("AABB{later}"));
     let text = ab::write_ab(&out, &dirs, Some(&rule)).unwrap();
     assert!(
         text.contains("sequential paired t, 3 pairs") && text.contains("| B slower |"),
