@@ -377,13 +377,14 @@ mod tests {
             );
         }
         let ndarray = below("burn-ndarray", args("kiln-ndarray"));
-        for group in ["kiln-flex (Learner)", "kiln-remote"] {
-            let other = below("burn-ndarray", args(group));
-            assert!(
-                ndarray.len() > 50 && ndarray == other,
-                "burn-ndarray compiles again for {group}: {:?}",
-                ndarray.symmetric_difference(&other).collect::<Vec<_>>()
-            );
-        }
+        let other = below("burn-ndarray", args("kiln-flex (Learner)"));
+        assert!(
+            ndarray.len() > 50 && ndarray == other,
+            "burn-ndarray compiles again for kiln-flex (Learner): {:?}",
+            ndarray.symmetric_difference(&other).collect::<Vec<_>>()
+        );
+        // The remote runner serves ndarray only when built with its feature (Burn 0.23 dropped
+        // it): its tests compile no burn-ndarray at all.
+        assert!(below("burn-ndarray", args("kiln-remote")).is_empty());
     }
 }

@@ -156,27 +156,7 @@ fn infer_on_device(
             .unwrap_or_default()
     ));
     let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
-    // The logits of the queries the batch-1 series served, by sample: what agreement reads.
-    let mut served: Vec<Option<Vec<f32>>> = vec![None; request.samples];
-    for &batch in &request.latency_batches {
-        let pool = if batch == 1 {
-            &one
-        } else {
-            &inputs.requests(batch, request.samples)
-        };
-        let series = series(request, cap, |at| {
-            let out = query(&model, &pool[at % pool.len()], &device)?;
-            if batch == 1
-                && let Some(slot) = served.get_mut(at % pool.len())
-            {
-                *slot = Some(out);
-            }
-            Ok(())
-        })?;
-        record
-            .latency
-            .extend(Latency::of(batch, &series.0, series.1));
-    }
+    let served = latencies(request, record, (&model, &inputs, &one), &device)?;
     let overhead = series(request, cap, |at| {
         let x = Tensor::<4>::from_data(one[at % one.len()].clone(), &device);
         read_back(x.reshape([1, inputs.size]).slice([0..1, 0..1])).map(|_| ())
@@ -204,6 +184,39 @@ fn infer_on_device(
         crate::cubecl::ran(&caches_key);
     }
     Ok(None)
+}
+
+/// Each latency series of the request into `record`, its requests prepared before its clock
+/// (`one`: the batch-1 requests); returns the logits the batch-1 queries served, by sample,
+/// which agreement reads.
+fn latencies(
+    request: &InferRequest,
+    record: &mut InferRecord,
+    (model, inputs, one): (&Net, &Inputs, &[TensorData]),
+    device: &Device,
+) -> Result<Vec<Option<Vec<f32>>>, CoreError> {
+    let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
+    let mut served: Vec<Option<Vec<f32>>> = vec![None; request.samples];
+    for &batch in &request.latency_batches {
+        let pool = if batch == 1 {
+            one
+        } else {
+            &inputs.requests(batch, request.samples)
+        };
+        let series = series(request, cap, |at| {
+            let out = query(model, &pool[at % pool.len()], device)?;
+            if batch == 1
+                && let Some(slot) = served.get_mut(at % pool.len())
+            {
+                *slot = Some(out);
+            }
+            Ok(())
+        })?;
+        record
+            .latency
+            .extend(Latency::of(batch, &series.0, series.1));
+    }
+    Ok(served)
 }
 
 /// The request's test samples, normalized, on the host.

@@ -101,8 +101,10 @@ fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Re
 /// change.
 pub const MAX_PASSES: u64 = 12;
 
-/// Whether every column whose measured step moved between the first side and each other has
-/// ops that account for at least half of that change (`kiln_report::explain::ab`).
+/// Whether the passes so far settle every column between the first side and each other: where
+/// the measured step moved, the ops named account for at least half of that change, and no op
+/// is pending (significant alone, not yet at the level split over the ops, a share of the step
+/// that counts: `kiln_report::explain::ab::ColumnAb::pending`).
 fn accounted_for(records: &[Vec<ExplainRecord>]) -> bool {
     let Some((a, others)) = records.split_first() else {
         return true;
@@ -110,14 +112,14 @@ fn accounted_for(records: &[Vec<ExplainRecord>]) -> bool {
     others.iter().all(|b| {
         kiln_report::explain::ab::compare(a, b)
             .iter()
-            .all(|c| c.accounted().is_none_or(|share| share >= 0.5))
+            .all(|c| c.accounted().is_none_or(|share| share >= 0.5) && c.pending().next().is_none())
     })
 }
 
 /// The passes of an explain A/B over built `sides` (each Burn, its runners, its directory) and
 /// `explain-ab.md` in `out`: `--passes` at least, in a balanced order (A B, B A, ...), then more
-/// while the step moved and the ops named do not account for half of it, up to [`MAX_PASSES`];
-/// returns its text and whether no record failed.
+/// while an op is pending or the step moved and the ops named do not account for half of it
+/// ([`accounted_for`]), up to [`MAX_PASSES`]; returns its text and whether no record failed.
 fn run_ab(
     args: &ExplainArgs,
     sides: &[(BurnBuild, Vec<Built>, PathBuf)],
@@ -130,7 +132,7 @@ fn run_ab(
         if k > args.passes && accounted_for(&records) {
             break;
         }
-        for i in crate::bench::ab::pass_order(k as usize, sides.len()) {
+        for i in crate::burns::pass_order(k as usize, sides.len()) {
             let (burn, built, dir) = &sides[i];
             eprintln!(
                 "kiln: explain pass {k} (at least {}, at most {most}), Burn {}",

@@ -114,7 +114,7 @@ pub const AB_FILE: &str = "infer-ab.md";
 
 /// `infer --burn A --burn B ...`: each Burn's runners built on their own, the weights made once
 /// (on the first Burn's --train-on runner, or --weights), `--repeats` passes per Burn
-/// alternating (A, B, A, B, ...) into `out/<letter>-<burn>/` with their own tables, and
+/// alternating in a balanced order (A B, B A, ...) into `out/<letter>-<burn>/` with their own tables, and
 /// `infer-ab.md` comparing every other Burn's rows with the first's, pass by pass.
 fn infer_ab(
     args: &InferArgs,
@@ -151,7 +151,9 @@ fn ab_passes(
     for &model in datasets {
         let inputs = inputs(args, first_built, &asking(out), model)?;
         for repeat in 1..=args.repeats() {
-            for (i, ((burn, _, dir), rows)) in sides.iter().zip(&side_rows).enumerate() {
+            // A balanced order, as bench-all's A/B: A B, then B A.
+            for i in crate::burns::pass_order(repeat, sides.len()) {
+                let ((burn, _, dir), rows) = (&sides[i], &side_rows[i]);
                 eprintln!(
                     "kiln: inference pass {repeat} of {}, Burn {}",
                     args.repeats(),

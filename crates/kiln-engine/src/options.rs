@@ -256,9 +256,9 @@ pub struct ExplainArgs {
     pub repeats: usize,
     #[command(flatten)]
     pub burns: BurnArgs,
-    /// With --burn: runs of explain per Burn, alternating (A B, B A, ...), at least; where the
-    /// measured step moved and the ops named do not yet account for half of its change, passes
-    /// are added (up to 12) until they do.
+    /// With --burn: runs of explain per Burn, alternating (A B, B A, ...), at least; passes are
+    /// added (up to 12) while an op is significant alone but not yet across the ops, or the
+    /// measured step moved and the ops named do not account for half of its change.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub passes: u64,
 }

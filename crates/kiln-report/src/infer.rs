@@ -10,7 +10,12 @@ use kiln_contract::{ModelKind, Stats, Status};
 pub const INFER_FILE: &str = "infer.jsonl";
 
 pub use crate::units::latency_text;
+
+mod csv_rows;
 use crate::units::{human_bytes, human_seconds};
+#[cfg(test)]
+use csv_rows::CSV_COLUMNS;
+pub use csv_rows::csv;
 
 /// `values` (one per repeat) as their median, with the next run's interval where there are
 /// several: `17.2 µs (16.9 µs–17.5 µs)`, or `(≤ 30.1 µs)` where the interval reaches zero.
@@ -72,13 +77,15 @@ pub fn succeeded<'a>(group: &[&'a InferRecord]) -> Vec<&'a InferRecord> {
 }
 
 /// The table's columns.
-pub const COLUMNS: [&str; 12] = [
+pub const COLUMNS: [&str; 14] = [
     "Backend / device",
     "Precision",
     "p50, batch 1",
+    "p90, batch 1",
     "p99, batch 1",
     "p50, batch 8",
     "Throughput (samples/s)",
+    "Load",
     "First prediction",
     "Memory to serve",
     "Runner",
@@ -159,9 +166,14 @@ pub fn row_cells(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
     };
     vec![
         p(1, |l| l.p50_seconds),
+        p(1, |l| l.p90_seconds),
         p(1, |l| l.p99_seconds),
         p(8, |l| l.p50_seconds),
         format!("{throughput} (batch {batch})"),
+        combined(
+            &of(&|r| r.first_prediction.as_ref().map(|f| f.ready_seconds)),
+            human_seconds,
+        ),
         combined(
             &of(&|r| r.first_prediction.as_ref().map(|f| f.seconds)),
             human_seconds,
@@ -250,10 +262,13 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
         .iter()
         .flat_map(|r| r.latency.iter().map(|l| l.p50_seconds))
         .fold(f64::INFINITY, f64::min);
-    let overhead = ok
-        .iter()
-        .filter_map(|r| r.overhead.as_ref().map(|o| o.p50_seconds))
-        .fold(0.0, f64::max);
+    // The median over the runs, as every other figure of a repeated row.
+    let overhead = kiln_contract::stats::median(
+        &ok.iter()
+            .filter_map(|r| r.overhead.as_ref().map(|o| o.p50_seconds))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or(0.0);
     if overhead > OVERHEAD_SHARE * smallest_p50 {
         notes.push(format!(
             "{label}: Kiln's own cost per query (upload and read-back, no model) is {} at p50, \
@@ -307,80 +322,6 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
     }
     notes
 }
-
-/// One CSV row per record, numbers unrounded in seconds, bytes and shares (the `csv` crate):
-/// for a spreadsheet, or to merge machines' runs.
-pub fn csv(records: &[InferRecord]) -> String {
-    let mut out = csv::Writer::from_writer(Vec::new());
-    let _ = out.write_record(CSV_COLUMNS);
-    let number = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-    for r in records {
-        let at = |batch: usize, q: fn(&Latency) -> f64| number(r.latency_at(batch).map(q));
-        let a = r.agreement.as_ref();
-        let first = r.first_prediction.as_ref();
-        let row = [
-            r.model.to_string(),
-            r.backend.clone(),
-            r.device.clone(),
-            r.precision.to_string(),
-            r.repeat.map_or(String::new(), |k| k.to_string()),
-            r.status.as_str().to_string(),
-            at(1, |l| l.p50_seconds),
-            at(1, |l| l.p90_seconds),
-            at(1, |l| l.p99_seconds),
-            at(1, |l| l.max_seconds),
-            at(8, |l| l.p50_seconds),
-            at(8, |l| l.p99_seconds),
-            number(r.throughput.as_ref().map(|t| t.samples_per_second)),
-            r.throughput
-                .as_ref()
-                .map_or(String::new(), |t| t.batch.to_string()),
-            number(first.map(|f| f.seconds)),
-            first.and_then(|f| f.caches.clone()).unwrap_or_default(),
-            number(r.memory.as_ref().map(|m| m.serving_bytes() as f64)),
-            number(r.binary_bytes.map(|b| b as f64)),
-            number(r.overhead.as_ref().map(|o| o.p50_seconds)),
-            a.map_or(String::new(), |a| a.reference.clone()),
-            number(a.map(|a| a.top1)),
-            number(a.map(|a| a.max_logit_difference)),
-            number(a.and_then(|a| a.accuracy)),
-            r.reason.clone().unwrap_or_default(),
-        ];
-        // Writing to memory cannot fail.
-        let _ = out.write_record(row);
-    }
-    out.into_inner()
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default()
-}
-
-/// The CSV's columns, in order.
-const CSV_COLUMNS: [&str; 24] = [
-    "model",
-    "backend",
-    "device",
-    "precision",
-    "repeat",
-    "status",
-    "p50_b1_seconds",
-    "p90_b1_seconds",
-    "p99_b1_seconds",
-    "max_b1_seconds",
-    "p50_b8_seconds",
-    "p99_b8_seconds",
-    "throughput_samples_per_second",
-    "throughput_batch",
-    "first_prediction_seconds",
-    "caches",
-    "memory_to_serve_bytes",
-    "runner_bytes",
-    "no_model_query_p50_seconds",
-    "agreement_reference",
-    "top1_agreement",
-    "max_logit_difference",
-    "accuracy",
-    "reason",
-];
 
 impl crate::ab::Run for InferRecord {
     fn pass(&self) -> Option<usize> {
@@ -565,7 +506,7 @@ mod tests {
         assert_eq!(rows.len(), 3);
         assert_eq!(&rows[2][1], "burn-cpu");
         assert_eq!(rows[0][6].parse::<f64>().unwrap(), 20e-6);
-        assert_eq!(&rows[2][20], "0.95");
+        assert_eq!(&rows[2][25], "0.95");
     }
 
     /// Burn B's rows against A's, pass by pass: a p50 10% higher in every pass is "B slower",

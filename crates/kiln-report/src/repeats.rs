@@ -38,6 +38,16 @@ pub fn combine(records: &[Record]) -> Vec<Record> {
     groups.into_iter().map(|(_, g)| combine_group(&g)).collect()
 }
 
+/// The warm-up of the median run, whole (its steps and step times belong together); of two
+/// middle runs, the shorter.
+fn median_warmup(records: &[&&Record]) -> Option<Warmup> {
+    let mut warmed: Vec<&Warmup> = records.iter().filter_map(|r| r.warmup.as_ref()).collect();
+    warmed.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    warmed
+        .get(warmed.len().saturating_sub(1) / 2)
+        .map(|w| (*w).clone())
+}
+
 fn combine_group(group: &[&Record]) -> Record {
     if group.len() == 1 && group[0].repeat.as_ref().is_none_or(|r| r.of == 1) {
         return group[0].clone();
@@ -92,16 +102,7 @@ fn combine_group(group: &[&Record]) -> Record {
     };
     r.first_epoch_seconds = median(&values(&|r| r.first_epoch_seconds));
     r.first_step_seconds = median(&values(&|r| r.first_step_seconds));
-    // The warm-up: the median run's, whole (its steps and step times belong together); of two
-    // middle runs, the shorter.
-    let mut warmed: Vec<&Warmup> = used_records
-        .iter()
-        .filter_map(|r| r.warmup.as_ref())
-        .collect();
-    warmed.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-    r.warmup = warmed
-        .get(warmed.len().saturating_sub(1) / 2)
-        .map(|w| (*w).clone());
+    r.warmup = median_warmup(&used_records);
     r.test_accuracy = median(&values(&|r| r.test_accuracy));
     if let Some(t) = &mut r.time_to_accuracy {
         median_time_to_accuracy(t, &used_records);

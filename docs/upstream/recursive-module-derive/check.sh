@@ -11,6 +11,8 @@ for v in "${@:-0.22.1 0.23.0-pre.1}"; do
     sed -i "s/version = \"=[^\"]*\"/version = \"=$version\"/" "$copy/Cargo.toml"
     CARGO_TARGET_DIR="$target/$version" cargo check --quiet --manifest-path "$copy/Cargo.toml" \
       >"$here/check-$version.log" 2>&1
-    echo "burn $version: cargo check exit $? ($(grep -c '^error' "$here/check-$version.log") errors)"
+    status=$?
+    echo "cargo check of burn $version: exit $status" >>"$here/check-$version.log"
+    echo "burn $version: cargo check exit $status ($(grep -c '^error' "$here/check-$version.log") errors)"
   done
 done

@@ -6,6 +6,60 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+/// What travels to a GPU machine without network, all together: the repository's tracked tree
+/// and the kit carried beside it.
+pub const DEVICE_BYTES: u64 = 64 << 20;
+
+/// Room kept for the tracked tree to grow between a kit's build and its run.
+pub const TREE_ROOM: u64 = 4 << 20;
+
+/// The most a kit may weigh beside a tracked tree of `tree` bytes.
+pub fn budget(tree: u64) -> u64 {
+    DEVICE_BYTES.saturating_sub(tree).saturating_sub(TREE_ROOM)
+}
+
+/// The bytes of every file git tracks in the repository at `root` (what travels with a kit).
+pub fn tracked_tree_bytes(root: &Path) -> Result<u64> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z"])
+        .output()
+        .context("cannot run git ls-files: the tree's size is part of a kit's budget")?;
+    if !out.status.success() {
+        bail!(
+            "{}: git ls-files failed: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| std::fs::metadata(root.join(String::from_utf8_lossy(p).as_ref())).ok())
+        .map(|m| m.len())
+        .sum())
+}
+
+/// What `gpu-kit` says when the kit is built: both sizes, and where to run it.
+pub fn sizes_line(out: &Path, total: u64, tree: u64) -> String {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    format!(
+        "GPU kit: {} ({:.1} MiB) beside the tracked tree ({:.1} MiB): {:.1} of the GPU machine's \
+         {} MiB, {} MiB kept for the tree to grow\nOn the GPU machine: bash {}/run.sh [OUT_DIR]",
+        out.display(),
+        mib(total),
+        mib(tree),
+        mib(total + tree),
+        DEVICE_BYTES >> 20,
+        TREE_ROOM >> 20,
+        out.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "gpu-kit".into())
+    )
+}
+
 /// An error naming the largest files when the kit at `out` (`total` bytes) is over `budget`.
 pub fn check_budget(out: &Path, total: u64, budget: u64) -> Result<()> {
     if total <= budget {

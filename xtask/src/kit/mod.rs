@@ -15,44 +15,8 @@ use crate::workspace::workspace_root;
 
 mod files;
 
-pub use files::{check_budget, contents};
+pub use files::{budget, check_budget, contents, tracked_tree_bytes};
 use files::{compress, copy, write};
-
-/// What travels to a GPU machine without network, all together: the repository's tracked tree
-/// and the kit carried beside it.
-pub const DEVICE_BYTES: u64 = 64 << 20;
-
-/// Room kept for the tracked tree to grow between a kit's build and its run.
-pub const TREE_ROOM: u64 = 4 << 20;
-
-/// The most a kit may weigh beside a tracked tree of `tree` bytes.
-pub fn budget(tree: u64) -> u64 {
-    DEVICE_BYTES.saturating_sub(tree).saturating_sub(TREE_ROOM)
-}
-
-/// The bytes of every file git tracks in the repository at `root` (what travels with a kit).
-pub fn tracked_tree_bytes(root: &Path) -> Result<u64> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["ls-files", "-z"])
-        .output()
-        .context("cannot run git ls-files: the tree's size is part of a kit's budget")?;
-    if !out.status.success() {
-        bail!(
-            "{}: git ls-files failed: {}",
-            root.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| std::fs::metadata(root.join(String::from_utf8_lossy(p).as_ref())).ok())
-        .map(|m| m.len())
-        .sum())
-}
 
 /// The backends whose runners a kit carries (the PyTorch reference needs only its script).
 pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
@@ -229,20 +193,7 @@ pub fn gpu_kit(
         "`--backends cuda` leaves wgpu's runner for another window, or commit less under \
          docs/results",
     )?;
-    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    println!(
-        "GPU kit: {} ({:.1} MiB) beside the tracked tree ({:.1} MiB): {:.1} of the GPU machine's \
-         {} MiB, {} MiB kept for the tree to grow\nOn the GPU machine: bash {}/run.sh [OUT_DIR]",
-        out.display(),
-        mib(total),
-        mib(tree),
-        mib(total + tree),
-        DEVICE_BYTES >> 20,
-        TREE_ROOM >> 20,
-        out.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "gpu-kit".into())
-    );
+    println!("{}", files::sizes_line(&out, total, tree));
     Ok(true)
 }
 
@@ -556,8 +507,8 @@ mod tests {
              machine's {} MiB: commit less under docs/results",
             mib(tree),
             mib(kit),
-            TREE_ROOM >> 20,
-            DEVICE_BYTES >> 20
+            files::TREE_ROOM >> 20,
+            files::DEVICE_BYTES >> 20
         );
         // No dataset cache is committed (a run's logs/*.kdata: megabytes, rebuilt by any run).
         let out = Command::new("git")
@@ -597,7 +548,7 @@ mod tests {
             cuda_api: Some(CUDA_API.into()),
             plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
         };
-        let total = assemble(&inputs, &out, DEVICE_BYTES).unwrap();
+        let total = assemble(&inputs, &out, files::DEVICE_BYTES).unwrap();
         let files = contents(&out).unwrap();
         let mut names: Vec<String> = files
             .iter()
@@ -684,7 +635,7 @@ mod tests {
             cuda_api: Some(CUDA_API.into()),
             plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
         };
-        assemble(&inputs, &out, DEVICE_BYTES).unwrap();
+        assemble(&inputs, &out, files::DEVICE_BYTES).unwrap();
         let fake = tmp.path().join("xtask");
         std::fs::write(&fake, "#!/bin/sh\necho \"$*\" >>\"$KILN_FAKE_LOG\"\n").unwrap();
         let xz = Command::new("xz").arg("-c").arg(&fake).output().unwrap();

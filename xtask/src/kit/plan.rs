@@ -43,28 +43,28 @@ use ModelKind::{MnistCnn, ResNet18};
 use Precision::{AmpBF16, BF16, F32};
 use TrainingLoop::{Kiln, Learner};
 
-/// The cells `run.sh` runs, most important first: f32 on each backend and model (the
-/// article's question, answered even if the run is cut), then bf16 and amp-bf16 on CUDA for
-/// Burn and PyTorch (WGSL has no bf16: wgpu's rows are f32 only), then burn-train's Learner on
-/// one GPU and data-parallel on two. A cell the window cannot hold is dropped, in this order,
-/// before the kit starts.
+/// The cells `run.sh` runs, in the order of what the matrix is for: Burn's f32 rows of every
+/// model (cuda, then wgpu), one PyTorch f32 reference per model, Burn's bf16 and amp-bf16 rows
+/// (WGSL has no bf16: wgpu's rows are f32 only), burn-train's Learner on one GPU and
+/// data-parallel on two, and only then PyTorch's precision variants. A cell the window cannot
+/// hold is dropped, in this order, before the kit starts.
 pub const CELLS: &[KitCell] = &[
     cell(MnistCnn, "cuda", "cuda:0", F32, Kiln, 4),
-    cell(MnistCnn, "pytorch", "cuda:0", F32, Kiln, 3),
-    cell(MnistCnn, "wgpu", "vulkan:discrete:0", F32, Kiln, 4),
     cell(ResNet18, "cuda", "cuda:0", F32, Kiln, 5),
-    cell(ResNet18, "pytorch", "cuda:0", F32, Kiln, 4),
+    cell(MnistCnn, "wgpu", "vulkan:discrete:0", F32, Kiln, 4),
     cell(ResNet18, "wgpu", "vulkan:discrete:0", F32, Kiln, 4),
+    cell(MnistCnn, "pytorch", "cuda:0", F32, Kiln, 3),
+    cell(ResNet18, "pytorch", "cuda:0", F32, Kiln, 4),
     cell(MnistCnn, "cuda", "cuda:0", BF16, Kiln, 2),
-    cell(MnistCnn, "pytorch", "cuda:0", BF16, Kiln, 2),
-    cell(MnistCnn, "cuda", "cuda:0", AmpBF16, Kiln, 2),
-    cell(MnistCnn, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
     cell(ResNet18, "cuda", "cuda:0", BF16, Kiln, 2),
-    cell(ResNet18, "pytorch", "cuda:0", BF16, Kiln, 2),
+    cell(MnistCnn, "cuda", "cuda:0", AmpBF16, Kiln, 2),
     cell(ResNet18, "cuda", "cuda:0", AmpBF16, Kiln, 2),
-    cell(ResNet18, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
     cell(MnistCnn, "cuda", "cuda:0", F32, Learner, 2),
     cell(MnistCnn, "cuda", "cuda:0,cuda:1", F32, Learner, 2),
+    cell(MnistCnn, "pytorch", "cuda:0", BF16, Kiln, 2),
+    cell(ResNet18, "pytorch", "cuda:0", BF16, Kiln, 2),
+    cell(MnistCnn, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
+    cell(ResNet18, "pytorch", "cuda:0", AmpBF16, Kiln, 2),
 ];
 
 /// What a cell takes beside its device time: starting the runner, loading the data, opening
@@ -398,6 +398,13 @@ mod tests {
             "{text}"
         );
         assert_eq!(plan.cells.len() + plan.dropped.len(), CELLS.len());
+        // Burn's rows, every precision and loop, before any PyTorch precision variant.
+        let last_burn = CELLS.iter().rposition(|c| c.backend != "pytorch").unwrap();
+        let first_variant = CELLS
+            .iter()
+            .position(|c| c.backend == "pytorch" && c.precision != F32)
+            .unwrap();
+        assert!(last_burn < first_variant);
         // Every cell has a cap, a budget and a time of its own.
         assert!(
             plan.cells

@@ -16,7 +16,7 @@ use super::config::{PlannedCell, RunConfig, config};
 use super::execute::{execute_rest, probes};
 use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
-use crate::burns::{Burn, BurnSpec};
+use crate::burns::{Burn, BurnSpec, pass_order};
 use crate::options::CommonArgs;
 use crate::runners::{Built, wanted_backends};
 
@@ -146,19 +146,6 @@ fn write_absent(side: &crate::burns::Side, dir: &Path, matrix: &plan::Matrix) ->
         }
     }
     Ok(())
-}
-
-/// The order of the sides in pass `k` (from 1) of `n` sides: as given in odd passes, reversed
-/// in even ones (A B, B A, A B, ...), so each side runs first in every other pass. A machine
-/// that drifts between processes (it warms, a neighbour starts) then adds as much to A as to
-/// B over each two pairs, where A-always-first read a drift of 1% per process as B slower in
-/// 13.5% of null A/Bs (issue 65's simulation).
-pub fn pass_order(k: usize, n: usize) -> Vec<usize> {
-    if k % 2 == 1 {
-        (0..n).collect()
-    } else {
-        (0..n).rev().collect()
-    }
 }
 
 /// Run `cells` for each side, one pass of the matrix at a time in [`pass_order`], each into its
@@ -328,7 +315,7 @@ pub fn rewrite(dir: &Path, sides: &[PathBuf]) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::pass_order;
+    use crate::burns::pass_order;
     use kiln_contract::stats::{Look, Sequential};
 
     /// The share of simulated A/A runs (`runs` of them) in which Kiln's sequential rule calls a

@@ -66,19 +66,27 @@ pub fn overlay_crate_manifest(manifest: &str, left_out: &[String]) -> String {
     out
 }
 
+/// Write `text` to `path` unless it already holds it: a manifest written again, unchanged,
+/// makes cargo rebuild its crate.
+pub fn write_if_changed(path: &Path, text: &str) -> Result<()> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(());
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// Lay out `overlay/crates`: for each crate of `root/crates` but the `left_out` packages, its
 /// manifest ([`overlay_crate_manifest`]) and a link to each other entry but its tests,
-/// examples and benches. An earlier overlay's `crates` (a link, or another Burn's crates) is
-/// replaced.
+/// examples and benches. A file already as it should be is left alone (a manifest written again
+/// would make cargo rebuild every Kiln crate of that Burn); an earlier overlay's `crates` (a
+/// link) and a crate no longer wanted are removed.
 pub fn lay_out(root: &Path, overlay: &Path, left_out: &[String]) -> Result<()> {
     let dir = overlay.join("crates");
     if dir.is_symlink() {
         std::fs::remove_file(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
-    } else if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     let source = root.join("crates");
+    let mut wanted = Vec::new();
     let entries =
         std::fs::read_dir(&source).with_context(|| format!("cannot read {}", source.display()))?;
     for entry in entries {
@@ -99,19 +107,29 @@ pub fn lay_out(root: &Path, overlay: &Path, left_out: &[String]) -> Result<()> {
         let copy = dir.join(&name);
         std::fs::create_dir_all(&copy)
             .with_context(|| format!("cannot create {}", copy.display()))?;
-        std::fs::write(
-            copy.join("Cargo.toml"),
-            overlay_crate_manifest(&text, left_out),
+        write_if_changed(
+            &copy.join("Cargo.toml"),
+            &overlay_crate_manifest(&text, left_out),
         )?;
         for part in std::fs::read_dir(entry.path())? {
             let part = part?;
             let part_name = part.file_name();
             let skip = ["Cargo.toml", "tests", "examples", "benches"];
-            if skip.iter().any(|s| part_name == *s) {
+            let link = copy.join(&part_name);
+            if skip.iter().any(|s| part_name == *s) || link.is_symlink() {
                 continue;
             }
-            std::os::unix::fs::symlink(part.path(), copy.join(&part_name))
+            std::os::unix::fs::symlink(part.path(), &link)
                 .with_context(|| format!("cannot link {}", part.path().display()))?;
+        }
+        wanted.push(name);
+    }
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if name.is_none_or(|n| !wanted.contains(&n)) {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
         }
     }
     Ok(())
@@ -199,5 +217,25 @@ mod tests {
         let manifest = std::fs::read_to_string(flex.join("Cargo.toml")).unwrap();
         assert_eq!(manifest, "[package]\nname = \"kiln-flex\"\n\n");
         assert!(!overlay.join("crates/kiln-ndarray").exists());
+        // Laid out again: the manifest is not written anew (cargo would rebuild the crate), and
+        // a crate now left out goes.
+        let before = std::fs::metadata(flex.join("Cargo.toml"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        lay_out(&root, &overlay, &["kiln-ndarray".into()]).unwrap();
+        let after = std::fs::metadata(flex.join("Cargo.toml"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(before, after);
+        lay_out(
+            &root,
+            &overlay,
+            &["kiln-ndarray".into(), "kiln-flex".into()],
+        )
+        .unwrap();
+        assert!(!flex.exists());
     }
 }

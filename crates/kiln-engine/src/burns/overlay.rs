@@ -110,7 +110,7 @@ fn pin_burn_crates(overlay: &Path, version: &str) -> Result<()> {
         for n in names {
             manifest.push_str(&format!("{n} = \"={version}\"\n"));
         }
-        std::fs::write(pin.join("Cargo.toml"), manifest)
+        super::crates::write_if_changed(&pin.join("Cargo.toml"), &manifest)
     };
     let update = || -> Result<()> {
         let out = cargo()
@@ -385,7 +385,7 @@ pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
             "members = [\"crates/*\", \"pin\"]",
         );
     }
-    std::fs::write(overlay.join("Cargo.toml"), text)?;
+    super::crates::write_if_changed(&overlay.join("Cargo.toml"), &text)?;
     // The lock file keeps every other dependency where this workspace has it.
     let lock = overlay.join("Cargo.lock");
     if !lock.exists() {

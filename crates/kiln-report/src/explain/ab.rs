@@ -108,6 +108,16 @@ impl ColumnAb {
         self.ops.iter().filter(|o| o.compared.moved.is_some())
     }
 
+    /// The ops not yet decided: under 5% alone but not at the split level, with a change that
+    /// is a share of the step that counts. More passes tell whether they moved.
+    pub fn pending(&self) -> impl Iterator<Item = &OpRow> {
+        self.ops.iter().filter(|o| {
+            o.compared.moved.is_none()
+                && o.compared.p.is_some_and(|p| p < P_VALUE)
+                && o.of_step.is_some_and(|s| s.abs() >= MIN_STEP_SHARE)
+        })
+    }
+
     /// Where the measured step moved: the share of its change that the moved ops' changes add
     /// up to (0 when none moved); `None` when the step did not move.
     pub fn accounted(&self) -> Option<f64> {
@@ -282,6 +292,15 @@ pub fn markdown(columns: &[ColumnAb], a_label: &str, b_label: &str) -> String {
                 );
             }
             None => {}
+        }
+        let pending: Vec<&str> = c.pending().map(|o| o.op.as_str()).collect();
+        if !pending.is_empty() {
+            let _ = writeln!(
+                out,
+                "Undecided after {passes} passes a side (significant alone, not across the \
+                 ops): {}.\n",
+                pending.join("; ")
+            );
         }
         if moved.is_empty() {
             out.push_str("No operation moved beyond its noise.\n\n");

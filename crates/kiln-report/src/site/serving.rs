@@ -14,9 +14,7 @@ use kiln_contract::{Stats, Status};
 
 use super::rows::{Machine, burn_label, machine_index};
 use super::runs::RunDir;
-use crate::infer::{
-    AGREEMENT, INFER_FILE, InferRecord, Latency, groups, models, row_cells, succeeded,
-};
+use crate::infer::{INFER_FILE, InferRecord, Latency, groups, models, row_cells, succeeded};
 
 /// One inference run: its name on the site (its path under the folder it was found in) and
 /// its records.
@@ -44,11 +42,13 @@ pub fn read_serving(dirs: &[RunDir]) -> Result<Vec<ServingRun>> {
 
 /// The serving table's figures: the name its URL sorts by, and the column of infer.md it
 /// shows (`crate::infer::COLUMNS` after the backend and precision, in that order).
-pub const FIGURES: [(&str, &str); 10] = [
+pub const FIGURES: [(&str, &str); 12] = [
     ("p50", "p50, batch 1"),
+    ("p90", "p90, batch 1"),
     ("p99", "p99, batch 1"),
     ("p50_8", "p50, batch 8"),
     ("throughput", "Throughput (samples/s)"),
+    ("load", "Load"),
     ("first", "First prediction"),
     ("memory", "Memory to serve"),
     ("runner", "Runner"),
@@ -138,9 +138,11 @@ fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow 
         .min_by(|a, b| a.top1.total_cmp(&b.top1));
     let values = [
         at(1, |l| l.p50_seconds),
+        at(1, |l| l.p90_seconds),
         at(1, |l| l.p99_seconds),
         at(8, |l| l.p50_seconds),
         median(&|r| r.throughput.as_ref().map(|t| t.samples_per_second)),
+        median(&|r| r.first_prediction.as_ref().map(|f| f.ready_seconds)),
         median(&|r| r.first_prediction.as_ref().map(|f| f.seconds)),
         median(&|r| r.memory.as_ref().map(|m| m.serving_bytes() as f64)),
         ok.first().and_then(|r| r.binary_bytes).map(|b| b as f64),
@@ -152,7 +154,7 @@ fn serving_row(machine: usize, group: &[&InferRecord], run: &str) -> ServingRow 
     if ok.len() == 1 {
         labels.push("single run");
     }
-    if agreement.is_some_and(|a| a.top1 < AGREEMENT) {
+    if agreement.is_some_and(crate::infer::disagrees) {
         labels.push("disagrees");
     }
     if ok.iter().any(|r| r.latency.iter().any(|l| !l.steady)) {
@@ -287,13 +289,21 @@ mod tests {
             flex.texts[0]
         );
         assert!(flex.values["throughput"] > 0.0 && flex.values["p99"] >= p50);
-        // The MLP on flex with Burn 0.22.1 was measured by more than one committed run (an
-        // A/B's side among them): one is the source, the others are named.
+        // The MLP on flex with Burn 0.22.1 was measured on the row's machine by more than one
+        // committed run (an A/B's side among them): one is the source, the others are named.
+        let on_machine = |r: &InferRecord| {
+            r.fingerprint.as_ref().is_some_and(|f| {
+                kiln_contract::fingerprint::machine_key(f) == machines[flex.machine].key
+            })
+        };
         let sources = runs
             .iter()
             .filter(|run| {
                 run.records.iter().any(|r| {
-                    r.backend == "flex" && r.model.to_string() == "mlp" && burn_of(r) == "0.22.1"
+                    r.backend == "flex"
+                        && r.model.to_string() == "mlp"
+                        && burn_of(r) == "0.22.1"
+                        && on_machine(r)
                 })
             })
             .count();

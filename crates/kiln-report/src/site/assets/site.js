@@ -229,7 +229,7 @@
       function fig(z, name) { return z && name in z.values ? z.values[name] : null; }
       function text(z, i) { return "<td>" + (z && z.texts.length > 1 ? esc(z.texts[i]) : "–") + "</td>"; }
       return text(x, 0) + text(y, 0) + ratioCell(ratio(fig(x, "p50"), fig(y, "p50"))) +
-        text(x, 3) + text(y, 3) + ratioCell(ratio(fig(x, "throughput"), fig(y, "throughput")));
+        text(x, 4) + text(y, 4) + ratioCell(ratio(fig(x, "throughput"), fig(y, "throughput")));
     });
     document.getElementById("shown").textContent = training[0] + " cells, " + training[1] +
       " measured on both sides; serving: " + serving[0] + " rows, " + serving[1] + " on both sides";
