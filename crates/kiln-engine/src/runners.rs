@@ -45,15 +45,23 @@ pub fn by_newest_burn<'a>(
 /// workspace's Burn no longer has (ndarray and tch after Burn 0.22) builds against the newest
 /// Burn that has it, in that Burn's overlay (`crate::burns`), and its records name that Burn.
 pub fn build_and_probe(wanted: &[&'static Backend], learner: bool) -> Result<Vec<Built>> {
-    let own = crate::burns::own_version()?;
-    let (wanted, older) = by_newest_burn(wanted, &own);
+    // Prebuilt runners (a GPU kit, no Cargo.toml beside them) are what they are.
+    let own = match crate::workspace::prebuilt_dir() {
+        Some(_) => None,
+        None => Some(crate::burns::own_version()?),
+    };
+    let (wanted, older) = match &own {
+        Some(own) => by_newest_burn(wanted, own),
+        None => (wanted.to_vec(), Vec::new()),
+    };
     let mut out = Vec::new();
     for (version, group) in older {
         let names: Vec<&str> = group.iter().map(|b| b.name.as_str()).collect();
         eprintln!(
-            "kiln: {}: not in this workspace's Burn {own}: built against Burn {version}, the \
+            "kiln: {}: not in this workspace's Burn {}: built against Burn {version}, the \
              newest that has them",
-            names.join(", ")
+            names.join(", "),
+            own.as_deref().unwrap_or_default()
         );
         let burn = crate::burns::prepare(&crate::burns::BurnSpec::Version(version))?;
         out.extend(crate::burns::build(&burn, &group, learner)?);
