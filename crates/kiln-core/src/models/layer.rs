@@ -117,6 +117,9 @@ pub enum Layer {
 /// recursive one: Burn 0.23's `#[derive(Module)]` bounds every field's type, so a module that
 /// holds a list of itself overflows the trait solver (E0275, docs/burn-0.23-breaks.md). Kiln's
 /// networks nest one level (ResNet's blocks), which this says in types.
+// A network holds a few tens of blocks: the largest variant's size costs nothing worth a
+// `Box` in every layer's path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum Block {
     Layer(Layer),

@@ -119,7 +119,7 @@ pub fn bench_ab(
     Ok(all_ok)
 }
 
-/// A side's rows for the wanted backends its Burn lacks (`Side::absent`): one skipped record per
+/// A side's rows for the backends its Burn lacks (`Side::absent`): one skipped record per
 /// model, precision and batch, on the backend's default device, saying so. Written without
 /// marking the run untimed: nothing was planned for them, and the A/B stands without them.
 fn write_absent(side: &crate::burns::Side, dir: &Path, matrix: &plan::Matrix) -> Result<()> {

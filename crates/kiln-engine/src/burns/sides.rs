@@ -117,7 +117,7 @@ pub struct Side {
     pub burn: Burn,
     pub built: Vec<Built>,
     pub build_seconds: f64,
-    /// The wanted backends this Burn lacks, each with its row's reason (`Backend::in_burn`).
+    /// Kiln's backends this Burn lacks, each with its row's reason (`Backend::in_burn`).
     pub absent: Vec<(&'static Backend, String)>,
 }
 
@@ -174,9 +174,11 @@ pub fn build_all(
     let mut sides = Vec::new();
     for (spec, burn, prepare_seconds) in ready {
         let started = std::time::Instant::now();
-        let absent = wanted
+        // Every Kiln backend this Burn lacks, asked for or not: a reader of an A/B against a
+        // newer Burn learns which rows it can no longer have.
+        let absent = crate::backends::all()
             .iter()
-            .filter_map(|&b| b.in_burn(&burn.build.version).err().map(|why| (b, why)))
+            .filter_map(|b| b.in_burn(&burn.build.version).err().map(|why| (b, why)))
             .collect();
         match build(&burn, &shared, learner) {
             Ok(built) if !built.is_empty() => sides.push(Side {
