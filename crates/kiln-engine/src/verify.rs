@@ -183,15 +183,7 @@ fn built_sides(
     if specs.is_empty() {
         return Ok(vec![(None, build_and_probe(wanted, false)?)]);
     }
-    let sides = crate::burns::build_all(specs, wanted, false)?;
-    if specs.len() >= 2 && sides.len() < 2 {
-        bail!(
-            "only Burn {} could be built, so there is nothing to compare (the lines above say \
-             why each other --burn could not be used)",
-            sides[0].burn.build.label()
-        );
-    }
-    Ok(sides
+    Ok(crate::burns::build_to_compare(specs, wanted, false)?
         .into_iter()
         .map(|s| (Some(s.burn.build.label()), s.built))
         .collect())

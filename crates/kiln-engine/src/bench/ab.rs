@@ -50,14 +50,7 @@ pub fn bench_ab(
     let wanted = wanted_backends(backend_names.as_deref())?;
     // The output directory is checked before the (long) builds.
     let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
-    let built_sides = crate::burns::build_all(specs, &wanted, learner)?;
-    if specs.len() >= 2 && built_sides.len() < 2 {
-        bail!(
-            "only Burn {} could be built, so there is nothing to compare: no cell was run (the \
-             lines above say why each other --burn could not be used)",
-            built_sides[0].burn.build.label()
-        );
-    }
+    let built_sides = crate::burns::build_to_compare(specs, &wanted, learner)?;
     let sides: Vec<(&Burn, &[Built])> = built_sides
         .iter()
         .map(|s| (&s.burn, &s.built[..]))
@@ -138,9 +131,7 @@ fn write_absent(side: &crate::burns::Side, dir: &Path, matrix: &plan::Matrix) ->
                     let mut record =
                         kiln_contract::Record::not_run(&id, kiln_contract::Status::Skipped, why);
                     record.burn = Some(side.burn.build.clone());
-                    let (commit, dirty) = crate::workspace::revision();
-                    record.fingerprint = crate::workspace::fingerprint_here(1, "", &commit, dirty);
-                    super::rundir::append_line(&path, &record)?;
+                    super::rundir::append_line(&path, &super::rundir::on_this_host(record))?;
                 }
             }
         }

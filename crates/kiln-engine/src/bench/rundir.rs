@@ -62,12 +62,17 @@ pub fn append_record(path: &Path, record: &Record) -> Result<()> {
         UNTIMED.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     if record.fingerprint.cpu_model.is_empty() {
-        let mut record = record.clone();
-        let (commit, dirty) = crate::workspace::revision();
-        record.fingerprint = crate::workspace::fingerprint_here(1, "", &commit, dirty);
-        return append_line(path, &record);
+        return append_line(path, &on_this_host(record.clone()));
     }
     append_line(path, record)
+}
+
+/// `record` with this machine's fingerprint and Kiln's revision: a record xtask wrote itself,
+/// no runner having started.
+pub fn on_this_host(mut record: Record) -> Record {
+    let (commit, dirty) = crate::workspace::revision();
+    record.fingerprint = crate::workspace::fingerprint_here(1, "", &commit, dirty);
+    record
 }
 
 /// Set once this process recorded a cell that has no time (skipped, not steady, out of memory,

@@ -344,7 +344,9 @@ fn checkout(dir: &Path) -> Result<Prepared> {
 pub fn prepare(spec: &BurnSpec) -> Result<Burn> {
     let root = workspace_root();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
-    let own = own_version()?;
+    let own = workspace_burn_version(&manifest).context(
+        "this workspace's Cargo.toml pins no Burn version (burn = { version = \"=X\" })",
+    )?;
     let (build, patches, slug) = match spec {
         BurnSpec::Version(v) if *v == own => {
             let build = BurnBuild {

@@ -197,6 +197,24 @@ pub fn build_all(
     Ok(sides)
 }
 
+/// [`build_all`] for a comparison: with two Burns or more asked for, an error (having run
+/// nothing) when fewer than two could be built.
+pub fn build_to_compare(
+    specs: &[BurnSpec],
+    wanted: &[&'static Backend],
+    learner: bool,
+) -> Result<Vec<Side>> {
+    let sides = build_all(specs, wanted, learner)?;
+    if specs.len() >= 2 && sides.len() < 2 {
+        bail!(
+            "only Burn {} could be built, so there is nothing to compare: nothing was run (the \
+             lines above say why each other --burn could not be used)",
+            sides[0].burn.build.label()
+        );
+    }
+    Ok(sides)
+}
+
 /// Every spec built ([`build_all`]), each side given its run directory under `out`
 /// ([`side_dir`]) and `burns.json` written: the sides explain's and infer's A/B alternate.
 pub fn build_sides(
