@@ -9,6 +9,7 @@ query uploads it where the device is not the host, predicts, and reads the logit
 host in f32 where they are not there already: nothing a plain serving loop would not do."""
 
 import math
+import threading
 import time
 
 import torch
@@ -138,6 +139,7 @@ def measure(req, record, model, tx, on, data_seconds):
                     served[at % len(pool)] = out
             s, w = series(req, run)
             record["latency"].append(percentiles(batch, s, w))
+        record["concurrent"] = [clients(req, n, query, one) for n in req.get("clients", [])]
         s, w = series(req, lambda at: (one[at % len(one)] if host else one[at % len(one)].to(device)).reshape(1, -1)[:, :1].float().cpu())
         record["overhead"] = percentiles(1, s, w)
         record["throughput"] = throughput(req, requests, query)
@@ -150,6 +152,76 @@ def measure(req, record, model, tx, on, data_seconds):
     record["logits"] = req["logits_out"]
     record["memory"] = {"ready_rss_bytes": ready_rss, "peak_rss_bytes": peak_rss_bytes()}
     record["process_threads"] = thread_count()
+
+
+def clients(req, n, query, one):
+    """One-sample latency with `n` clients at once, as infer.rs's clients.rs: threads sharing
+    the model, each sending its next query when its last is answered (torch releases the GIL
+    in its kernels), warmed up together in rounds of GROUP queries each until the steady rule
+    holds on the rounds' medians (or the cap), then the request's queries each or its
+    seconds' worth, from one start."""
+    barrier, lock = threading.Barrier(n), threading.Lock()
+    state = {"warming": True, "failed": None, "round": [], "medians": [], "timed": [],
+             "span": [None, None]}
+    started = time.perf_counter()
+
+    def run(at):
+        t = time.perf_counter()
+        query(one[at % len(one)])
+        return time.perf_counter() - t
+
+    def queries(at, count, more):
+        """Up to `count` queries from request `at`, stepping by n, while `more()` holds."""
+        out = []
+        while len(out) < count and more(len(out)) and state["failed"] is None:
+            try:
+                out.append(run(at))
+            except Exception as e:  # every client passes every barrier, failed or not
+                with lock:
+                    state["failed"] = state["failed"] or e
+            at += n
+        return out, at
+
+    def client(k):
+        with torch.inference_mode():  # thread-local in torch: each client enters it
+            at = k
+            while True:
+                barrier.wait()
+                group, at = queries(at, GROUP, lambda _: True)
+                with lock:
+                    state["round"].extend(group)
+                if barrier.wait() == 0:
+                    state["medians"].append(median(state["round"]))
+                    state["round"] = []
+                    state["warming"] = (not steady(req["timing"], state["medians"])
+                                        and time.perf_counter() - started < req["warmup_cap_seconds"]
+                                        and state["failed"] is None)
+                barrier.wait()
+                if not state["warming"]:
+                    break
+            barrier.wait()
+            start = time.perf_counter()
+            mine, _ = queries(at, req["queries"], lambda done: done < MIN_QUERIES
+                              or time.perf_counter() - start < req["series_seconds"])
+            end = time.perf_counter()
+            with lock:
+                state["timed"].extend(mine)
+                span = state["span"]
+                span[0] = start if span[0] is None else min(span[0], start)
+                span[1] = end if span[1] is None else max(span[1], end)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if state["failed"] is not None:
+        raise RuntimeError("%d clients at once: %s" % (n, state["failed"]))
+    medians, (first, last) = state["medians"], state["span"]
+    latency = percentiles(1, state["timed"], (len(medians) * n * GROUP, first - started,
+                                              steady(req["timing"], medians)))
+    return {"clients": n, "queries_per_second": len(state["timed"]) / max(last - first, 1e-300),
+            "latency": latency}
 
 
 def throughput(req, requests, query):

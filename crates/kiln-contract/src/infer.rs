@@ -50,6 +50,11 @@ pub struct InferRequest {
     /// ... or, when they take longer, as many as this many seconds hold (at least
     /// [`InferRequest::MIN_QUERIES`]).
     pub series_seconds: f64,
+    /// One-sample latency is measured again with each of these many clients querying the
+    /// model at once (threads of the process, each sending its next query when its last is
+    /// answered), the series' queries per client or its seconds' worth.
+    #[serde(default)]
+    pub clients: Vec<usize>,
     /// Throughput is measured at this batch, halved until it fits the device's memory.
     pub throughput_batch: usize,
     /// For this many seconds.
@@ -80,6 +85,9 @@ fn kiln_timing() -> TimingRules {
 impl InferRequest {
     /// The fewest queries a latency series reports percentiles over.
     pub const MIN_QUERIES: usize = 20;
+
+    /// The most clients one request may ask for: each is a thread the runner holds.
+    pub const MAX_CLIENTS: usize = 64;
 
     /// Queries per group while a series warms up: the steady rule compares the medians of
     /// groups, so one slow query among fast ones neither settles nor unsettles a series.
@@ -121,6 +129,16 @@ impl InferRequest {
             return Err(format!(
                 "latency batch {b}: must be 1 to the {} samples queried",
                 self.samples
+            ));
+        }
+        if let Some(&n) = self
+            .clients
+            .iter()
+            .find(|&&n| n == 0 || n > Self::MAX_CLIENTS)
+        {
+            return Err(format!(
+                "{n} clients: must be 1 to {} (`cargo xtask infer --clients`)",
+                Self::MAX_CLIENTS
             ));
         }
         if !self.dataset.fits(self.model.geometry()) {
@@ -171,6 +189,20 @@ pub struct Latency {
     pub warmup_seconds: f64,
     /// Whether the warm-up settled before its cap (the series is timed either way).
     pub steady: bool,
+}
+
+/// One-sample queries from `clients` clients at once, each sending its next query when its
+/// last is answered: every client's queries' percentiles together, and the queries answered
+/// per second of the timed stretch.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Concurrent {
+    pub clients: usize,
+    pub queries_per_second: f64,
+    /// Batch 1; its warm-up is the clients' together, in rounds of
+    /// [`InferRequest::GROUP`] queries each.
+    pub latency: Latency,
 }
 
 /// A series' warm-up: its queries, its seconds, and whether the rule called it steady.
@@ -297,6 +329,9 @@ pub struct InferRecord {
     pub first_prediction: Option<FirstPrediction>,
     #[serde(default)]
     pub latency: Vec<Latency>,
+    /// One-sample latency with several clients at once, one entry per client count asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrent: Vec<Concurrent>,
     #[serde(default)]
     pub throughput: Option<Throughput>,
     /// Kiln's own cost per one-sample query: the same series with the model left out (the
@@ -346,6 +381,7 @@ impl InferRecord {
             reason: None,
             first_prediction: None,
             latency: Vec::new(),
+            concurrent: Vec::new(),
             throughput: None,
             overhead: None,
             memory: None,
@@ -365,6 +401,11 @@ impl InferRecord {
     /// `backend device precision`, the row's name.
     pub fn label(&self) -> String {
         format!("{} {} {}", self.backend, self.device, self.precision)
+    }
+
+    /// The series of `clients` clients at once, if measured.
+    pub fn with_clients(&self, clients: usize) -> Option<&Concurrent> {
+        self.concurrent.iter().find(|c| c.clients == clients)
     }
 
     /// The latency series of `batch`, if measured.

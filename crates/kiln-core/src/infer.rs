@@ -21,6 +21,8 @@ use crate::models::{Classifier, Net};
 use crate::verify::load_weights;
 use crate::{BURN_VERSION, CoreError};
 
+mod clients;
+
 /// Run an inference request on `binding`'s device. A panic inside the backend becomes the
 /// reason.
 pub fn infer(binding: &dyn Binding, request: &InferRequest) -> InferRecord {
@@ -157,6 +159,7 @@ fn infer_on_device(
     ));
     let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
     let served = latencies(request, record, (&model, &inputs, &one), &device)?;
+    record.concurrent = clients::concurrent(request, &model, &one, &device)?;
     let overhead = series(request, cap, |at| {
         let x = Tensor::<4>::from_data(one[at % one.len()].clone(), &device);
         read_back(x.reshape([1, inputs.size]).slice([0..1, 0..1])).map(|_| ())

@@ -266,8 +266,9 @@ fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
         let dataset =
             kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
         let row = request_of(args, model, dataset, Path::new(""));
-        row.validate()
-            .map_err(|e| anyhow::anyhow!("--queries/--samples/--throughput-batch: {e}"))?;
+        row.validate().map_err(|e| {
+            anyhow::anyhow!("--queries/--samples/--throughput-batch/--clients: {e}")
+        })?;
         datasets.push((model, dataset));
     }
     Ok(datasets)
@@ -308,7 +309,8 @@ fn report(dir: &Path) -> Result<bool> {
 }
 
 /// `infer.md`, `infer.html` (with a latency chart per model; `method` says how it was
-/// measured) and `infer.csv` (one line per record) in `dir`.
+/// measured), `infer.csv` (one line per record) and `infer-clients.csv` (one per record and
+/// client count) in `dir`.
 fn write_tables(
     dir: &Path,
     (markdown, method): (&str, &str),
@@ -318,6 +320,10 @@ fn write_tables(
         ("infer.md", markdown.to_string()),
         ("infer.html", kiln_report::infer::html(records, method)),
         ("infer.csv", kiln_report::infer::csv(records)),
+        (
+            "infer-clients.csv",
+            kiln_report::infer::clients_csv(records),
+        ),
     ] {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -331,8 +337,10 @@ fn method_text(args: &InferArgs) -> String {
         "Every row loaded the same weights and answered queries as an application does: its \
          input uploaded from the host, the forward pass, its logits read back. Latency: {} \
          queries per batch size (or {} s of them, at least {}) after a warm-up that ends when \
-         the steady rule holds on the medians of groups of {}; percentiles by nearest rank. \
-         Throughput: back-to-back batches for {} s, after a warm-up of batches that ends \
+         the steady rule holds on the medians of groups of {}; percentiles indexed as MLPerf's \
+         loadgen does (the sorted series at n × p). With clients: {} threads at once sharing \
+         the model, each sending its next one-sample query when its last is answered, the same \
+         queries each after warm-up rounds of their own. Throughput: back-to-back batches for {} s, after a warm-up of batches that ends \
          when the steady rule holds on their times. First prediction: from the runner's \
          process start to its first one-sample answer. Memory to serve: the peak resident set \
          beyond the ready runtime (weights loaded). Agreement: top-1 classes on the first {} \
@@ -342,10 +350,26 @@ fn method_text(args: &InferArgs) -> String {
         args.series_seconds,
         InferRequest::MIN_QUERIES,
         InferRequest::GROUP,
+        clients_text(&args.clients),
         args.throughput_seconds,
         args.samples,
         args.repeats(),
     )
+}
+
+/// `1, 2 and 4`, or `none`.
+fn clients_text(clients: &[usize]) -> String {
+    match clients {
+        [] => "none".into(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!(
+            "{} and {last}",
+            rest.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// Every row's record for one model (its `inputs`) in pass `repeat` (the Burn its runners were
@@ -438,6 +462,7 @@ fn request_of(
         latency_batches: vec![1, 8],
         queries: args.queries,
         series_seconds: args.series_seconds,
+        clients: args.clients.clone(),
         throughput_batch: args.throughput_batch,
         throughput_seconds: args.throughput_seconds,
         warmup_cap_seconds: args.warmup_cap_seconds,
@@ -514,6 +539,7 @@ mod tests {
             latency_batches: vec![1, 8],
             queries: InferRequest::MIN_QUERIES,
             series_seconds: 0.2,
+            clients: vec![1, 2],
             throughput_batch: 8,
             throughput_seconds: 0.1,
             warmup_cap_seconds: 5.0,
@@ -663,6 +689,18 @@ mod tests {
         assert_eq!(r.status, Status::Ok, "{:?}", r.reason);
         assert!(r.latency_at(1).is_some() && r.latency_at(8).is_some());
         assert!(r.throughput.is_some() && r.first_prediction.is_some() && r.memory.is_some());
+        // The clients at once, as the Rust runners measure them: every client's queries.
+        let counts: Vec<(usize, bool)> = r
+            .concurrent
+            .iter()
+            .map(|c| {
+                (
+                    c.clients,
+                    c.latency.queries >= c.clients * InferRequest::MIN_QUERIES,
+                )
+            })
+            .collect();
+        assert_eq!(counts, [(1, true), (2, true)], "{:?}", r.concurrent);
         let (logits, classes) = kiln_contract::infer::read_logits(&q.logits_out).unwrap();
         assert_eq!((logits.len(), classes), (8 * 10, 10));
 

@@ -345,6 +345,10 @@ pub struct InferArgs {
     /// ... or as many as this many seconds hold, when they take longer.
     #[arg(long, default_value_t = kiln_contract::infer::SERIES_SECONDS)]
     pub series_seconds: f64,
+    /// Clients querying at once, comma-separated: one-sample latency and queries per second
+    /// with each many (threads sharing the model); `--clients` alone measures none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1,2,4")]
+    pub clients: Vec<usize>,
     /// The batch throughput is measured at (halved until it fits).
     #[arg(long, default_value_t = 256)]
     pub throughput_batch: usize,

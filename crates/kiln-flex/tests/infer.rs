@@ -27,6 +27,7 @@ fn request(dir: &Path, weights: PathBuf) -> InferRequest {
         latency_batches: vec![1, 8],
         queries: InferRequest::MIN_QUERIES,
         series_seconds: 0.2,
+        clients: vec![1, 3],
         throughput_batch: 32,
         throughput_seconds: 0.1,
         warmup_cap_seconds: 5.0,
@@ -60,7 +61,7 @@ fn weights(dir: &Path, model: ModelKind) -> (PathBuf, kiln_core::Net) {
     (path, net)
 }
 
-/// Every figure is there and in order, and the logits file holds exactly what the same
+/// Every figure is there and in order (the clients-at-once series too), and the logits file holds exactly what the same
 /// weights predict in this process for the same samples.
 #[test]
 fn inference_from_given_weights_is_complete_and_predicts_as_the_model() {
@@ -84,6 +85,17 @@ fn inference_from_given_weights_is_complete_and_predicts_as_the_model() {
     assert!(0.0 < first.ready_seconds && first.ready_seconds <= first.seconds);
     assert!(r.throughput.as_ref().unwrap().samples_per_second > 0.0);
     assert!(r.overhead.is_some() && r.memory.is_some());
+    // Each client count asked: every client's timed queries, at least the fewest each.
+    let counts: Vec<usize> = r.concurrent.iter().map(|c| c.clients).collect();
+    assert_eq!(counts, [1, 3]);
+    for c in &r.concurrent {
+        let l = &c.latency;
+        assert!(l.queries >= c.clients * InferRequest::MIN_QUERIES, "{c:?}");
+        assert!(
+            c.queries_per_second > 0.0 && l.p50_seconds <= l.p99_seconds,
+            "{c:?}"
+        );
+    }
 
     let (logits, classes) = read_logits(r.logits.as_ref().unwrap()).unwrap();
     assert_eq!((logits.len(), classes), (64 * 10, 10));

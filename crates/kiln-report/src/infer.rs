@@ -11,8 +11,10 @@ pub const INFER_FILE: &str = "infer.jsonl";
 
 pub use crate::units::latency_text;
 
+mod clients;
 mod csv_rows;
 use crate::units::{human_bytes, human_seconds};
+pub use clients::{CLIENTS_COLUMNS, clients_csv, clients_lines, clients_table};
 #[cfg(test)]
 use csv_rows::CSV_COLUMNS;
 pub use csv_rows::csv;
@@ -203,7 +205,7 @@ pub fn table(records: &[InferRecord], model: ModelKind) -> String {
     for note in notes {
         out += &format!("\n- {note}");
     }
-    out + "\n"
+    out + "\n" + &clients_table(records, model)
 }
 
 /// `infer.html`: the method, then per model its latency chart and its table, with the notes;
@@ -249,6 +251,16 @@ pub fn sections(records: &[InferRecord], level: &str) -> maud::Markup {
                 }
             }
             ul { @for n in &notes { li { (n) } } }
+            @let clients = clients_lines(records, *model);
+            @if !clients.is_empty() {
+                table {
+                    caption { "Clients at once, batch 1" }
+                    tr { @for c in CLIENTS_COLUMNS { th { (c) } } }
+                    @for line in &clients {
+                        tr { @for cell in line { td { (cell) } } }
+                    }
+                }
+            }
         }
     }
 }
@@ -297,6 +309,7 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
             ));
         }
     }
+    notes.extend(clients::one_client_note(&label, ok));
     let threads = ok.iter().filter_map(|r| r.process_threads).max();
     let cpus = first
         .fingerprint
@@ -441,6 +454,7 @@ mod tests {
             latency_batches: vec![1, 8],
             queries: 1000,
             series_seconds: 10.0,
+            clients: vec![1, 2],
             throughput_batch: 256,
             throughput_seconds: 3.0,
             warmup_cap_seconds: 60.0,
@@ -461,6 +475,47 @@ mod tests {
             accuracy: Some(0.8),
         });
         r
+    }
+
+    /// The clients table has a line per row and client count, in increasing order, its repeats
+    /// combined; a row that measured none has no line, and a run without clients no table.
+    #[test]
+    fn clients_at_once_have_a_line_per_row_and_count() {
+        let with = |r: &mut InferRecord, n: usize, p50: f64, qps: f64| {
+            r.concurrent.push(Concurrent {
+                clients: n,
+                queries_per_second: qps,
+                latency: Latency::of(1, &[p50; 30], (20, 0.1, true)).unwrap(),
+            })
+        };
+        let mut records = vec![
+            record("flex", 20e-6, 1.0),
+            record("flex", 22e-6, 1.0),
+            record("tch", 30e-6, 1.0),
+        ];
+        assert_eq!(clients_table(&records, ModelKind::Mlp), "");
+        for (r, qps) in records.iter_mut().take(2).zip([40_000.0, 44_000.0]) {
+            with(r, 2, 25e-6, qps);
+            with(r, 1, 20e-6, qps / 2.0);
+        }
+        let lines = clients_lines(&records, ModelKind::Mlp);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!((&*lines[0][2], &*lines[1][2]), ("1", "2"));
+        assert!(lines[1][6].starts_with("42000 ("), "{lines:?}");
+        let t = table(&records, ModelKind::Mlp);
+        assert!(t.contains("clients at once, batch 1"), "{t}");
+        assert!(!t.contains("| tch / cpu | f32 | 1 |"), "{t}");
+        let csv = clients_csv(&records);
+        assert_eq!(csv.lines().count(), 5, "a header and four lines: {csv}");
+        assert!(!t.contains("one client on a thread"), "{t}");
+        with(&mut records[2], 1, 90e-6, 11_000.0);
+        let t = table(&records, ModelKind::Mlp);
+        assert!(
+            t.contains(
+                "tch cpu f32: one client on a thread of its own answers at 90.0 µs p50, 3.0×"
+            ),
+            "{t}"
+        );
     }
 
     /// Repeats combine into one row with an interval; a row under the agreement bar and one
