@@ -158,8 +158,8 @@ def clients(req, n, query, one):
     """One-sample latency with `n` clients at once, as infer.rs's clients.rs: threads sharing
     the model, each sending its next query when its last is answered (torch releases the GIL
     in its kernels), warmed up together in rounds of GROUP queries each until the steady rule
-    holds on the rounds' medians (or the cap), then the request's queries each or its
-    seconds' worth, from one start."""
+    holds on the rounds' medians (or the cap), then timed from one start for the throughput's
+    seconds, at least MIN_QUERIES each."""
     barrier, lock = threading.Barrier(n), threading.Lock()
     state = {"warming": True, "failed": None, "round": [], "medians": [], "timed": [],
              "span": [None, None]}
@@ -170,10 +170,10 @@ def clients(req, n, query, one):
         query(one[at % len(one)])
         return time.perf_counter() - t
 
-    def queries(at, count, more):
-        """Up to `count` queries from request `at`, stepping by n, while `more()` holds."""
+    def queries(at, more):
+        """Queries from request `at`, stepping by n, while `more(done)` holds."""
         out = []
-        while len(out) < count and more(len(out)) and state["failed"] is None:
+        while more(len(out)) and state["failed"] is None:
             try:
                 out.append(run(at))
             except Exception as e:  # every client passes every barrier, failed or not
@@ -187,7 +187,7 @@ def clients(req, n, query, one):
             at = k
             while True:
                 barrier.wait()
-                group, at = queries(at, GROUP, lambda _: True)
+                group, at = queries(at, lambda done: done < GROUP)
                 with lock:
                     state["round"].extend(group)
                 if barrier.wait() == 0:
@@ -201,8 +201,8 @@ def clients(req, n, query, one):
                     break
             barrier.wait()
             start = time.perf_counter()
-            mine, _ = queries(at, req["queries"], lambda done: done < MIN_QUERIES
-                              or time.perf_counter() - start < req["series_seconds"])
+            mine, _ = queries(at, lambda done: done < MIN_QUERIES
+                              or time.perf_counter() - start < req["throughput_seconds"])
             end = time.perf_counter()
             with lock:
                 state["timed"].extend(mine)

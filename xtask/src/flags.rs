@@ -1,8 +1,12 @@
 //! The command line: every subcommand and flag of `cargo xtask`.
 
+#[cfg(test)]
+pub mod reference;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+pub use kiln_contract::ServeArgs;
 use kiln_contract::{ModelKind, Precision};
 pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, VerifyArgs};
 
@@ -14,29 +18,6 @@ pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, Ver
 pub struct Cli {
     #[command(subcommand)]
     pub command: Cmd,
-}
-
-/// `cargo xtask serve`.
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// The backend that computes: flex, ndarray, wgpu, or cuda, rocm (built with the
-    /// remote server in a target directory of their own).
-    #[arg(long)]
-    pub backend: String,
-    /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
-    /// (`#0`, `#1`). Default: the backend's default device.
-    #[arg(long, value_delimiter = ',', value_name = "SPECS")]
-    pub devices: Vec<String>,
-    /// Port of Burn's server; Kiln's link listens on the next one.
-    #[arg(long, default_value_t = 3000)]
-    pub port: u16,
-    /// Address to listen on (default 127.0.0.1, this machine only); any other needs a
-    /// token.
-    #[arg(long, value_name = "ADDR")]
-    pub bind: Option<String>,
-    /// The token clients must give, or KILN_REMOTE_TOKEN.
-    #[arg(long, value_name = "T")]
-    pub token: Option<String>,
 }
 
 #[derive(Subcommand)]

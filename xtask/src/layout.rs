@@ -1,7 +1,8 @@
 //! The code's layout holds, checked by tests: no source file over 500 lines before its tests
 //! (comments and blank lines count), no function over 100, no import circle between the files
 //! of a crate (the crate root, which declares the modules and re-exports their names, apart),
-//! and every folder of code says what lives there in its module's first comment.
+//! every folder of code says what lives there in its module's first comment, and every type
+//! name names one type (docs/architecture.md's glossary).
 
 #[cfg(test)]
 mod tests {
@@ -87,6 +88,68 @@ mod tests {
         let text = "use a;\n#[cfg(test)]\nuse b;\nfn f() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn g() {}\n#[cfg(test)]\nmod more;\n";
         // use a, cfg + use b, fn f, fn g, cfg + mod more: 7.
         assert_eq!(code_lines(text), 7);
+    }
+
+    /// The type a line of code defines at a file's top level (a struct, enum, trait or type
+    /// alias; not an associated type, which is indented), if it defines one.
+    fn type_defined(line: &str) -> Option<String> {
+        let rest = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+            .unwrap_or(line);
+        let rest = ["struct ", "enum ", "trait ", "type "]
+            .iter()
+            .find_map(|k| rest.strip_prefix(k))?;
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// A name two definitions share because they are one thing in two forms, as the glossary
+    /// says: a model's layer as its description (kiln-contract) and as its Burn module
+    /// (kiln-core).
+    const ONE_THING_TWO_FORMS: [&str; 1] = ["Layer"];
+
+    /// Every type name outside tests is defined once in the workspace: a reader who meets a
+    /// name knows which type it is (docs/architecture.md's glossary).
+    #[test]
+    fn every_type_name_names_one_type() {
+        assert_eq!(
+            type_defined("pub(crate) struct Foo<'a> {"),
+            Some("Foo".into())
+        );
+        assert_eq!(type_defined("    type Record: Answer;"), None);
+        let mut defined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for src in source_roots() {
+            let mut paths = Vec::new();
+            files(&src, ".rs", &mut paths);
+            for path in paths
+                .iter()
+                .filter(|p| !is_test_file(p) && !p.components().any(|c| c.as_os_str() == "tests"))
+            {
+                let text = std::fs::read_to_string(path).unwrap();
+                for name in split_tests(&text).0.into_iter().filter_map(type_defined) {
+                    let at = path.strip_prefix(workspace_root()).unwrap_or(path);
+                    defined
+                        .entry(name)
+                        .or_default()
+                        .push(at.display().to_string());
+                }
+            }
+        }
+        let twice: Vec<String> = defined
+            .iter()
+            .filter(|(name, at)| at.len() > 1 && !ONE_THING_TWO_FORMS.contains(&name.as_str()))
+            .map(|(name, at)| format!("{name}: {}", at.join(", ")))
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "type names defined more than once (rename one, or say in the glossary why they \
+             are one thing):\n{}",
+            twice.join("\n")
+        );
     }
 
     fn is_test_file(path: &Path) -> bool {

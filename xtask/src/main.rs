@@ -85,7 +85,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let given = Given {
+    let given = CommandLines {
         bench_all: given(&matches, "bench-all"),
         bench: given(&matches, "bench"),
     };
@@ -113,13 +113,13 @@ fn main() -> ExitCode {
 
 /// The flags given on the command line of `bench-all` and of `bench` (`--resume` and
 /// `--cell` refuse the others).
-struct Given {
+struct CommandLines {
     bench_all: Vec<(String, String)>,
     bench: Vec<(String, String)>,
 }
 
 /// Run the command; `Ok(false)` when it ran but something failed.
-fn run(command: Cmd, given: &Given) -> anyhow::Result<bool> {
+fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
     match command {
         Cmd::BenchAll {
             common,

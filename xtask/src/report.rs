@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use kiln_contract::Record;
-use kiln_report::export::Inputs;
+use kiln_report::export::ExportInputs;
 use kiln_report::html::HtmlParts;
 
 use crate::flags::ReportOutputs;
@@ -51,7 +51,7 @@ fn write_outputs(
             };
             parts.charts = all_charts(&chart_sets(records, baseline)?);
         }
-        let inputs = Inputs {
+        let inputs = ExportInputs {
             records,
             baseline,
             parts,

@@ -52,7 +52,8 @@ pub struct InferRequest {
     pub series_seconds: f64,
     /// One-sample latency is measured again with each of these many clients querying the
     /// model at once (threads of the process, each sending its next query when its last is
-    /// answered), the series' queries per client or its seconds' worth.
+    /// answered), for `throughput_seconds` from one start (at least [`InferRequest::MIN_QUERIES`]
+    /// each).
     #[serde(default)]
     pub clients: Vec<usize>,
     /// Throughput is measured at this batch, halved until it fits the device's memory.

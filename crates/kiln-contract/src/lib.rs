@@ -70,6 +70,31 @@ pub fn remote_bind_refusal(bind: std::net::IpAddr, token: Option<&str>) -> Optio
     })
 }
 
+/// The flags of `serve` (`cargo xtask serve` and `kiln-remote serve` share them; xtask passes
+/// them on to the server it builds).
+#[cfg(feature = "clap")]
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// The backend that computes: flex, ndarray, wgpu, cuda or rocm (each but flex built with
+    /// the remote server in a target directory of its own).
+    #[arg(long)]
+    pub backend: String,
+    /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
+    /// (`#0`, `#1`). Default: the backend's default device.
+    #[arg(long, value_delimiter = ',', value_name = "SPECS")]
+    pub devices: Vec<String>,
+    /// Port of Burn's server; Kiln's link listens on the next one.
+    #[arg(long, default_value_t = 3000)]
+    pub port: u16,
+    /// Address to listen on: loopback (this machine only) by default; any other needs a
+    /// token.
+    #[arg(long, value_name = "ADDR", default_value_t = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))]
+    pub bind: std::net::IpAddr,
+    /// The token clients must give, or KILN_REMOTE_TOKEN.
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,7 +50,7 @@ fn since_spawn(request: &InferRequest, fallback: Instant) -> f64 {
 }
 
 /// The samples the queries take, on the host as an application holds them.
-struct Inputs {
+struct TestSet {
     images: Vec<f32>,
     labels: Vec<u8>,
     /// Values per sample, and the sample's `[channels, height, width]`.
@@ -58,7 +58,7 @@ struct Inputs {
     dims: [usize; 3],
 }
 
-impl Inputs {
+impl TestSet {
     fn len(&self) -> usize {
         self.labels.len()
     }
@@ -195,7 +195,7 @@ fn infer_on_device(
 fn latencies(
     request: &InferRequest,
     record: &mut InferRecord,
-    (model, inputs, one): (&Net, &Inputs, &[TensorData]),
+    (model, inputs, one): (&Net, &TestSet, &[TensorData]),
     device: &Device,
 ) -> Result<Vec<Option<Vec<f32>>>, CoreError> {
     let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
@@ -223,7 +223,7 @@ fn latencies(
 }
 
 /// The request's test samples, normalized, on the host.
-fn inputs(request: &InferRequest) -> Result<Inputs, CoreError> {
+fn inputs(request: &InferRequest) -> Result<TestSet, CoreError> {
     let geometry = request.model.geometry();
     let dataset = kiln_data::load(&Request {
         name: request.dataset,
@@ -245,7 +245,7 @@ fn inputs(request: &InferRequest) -> Result<Inputs, CoreError> {
         )));
     }
     let g = dataset.geometry;
-    Ok(Inputs {
+    Ok(TestSet {
         images: dataset.normalized(&test),
         labels: test.labels.clone(),
         size: g.channels * g.height * g.width,
@@ -309,7 +309,7 @@ fn throughput(
     request: &InferRequest,
     cap: Duration,
     model: &Net,
-    inputs: &Inputs,
+    inputs: &TestSet,
     device: &Device,
 ) -> Result<Throughput, CoreError> {
     let timed = |request: &TensorData| -> Result<f64, CoreError> {

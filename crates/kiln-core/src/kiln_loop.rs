@@ -20,13 +20,13 @@ use crate::protocol::Protocol;
 use crate::replay::ReplayDevice;
 use crate::sink::Sink;
 use crate::trainer::Trainer;
-use crate::warmup::{Phase, WarmupClock};
+use crate::warmup::{WarmupClock, WarmupPhase};
 
 /// A chunk not closed yet: its steps, samples and late compiles' seconds.
 type Open = (usize, usize, f64);
 
 /// The state of a cell while it trains.
-struct Run<'a, M: Classifier> {
+struct Training<'a, M: Classifier> {
     device: &'a Device,
     data: &'a DeviceData,
     protocol: &'a Protocol,
@@ -43,11 +43,11 @@ struct Run<'a, M: Classifier> {
     replay: Option<(ReplayDevice, Tensor<1>)>,
 }
 
-impl<'a, M: Classifier> Run<'a, M> {
+impl<'a, M: Classifier> Training<'a, M> {
     /// A cell about to train `model` on `data` under `protocol`; its clocks start now.
     fn new(model: M, device: &'a Device, data: &'a DeviceData, protocol: &'a Protocol) -> Self {
         let now = Instant::now();
-        Run {
+        Training {
             device,
             data,
             protocol,
@@ -140,7 +140,7 @@ impl<'a, M: Classifier> Run<'a, M> {
     }
 
     /// After a warm-up step: sync, keep its time, and say whether the times have settled.
-    fn warmup_step(&mut self, epoch: usize) -> Result<Phase, CoreError> {
+    fn warmup_step(&mut self, epoch: usize) -> Result<WarmupPhase, CoreError> {
         self.sync()?;
         let now = Instant::now();
         let seconds = (now - self.mark).as_secs_f64();
@@ -247,7 +247,7 @@ impl<'a, M: Classifier> Run<'a, M> {
                 // Warm-up: each step synced and kept apart, never in a chunk.
                 let phase = self.warmup_step(epoch)?;
                 self.progress(epoch, step + 1, sink);
-                if phase == Phase::OverCap {
+                if phase == WarmupPhase::OverCap {
                     partial = true;
                     break;
                 }
@@ -308,7 +308,7 @@ pub fn train<M: Classifier>(
     if data.train_len == 0 {
         return Err(CoreError::Config("the training split is empty".into()));
     }
-    let mut run = Run::new(model, device, data, protocol);
+    let mut run = Training::new(model, device, data, protocol);
     // Model, optimizer and data are ready: what the runtime holds now is the baseline, and the
     // peak from here on is training's (the high-water mark is reset where the OS allows it).
     let peak_since_baseline = kiln_machine::process::reset_peak();
@@ -362,7 +362,7 @@ pub fn loop_overhead<M: Classifier>(
 ) -> Result<LoopOverhead, CoreError> {
     let n = data.train_len;
     let batch = protocol.batch_size;
-    let mut run = Run::new(model, device, data, protocol);
+    let mut run = Training::new(model, device, data, protocol);
     let mut one_epoch = protocol.clone();
     one_epoch.settings.epochs = 1;
     one_epoch.settings.budget_seconds = None;

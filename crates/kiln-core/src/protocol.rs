@@ -48,16 +48,23 @@ impl Protocol {
 }
 
 impl Default for Protocol {
-    /// A request's defaults (their one home is `CellRequest::new`, the full profile's), without
-    /// a budget.
+    /// The full profile's settings (their one home is `CellSettings::new`) at its batch size,
+    /// without a budget, in the device's own type, with no fault injected.
     fn default() -> Self {
-        let mut request = kiln_contract::CellRequest::new(
-            kiln_contract::ModelKind::MnistCnn,
-            "",
-            kiln_contract::Profile::Full,
-        );
-        request.settings.budget_seconds = None;
-        Protocol::from_request(&request)
+        let profile = kiln_contract::Profile::Full;
+        let mut settings = kiln_contract::CellSettings::new(profile);
+        settings.budget_seconds = None;
+        Protocol {
+            settings,
+            batch_size: profile.batch_size(),
+            timing: kiln_contract::TimingRules::KILN,
+            inject_nan_at_step: None,
+            inject_leak_bytes_per_epoch: None,
+            amp: None,
+            loss_scaling: None,
+            inject_slow_steps: None,
+            replay: None,
+        }
     }
 }
 

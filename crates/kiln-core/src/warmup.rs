@@ -12,7 +12,7 @@ use kiln_contract::{LateCompile, SlowSteps, TimingRules, Warmup};
 
 /// Where a cell's warm-up stands after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub(crate) enum WarmupPhase {
     /// Still warming up: this step is not timed.
     Warming,
     /// This step made the times steady: the next one is the first timed step.
@@ -96,9 +96,9 @@ impl WarmupClock {
     }
 
     /// A warm-up step of `seconds` (synced) ended at `now`, in epoch `epoch` (from 1).
-    pub(crate) fn step(&mut self, seconds: f64, now: Instant, epoch: usize) -> Phase {
+    pub(crate) fn step(&mut self, seconds: f64, now: Instant, epoch: usize) -> WarmupPhase {
         if self.settled() {
-            return Phase::Settled;
+            return WarmupPhase::Settled;
         }
         self.step_seconds.push(seconds);
         let start = *self.first_step.get_or_insert(now);
@@ -114,11 +114,11 @@ impl WarmupClock {
             // The warm-up's peak apart: from here on the high-water mark is steady state's.
             let peak = kiln_machine::process::peak_rss_bytes();
             self.peak_rss = peak.filter(|_| kiln_machine::process::reset_peak());
-            Phase::Settled
+            WarmupPhase::Settled
         } else if now - start >= self.cap {
-            Phase::OverCap
+            WarmupPhase::OverCap
         } else {
-            Phase::Warming
+            WarmupPhase::Warming
         }
     }
 
@@ -198,8 +198,14 @@ mod tests {
         }
         // Steps 5-7 against 2-4 (medians 0.1 and 0.1): steady at the seventh step; a step
         // after that is timed, not kept.
-        assert_eq!(phases.iter().filter(|p| **p == Phase::Warming).count(), 6);
-        assert_eq!(phases[6], Phase::Settled);
+        assert_eq!(
+            phases
+                .iter()
+                .filter(|p| **p == WarmupPhase::Warming)
+                .count(),
+            6
+        );
+        assert_eq!(phases[6], WarmupPhase::Settled);
         let w = clock.summary().unwrap();
         assert!(
             w.steady && w.steps == 7 && (w.seconds - 6.5).abs() < 1e-6,
@@ -209,16 +215,16 @@ mod tests {
         let mut clock = WarmupClock::new(TimingRules::KILN, Duration::from_secs(3), None);
         clock.first_step_starts(t0);
         let mut at = t0;
-        let mut last = Phase::Warming;
+        let mut last = WarmupPhase::Warming;
         for i in 0..100 {
             let t = if i % 2 == 0 { 1.0 } else { 0.01 };
             at += Duration::from_secs_f64(t);
             last = clock.step(t, at, 1);
-            if last != Phase::Warming {
+            if last != WarmupPhase::Warming {
                 break;
             }
         }
-        assert_eq!(last, Phase::OverCap);
+        assert_eq!(last, WarmupPhase::OverCap);
         assert!(!clock.summary().unwrap().steady);
     }
 }

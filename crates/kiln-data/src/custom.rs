@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::{DataError, Dataset, Geometry, Origin, Split, Verdict, idx, read_file};
+use crate::{DataError, Dataset, FileVerdict, Geometry, Origin, Split, idx, read_file};
 
 /// Largest IDX file accepted (decompressed).
 const MAX_IDX_BYTES: u64 = 1 << 31;
@@ -107,7 +107,7 @@ fn dataset(
     g: Geometry,
     train: Split,
     test: Split,
-    files: Vec<(PathBuf, Verdict)>,
+    files: Vec<(PathBuf, FileVerdict)>,
     note: String,
 ) -> Result<Dataset, DataError> {
     if train.is_empty() {
@@ -154,7 +154,7 @@ pub fn load_idx_dir(dir: &Path, g: Geometry) -> Result<Dataset, DataError> {
             let shown = path.display().to_string();
             let bytes = idx::decompress_if_gzip(read_file(path)?, MAX_IDX_BYTES, &shown)?;
             hasher.update(&bytes);
-            read_files.push((path.to_path_buf(), Verdict::Custom));
+            read_files.push((path.to_path_buf(), FileVerdict::Custom));
             idx::parse(bytes, rank, &shown)
         };
         let images = parse(&images_path, 3)?;
@@ -256,7 +256,7 @@ pub fn load_image_folder(dir: &Path, g: Geometry) -> Result<Dataset, DataError> 
         hasher.update(&pixels);
         into.pixels.extend_from_slice(&pixels);
         into.labels.push(label as u8);
-        files.push((path.to_path_buf(), Verdict::Custom));
+        files.push((path.to_path_buf(), FileVerdict::Custom));
         Ok(())
     };
     for (label, (_, images)) in train_classes.iter().enumerate() {

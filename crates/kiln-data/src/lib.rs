@@ -10,7 +10,7 @@ pub mod rng;
 
 use std::path::{Path, PathBuf};
 
-pub use manifest::Verdict;
+pub use manifest::FileVerdict;
 
 /// Everything that can go wrong reading a dataset; each message names the file and the way out.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ pub struct Dataset {
     /// The epoch every time is reported for: 60,000 (MNIST family) or 50,000 (CIFAR-10).
     pub standard_epoch: usize,
     /// Files read, with what their verification established.
-    pub files: Vec<(PathBuf, Verdict)>,
+    pub files: Vec<(PathBuf, FileVerdict)>,
     /// What the record should say about the data (custom data: where, sizes, digest, how it
     /// was converted).
     pub note: Option<String>,
@@ -143,7 +143,7 @@ pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, DataError> {
 fn read_verified(
     file: &manifest::ManifestFile,
     path: &Path,
-) -> Result<(Vec<u8>, Verdict), DataError> {
+) -> Result<(Vec<u8>, FileVerdict), DataError> {
     let stored = read_file(path)?;
     let cached = manifest::cached_verdict(path);
     let content = idx::decompress_if_gzip(
@@ -167,7 +167,7 @@ fn load_idx_split(
     found: &[locate::Found],
     images_role: &str,
     labels_role: &str,
-    files: &mut Vec<(PathBuf, Verdict)>,
+    files: &mut Vec<(PathBuf, FileVerdict)>,
 ) -> Result<Split, DataError> {
     let mut read = |role: &str, rank: usize| -> Result<(idx::Idx, String), DataError> {
         let hit = found
@@ -199,7 +199,7 @@ fn load_idx_split(
 fn load_cifar(
     entry: &manifest::ManifestDataset,
     found: &[locate::Found],
-    files: &mut Vec<(PathBuf, Verdict)>,
+    files: &mut Vec<(PathBuf, FileVerdict)>,
 ) -> Result<(Split, Split), DataError> {
     let mut train = Split {
         pixels: Vec::new(),
@@ -252,7 +252,7 @@ pub fn load_sample() -> Result<Dataset, DataError> {
         standard_epoch: 60_000,
         files: vec![(
             PathBuf::from("embedded:datasets/fashion-mnist-sample"),
-            Verdict::Verified,
+            FileVerdict::Verified,
         )],
         note: None,
     })
@@ -507,7 +507,7 @@ mod locate_tests {
         assert_eq!(d.geometry, Geometry::CIFAR);
         assert_eq!(d.train.labels[..3], [0, 1, 2]);
         assert_eq!(d.files.len(), 6);
-        assert!(d.files.iter().all(|(_, v)| *v == Verdict::SizeOnly));
+        assert!(d.files.iter().all(|(_, v)| *v == FileVerdict::SizeOnly));
     }
 
     #[test]
@@ -556,7 +556,7 @@ mod locate_tests {
             let file = entry.files.iter().find(|f| f.role == role).unwrap();
             let content = idx::decompress_if_gzip(stored.to_vec(), file.raw_size, role).unwrap();
             let verdict = manifest::verify(file, Path::new(role), stored, &content).unwrap();
-            assert_eq!(verdict, Verdict::Verified);
+            assert_eq!(verdict, FileVerdict::Verified);
         }
     }
 
@@ -581,7 +581,7 @@ mod locate_tests {
         .unwrap();
         assert_eq!((d.train.len(), d.test.len()), (60_000, 10_000));
         assert!(
-            d.files.iter().all(|(_, v)| *v == Verdict::Verified),
+            d.files.iter().all(|(_, v)| *v == FileVerdict::Verified),
             "{:?}",
             d.files
         );

@@ -71,7 +71,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// What verification established about a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Verdict {
+pub enum FileVerdict {
     /// A known SHA-256 matched.
     Verified,
     /// No digest is known for this form of the file: only its size was checked.
@@ -86,7 +86,7 @@ pub fn verify(
     path: &Path,
     stored: &[u8],
     content: &[u8],
-) -> Result<Verdict, DataError> {
+) -> Result<FileVerdict, DataError> {
     let shown = path.display().to_string();
     if content.len() as u64 != file.raw_size {
         return Err(DataError::Corrupt {
@@ -102,19 +102,19 @@ pub fn verify(
     let mut expected = Vec::new();
     if was_gzip && !file.gz_sha256.is_empty() {
         if file.gz_sha256.contains(&sha256_hex(stored)) {
-            return Ok(Verdict::Verified);
+            return Ok(FileVerdict::Verified);
         }
         expected.push(format!("gzip sha256 one of {:?}", file.gz_sha256));
     }
     if let Some(want) = &file.content_sha256 {
         let got = sha256_hex(content);
         if &got == want {
-            return Ok(Verdict::Verified);
+            return Ok(FileVerdict::Verified);
         }
         expected.push(format!("content sha256 {want}, got {got}"));
     }
     if expected.is_empty() {
-        return Ok(Verdict::SizeOnly);
+        return Ok(FileVerdict::SizeOnly);
     }
     Err(DataError::Checksum {
         file: shown,
@@ -143,7 +143,7 @@ struct VerdictCache {
 struct CachedVerdict {
     size: u64,
     modified_ns: u128,
-    verdict: Verdict,
+    verdict: FileVerdict,
 }
 
 fn file_key(path: &Path) -> Option<(String, u64, u128)> {
@@ -163,7 +163,7 @@ fn cache_file() -> Option<PathBuf> {
 }
 
 /// A verdict cached for this exact file (same path, size and modification time).
-pub fn cached_verdict(path: &Path) -> Option<Verdict> {
+pub fn cached_verdict(path: &Path) -> Option<FileVerdict> {
     let (key, size, modified_ns) = file_key(path)?;
     let text = std::fs::read_to_string(cache_file()?).ok()?;
     let cache: VerdictCache = serde_json::from_str(&text).ok()?;
@@ -172,7 +172,7 @@ pub fn cached_verdict(path: &Path) -> Option<Verdict> {
 }
 
 /// Remember a verdict; failures to write the cache only cost a re-check next time.
-pub fn remember_verdict(path: &Path, verdict: &Verdict) {
+pub fn remember_verdict(path: &Path, verdict: &FileVerdict) {
     let (Some((key, size, modified_ns)), Some(file)) = (file_key(path), cache_file()) else {
         return;
     };
@@ -220,7 +220,10 @@ mod tests {
             gz_sha256: vec![],
         };
         let p = Path::new("x");
-        assert_eq!(verify(&file, p, b"abc", b"abc").unwrap(), Verdict::Verified);
+        assert_eq!(
+            verify(&file, p, b"abc", b"abc").unwrap(),
+            FileVerdict::Verified
+        );
         assert!(
             verify(&file, p, b"abd", b"abd")
                 .unwrap_err()
@@ -239,7 +242,7 @@ mod tests {
         };
         assert_eq!(
             verify(&unknown, p, b"abd", b"abd").unwrap(),
-            Verdict::SizeOnly
+            FileVerdict::SizeOnly
         );
     }
 }

@@ -44,7 +44,7 @@ pub fn out_dir(
 
 /// One row a command asks (verify's, infer's): a backend's runner on one device in one
 /// precision.
-pub struct Row<'a> {
+pub struct AskedRow<'a> {
     pub backend: &'a Backend,
     pub runner: &'a Runner,
     pub device: String,

@@ -31,7 +31,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
     for &model in &args.ask.models {
         request_for(&args, model, "", "default")
             .validate()
-            .map_err(|e| anyhow::anyhow!("--precision/--batch/--repeats: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--precision/--batch/--runs-per-op: {e}"))?;
     }
     let wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     let out = crate::answer::out_dir(
@@ -189,7 +189,7 @@ fn request_for(
     device: &str,
 ) -> ExplainRequest {
     let mut r = ExplainRequest::new(model, backend, device, args.precision, args.batch);
-    r.repeats = args.repeats;
+    r.repeats = args.runs_per_op;
     r
 }
 

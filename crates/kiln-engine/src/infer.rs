@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use kiln_contract::infer::{INFER_VERSION, InferRecord, InferRequest};
 use kiln_contract::{BurnBuild, DatasetName, ModelKind, Precision};
 
-use crate::answer::Row;
+use crate::answer::AskedRow;
 use crate::bench::rundir::append_line;
 pub use crate::options::InferArgs;
 use crate::runners::{Built, build_and_probe};
@@ -24,14 +24,14 @@ pub use kiln_report::infer::INFER_FILE;
 mod agreement;
 mod inputs;
 use agreement::agree;
-use inputs::{Inputs, inputs};
+use inputs::{ModelInputs, inputs};
 
 /// One question that takes longer than this is stopped (its record says so).
 const LIMIT: Duration = Duration::from_secs(30 * 60);
 
 /// The rows of `built`: each backend's default device (else its first available one) in
 /// each of `precisions`.
-fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<Row<'a>> {
+fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<AskedRow<'a>> {
     let mut out = Vec::new();
     for (backend, runner, probe) in built {
         let device = crate::answer::one_device(probe);
@@ -45,7 +45,7 @@ fn rows<'a>(built: &'a [Built], precisions: &[Precision]) -> Vec<Row<'a>> {
                 ),
                 Err(why) => ("default".into(), Some(why.clone())),
             };
-            out.push(Row {
+            out.push(AskedRow {
                 backend,
                 runner,
                 device,
@@ -80,7 +80,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     let mut models = Vec::new();
     for &model in &datasets {
         let inputs = inputs(&args, &built, &asking(&out), model)?;
-        for repeat in 1..=args.repeats() {
+        for repeat in 1..=args.repeats()? {
             all.extend(ask_rows(
                 &args,
                 &rows,
@@ -150,13 +150,13 @@ fn ab_passes(
     let mut models = Vec::new();
     for &model in datasets {
         let inputs = inputs(args, first_built, &asking(out), model)?;
-        for repeat in 1..=args.repeats() {
+        for repeat in 1..=args.repeats()? {
             // A balanced order, as bench-all's A/B: A B, then B A.
             for i in crate::burns::pass_order(repeat, sides.len()) {
                 let ((burn, _, dir), rows) = (&sides[i], &side_rows[i]);
                 eprintln!(
                     "kiln: inference pass {repeat} of {}, Burn {}",
-                    args.repeats(),
+                    args.repeats()?,
                     burn.label()
                 );
                 let pass = ask_rows(args, rows, &asking(dir), &inputs, (repeat, Some(burn)))?;
@@ -239,7 +239,7 @@ fn asking(out: &Path) -> crate::answer::Asking<'_> {
 }
 
 /// infer.md: how the figures were measured, then each model's table and its weights.
-fn markdown(args: &InferArgs, records: &[InferRecord], models: &[Inputs]) -> String {
+fn markdown(args: &InferArgs, records: &[InferRecord], models: &[ModelInputs]) -> String {
     let mut markdown = format!("# cargo xtask infer\n\n{}\n", method_text(args));
     for m in models {
         markdown += &format!(
@@ -255,6 +255,7 @@ fn markdown(args: &InferArgs, records: &[InferRecord], models: &[Inputs]) -> Str
 /// weights file that reads, and the request's limits (queries, samples, batches); each model
 /// with its dataset.
 fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
+    args.repeats()?;
     if let Some(w) = &args.weights {
         if args.ask.models.len() != 1 {
             bail!("--weights: one weights file is one model's; name one with --model");
@@ -339,8 +340,8 @@ fn method_text(args: &InferArgs) -> String {
          queries per batch size (or {} s of them, at least {}) after a warm-up that ends when \
          the steady rule holds on the medians of groups of {}; percentiles indexed as MLPerf's \
          loadgen does (the sorted series at n × p). With clients: {} threads at once sharing \
-         the model, each sending its next one-sample query when its last is answered, the same \
-         queries each after warm-up rounds of their own. Throughput: back-to-back batches for {} s, after a warm-up of batches that ends \
+         the model, each sending its next one-sample query when its last is answered, after \
+         warm-up rounds of their own, for the throughput's seconds from one start. Throughput: back-to-back batches for {} s, after a warm-up of batches that ends \
          when the steady rule holds on their times. First prediction: from the runner's \
          process start to its first one-sample answer. Memory to serve: the peak resident set \
          beyond the ready runtime (weights loaded). Agreement: top-1 classes on the first {} \
@@ -353,7 +354,8 @@ fn method_text(args: &InferArgs) -> String {
         clients_text(&args.clients),
         args.throughput_seconds,
         args.samples,
-        args.repeats(),
+        // Checked with the other flags before any build.
+        args.repeats().unwrap_or_default(),
     )
 }
 
@@ -377,9 +379,9 @@ fn clients_text(clients: &[usize]) -> String {
 /// runner's size; appended to infer.jsonl.
 fn ask_rows(
     args: &InferArgs,
-    rows: &[Row],
+    rows: &[AskedRow],
     asking: &crate::answer::Asking,
-    inputs: &Inputs,
+    inputs: &ModelInputs,
     (repeat, burn): (usize, Option<&BurnBuild>),
 ) -> Result<Vec<InferRecord>> {
     let (model, dataset) = (inputs.model, inputs.dataset);
@@ -429,7 +431,7 @@ fn request(
     args: &InferArgs,
     model: ModelKind,
     dataset: DatasetName,
-    row: &Row,
+    row: &AskedRow,
     weights: &Path,
 ) -> InferRequest {
     InferRequest {
@@ -480,7 +482,7 @@ fn unix_us() -> u64 {
 }
 
 /// The runner binary's size, for a runner that is one (not the reference's interpreter).
-fn binary_bytes(row: &Row) -> Option<u64> {
+fn binary_bytes(row: &AskedRow) -> Option<u64> {
     (row.runner.args.is_empty())
         .then(|| std::fs::metadata(&row.runner.program).ok().map(|m| m.len()))
         .flatten()

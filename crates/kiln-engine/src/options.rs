@@ -9,10 +9,9 @@ use clap::Args;
 use kiln_contract::{
     AutotuneLevel, CellSettings, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
 };
-use serde::Serialize;
 
 /// Options shared by `bench-all` and `bench`.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
     /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
     #[arg(long)]
@@ -39,12 +38,8 @@ pub struct CommonArgs {
     /// less per backend and type, as the GPU kit runs).
     #[arg(long)]
     pub no_calibration: bool,
-    /// Run each cell N times as independent processes, interleaved across the matrix
-    /// (A B C A B C ...); rows show the median over runs and the spread between them
-    /// (default: 3, or 1 with --quick). `auto`, with --burn A --burn B: add pairs until every
-    /// cell's epoch time is decided (changed, or within 3% either way), 3 to 16 pairs.
-    #[arg(long, value_name = "N|auto", value_parser = parse_repeats)]
-    pub repeats: Option<Repeats>,
+    #[command(flatten)]
+    pub repeats: RepeatsArg,
     /// Before each cell, wait until other processes use at most 5% of the CPU, for at most MAX
     /// (default 2m); a cell that still starts on a busy machine is flagged.
     #[arg(long, value_name = "MAX", num_args = 0..=1, default_missing_value = "2m", require_equals = true,
@@ -60,6 +55,19 @@ pub struct CommonArgs {
     /// to the runners in their environment, never into a run directory.
     #[arg(long, value_name = "T")]
     pub token: Option<String>,
+}
+
+/// `--repeats`, the one definition `bench-all`, `bench` and `infer` share.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct RepeatsArg {
+    /// Run each cell (or inference row) N times as independent processes, interleaved
+    /// (A B C A B C ...); rows show the median over runs and the spread between them
+    /// (default: bench-all 3, or 1 with --quick; infer 1). With --burn A --burn B the runs
+    /// alternate between the Burns and pair up: bench-all's default, `auto`, adds pairs until
+    /// every cell's epoch time is decided (changed, or within 3% either way), 3 to 16 pairs;
+    /// infer's is 3 passes per Burn.
+    #[arg(long, value_name = "N|auto", value_parser = parse_repeats)]
+    pub repeats: Option<Repeats>,
 }
 
 /// `--repeats`: a number of runs, or `auto` (an A/B's pairs until decided).
@@ -81,61 +89,49 @@ fn parse_repeats(s: &str) -> Result<Repeats, String> {
     }
 }
 
-/// The flags that set a cell's settings. Each field is named as the `CellSettings` key it sets
-/// (its command-line name may differ: `--lr` sets `learning_rate`) and serialises as that
-/// setting's value; [`SettingFlags::apply`] writes the given ones over a cell's settings by
-/// key, so there is no mapping to keep: a new setting is its field in `CellSettings` and its
-/// flag here, and a test fails for a setting without a flag or a flag without a setting.
-#[derive(Args, Serialize, Debug, Clone, Default)]
+/// The flags that set a cell's settings, each field named as the `CellSettings` field it sets
+/// (its command-line name may differ: `--lr` sets `learning_rate`); [`SettingFlags::apply`]
+/// writes the given ones over a cell's settings, typed, and does not compile for a setting
+/// without a flag or a flag without a setting.
+#[derive(Args, Debug, Clone, Default)]
 pub struct SettingFlags {
     /// Epochs per cell (default: 20, or 3 with --quick).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub epochs: Option<usize>,
     /// Training time budget per cell: 90s, 5m, 1h, 1h30m or none (default: 20m, or 200s with
     /// --quick).
     #[arg(long = "budget", value_name = "DURATION", value_parser = crate::time::parse_budget)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_seconds: Option<crate::time::Budget>,
     /// The longest a cell may warm up (compile, autotune) before its step times are steady;
     /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
     /// else 20m).
     #[arg(long = "warmup-cap", value_name = "DURATION", value_parser = crate::time::parse_bound_seconds)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_cap_seconds: Option<f64>,
     /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
     /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
     #[arg(long, value_name = "MODE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub loss_scaling: Option<kiln_contract::LossScalingMode>,
     /// Gradient accumulation: each batch as N micro-batches (N must divide the batch size).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub accum_steps: Option<usize>,
     /// Adam's learning rate (default 0.001, the article's); recorded in every row.
     #[arg(long = "lr", value_name = "RATE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub learning_rate: Option<f64>,
     /// Seed of initialisation, shuffling and synthetic data (default 42).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Directory holding dataset files (directly or in DIR/<dataset>/).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub eval_limit: Option<usize>,
     /// Train on at most this many samples per epoch (smoke runs; times are still scaled to the
     /// standard epoch and labelled).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub train_limit: Option<usize>,
     /// CubeCL autotune level for GPU cells: minimal, balanced (default), extensive, full.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub autotune: Option<AutotuneLevel>,
     /// GPU cells neither read nor write CubeCL's on-disk autotune cache (a cold-cache cell).
     #[arg(
@@ -143,63 +139,107 @@ pub struct SettingFlags {
         num_args = 0,
         default_missing_value = "false"
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub autotune_cache: Option<bool>,
     /// CubeCL cells (wgpu, burn-cpu, cuda, rocm) start with fresh, empty caches (autotune and
     /// compiled kernels, in a CubeCL environment of their own): a cold measurement. Without
     /// it they use CubeCL's default environment as earlier runs left it (`warm` in the record
     /// when it existed).
     #[arg(long = "cold-caches", num_args = 0, default_missing_value = "true")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cold_caches: Option<bool>,
     /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
     /// operation or type, on the CPU instead (recorded as "fell back from ...").
     #[arg(long, value_name = "TARGET")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackTarget>,
     /// Record each cell's training time until its test accuracy first reaches A (0.8 for
     /// 80%), or "not reached" (evaluated after every epoch, outside the clock); `none` turns
     /// it off. Default: off with --quick; else each dataset's target (MNIST 0.98,
     /// Fashion-MNIST 0.88, CIFAR-10 0.70; docs/methodology.md).
     #[arg(long, value_name = "A|none")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_accuracy: Option<TargetAccuracy>,
 }
 
 impl SettingFlags {
-    /// `settings` with every flag given written over it, by key.
+    /// `settings` with every flag given written over it. Both structs are taken apart field by
+    /// field, so a flag without a setting, or a setting without a flag, does not compile
+    /// (`bare` and `profile` are set by the command and `--quick`, not by a flag of their own).
     pub fn apply(&self, settings: &mut CellSettings) -> anyhow::Result<()> {
-        if let Some(dir) = self.data_dir.as_ref().filter(|d| !d.is_dir()) {
+        let SettingFlags {
+            epochs,
+            budget_seconds,
+            warmup_cap_seconds,
+            loss_scaling,
+            accum_steps,
+            learning_rate,
+            seed,
+            data_dir,
+            eval_limit,
+            train_limit,
+            autotune,
+            autotune_cache,
+            cold_caches,
+            fallback,
+            target_accuracy,
+        } = self.clone();
+        if let Some(dir) = data_dir.as_ref().filter(|d| !d.is_dir()) {
             anyhow::bail!("--data-dir {}: no such directory", dir.display());
         }
-        let mut merged = serde_json::to_value(&*settings)?;
-        let given = serde_json::to_value(self)?;
-        for (key, value) in given.as_object().into_iter().flatten() {
-            let slot = merged
-                .get_mut(key)
-                .ok_or_else(|| anyhow::anyhow!("the flag for {key} sets no cell setting"))?;
-            *slot = value.clone();
+        fn set<T>(slot: &mut T, given: Option<T>) {
+            if let Some(value) = given {
+                *slot = value;
+            }
         }
-        *settings = serde_json::from_value(merged)?;
+        let CellSettings {
+            profile: _,
+            bare: _,
+            epochs: s_epochs,
+            budget_seconds: s_budget,
+            warmup_cap_seconds: s_warmup_cap,
+            loss_scaling: s_loss_scaling,
+            accum_steps: s_accum_steps,
+            learning_rate: s_learning_rate,
+            seed: s_seed,
+            data_dir: s_data_dir,
+            eval_limit: s_eval_limit,
+            train_limit: s_train_limit,
+            autotune: s_autotune,
+            autotune_cache: s_autotune_cache,
+            cold_caches: s_cold_caches,
+            fallback: s_fallback,
+            target_accuracy: s_target_accuracy,
+        } = settings;
+        set(s_epochs, epochs);
+        set(
+            s_budget,
+            budget_seconds.map(|b| b.0.map(|d| d.as_secs_f64())),
+        );
+        set(s_warmup_cap, warmup_cap_seconds);
+        set(s_loss_scaling, loss_scaling.map(Some));
+        set(s_accum_steps, accum_steps);
+        set(s_learning_rate, learning_rate);
+        set(s_seed, seed);
+        set(s_data_dir, data_dir.map(Some));
+        set(s_eval_limit, eval_limit.map(Some));
+        set(s_train_limit, train_limit.map(Some));
+        set(s_autotune, autotune.map(Some));
+        set(s_autotune_cache, autotune_cache);
+        set(s_cold_caches, cold_caches);
+        set(s_fallback, fallback.map(Some));
+        set(
+            s_target_accuracy,
+            target_accuracy.map(|t| match t {
+                TargetAccuracy::Off => None,
+                TargetAccuracy::Share(a) => Some(a),
+            }),
+        );
         Ok(())
     }
 }
 
-/// `--target-accuracy`: a share of the test set, or `none` (the setting's value: the share, or
-/// null).
+/// `--target-accuracy`: a share of the test set, or `none`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TargetAccuracy {
     Off,
     Share(f64),
-}
-
-impl Serialize for TargetAccuracy {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            TargetAccuracy::Off => s.serialize_none(),
-            TargetAccuracy::Share(a) => s.serialize_some(a),
-        }
-    }
 }
 
 impl std::str::FromStr for TargetAccuracy {
@@ -251,9 +291,10 @@ pub struct ExplainArgs {
     /// Batch size (default 128, the protocol's).
     #[arg(long, default_value_t = 128)]
     pub batch: usize,
-    /// Timed runs per op (median kept; fewer for an op slower than 4 s, at least 3).
+    /// Timed runs of each op in its process (the median and the mean kept; fewer for an op
+    /// slower than 4 s, at least 3).
     #[arg(long, default_value_t = 7)]
-    pub repeats: usize,
+    pub runs_per_op: usize,
     #[command(flatten)]
     pub burns: BurnArgs,
     /// With --burn: runs of explain per Burn, alternating (A B, B A, ...), at least; passes are
@@ -334,9 +375,8 @@ pub struct InferArgs {
     /// The backend every row's predictions are compared with (else --train-on's).
     #[arg(long, default_value = "pytorch")]
     pub reference: String,
-    /// Runs of every row, interleaved (default 1; with --burn, 3 passes per Burn).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub repeats: Option<u64>,
+    #[command(flatten)]
+    pub repeats: RepeatsArg,
     #[command(flatten)]
     pub burns: BurnArgs,
     /// Queries per latency series ...
@@ -375,8 +415,15 @@ pub struct InferArgs {
 impl InferArgs {
     /// Runs of every row: `--repeats`, else 1 (3 passes per Burn in an A/B, the fewest that
     /// give a verdict a spread).
-    pub fn repeats(&self) -> usize {
+    pub fn repeats(&self) -> anyhow::Result<usize> {
         let default = if self.burns.burn.is_empty() { 1 } else { 3 };
-        self.repeats.map_or(default, |n| n as usize)
+        match self.repeats.repeats {
+            None => Ok(default),
+            Some(Repeats::Runs(n)) => Ok(n),
+            Some(Repeats::Auto) => anyhow::bail!(
+                "infer --repeats auto: an inference A/B runs a fixed number of passes; give \
+                 --repeats N (3 per Burn by default)"
+            ),
+        }
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use kiln_contract::{Method, Record, Status};
 use kiln_report::chart;
-use kiln_report::export::{FORMATS, Inputs};
+use kiln_report::export::{ExportInputs, FORMATS};
 use kiln_report::fields::{human_seconds, row_label};
 use kiln_report::html::HtmlParts;
 use kiln_report::table::{Column, ModelTable, model_tables};
@@ -81,7 +81,7 @@ pub fn write_run_report(out: &Path, records: &[Record]) -> Result<(String, PathB
     std::fs::write(&report, &markdown)
         .with_context(|| format!("cannot write {}", report.display()))?;
     // Every format that names a file of its own in a run directory (report.html, results.csv).
-    let inputs = Inputs {
+    let inputs = ExportInputs {
         records,
         baseline: None,
         parts: HtmlParts {

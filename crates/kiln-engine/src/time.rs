@@ -40,15 +40,9 @@ pub fn parse_duration(text: &str) -> Result<Option<Duration>, String> {
     Ok(Some(d))
 }
 
-/// `--budget`: a time limit per cell, or none (`none`); as a setting, its seconds or null.
+/// `--budget`: a time limit per cell, or none (`none`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget(pub Option<Duration>);
-
-impl serde::Serialize for Budget {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.map(|d| d.as_secs_f64()).serialize(s)
-    }
-}
 
 /// `--budget`'s value parser.
 pub fn parse_budget(text: &str) -> Result<Budget, String> {

@@ -14,7 +14,7 @@ use kiln_report::verify::{
     self, Deviation, VERIFY_VERSION, Verdict, VerifyRecord, VerifyRequest, Weights,
 };
 
-use crate::answer::Row;
+use crate::answer::AskedRow;
 use crate::backends;
 use crate::bench::rundir::append_line;
 pub use crate::options::VerifyArgs;
@@ -41,12 +41,12 @@ fn parse_reference(text: &str) -> Result<(String, Precision)> {
 
 /// The rows of `built`: each backend's default device (else its first available one) in
 /// every precision it supports among `wanted` (all when `None`).
-fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
+fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<AskedRow<'a>> {
     let mut out = Vec::new();
     for (backend, runner, probe) in built {
         let version = probe.backend_version.clone();
         match crate::answer::one_device(probe) {
-            Err(why) => out.push(Row {
+            Err(why) => out.push(AskedRow {
                 backend,
                 runner,
                 device: "default".into(),
@@ -67,7 +67,7 @@ fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<Row<'a>> {
                     };
                     let supported = d.precisions.iter().any(|s| s == p.name());
                     if asked && (supported || wanted.is_some()) {
-                        out.push(Row {
+                        out.push(AskedRow {
                             backend,
                             runner,
                             device: d.spec.clone(),
@@ -110,12 +110,12 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let weights_dir = out.join("weights");
     std::fs::create_dir_all(&weights_dir)
         .with_context(|| format!("cannot create {}", weights_dir.display()))?;
-    let rows: Vec<Row> = sides
+    let rows: Vec<AskedRow> = sides
         .iter()
         .flat_map(|(burn, built)| {
             rows(built, args.precisions.as_deref())
                 .into_iter()
-                .map(|row| Row {
+                .map(|row| AskedRow {
                     burn: burn.clone(),
                     ..row
                 })
@@ -209,12 +209,12 @@ impl ModelRun<'_> {
         model: ModelKind,
         dataset: kiln_contract::DatasetName,
         data_file: Option<PathBuf>,
-        rows: &[Row],
-        reference_row: &Row,
+        rows: &[AskedRow],
+        reference_row: &AskedRow,
     ) -> Result<(String, bool)> {
         let mut all_agree = true;
         let init = self.weights_dir.join(format!("{model}-init.safetensors"));
-        let run_row = |row: &Row, reference: bool| {
+        let run_row = |row: &AskedRow, reference: bool| {
             let who = (model, dataset, data_file.as_ref(), init.as_path());
             self.run_row(who, row, reference)
         };
@@ -279,7 +279,7 @@ impl ModelRun<'_> {
             Option<&PathBuf>,
             &Path,
         ),
-        row: &Row,
+        row: &AskedRow,
         reference: bool,
     ) -> Result<VerifyRecord> {
         let mut q = request(

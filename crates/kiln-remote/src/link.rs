@@ -41,7 +41,7 @@ pub struct Info {
 /// What the server answers.
 #[derive(Serialize, Deserialize, Debug)]
 #[serde(tag = "answer", rename_all = "kebab-case")]
-pub enum Answer {
+pub enum LinkAnswer {
     Info(Box<Info>),
     Pong,
     Refused { why: String },
@@ -54,22 +54,22 @@ fn same_token(given: &str, expected: &str) -> bool {
 }
 
 /// The answer to one ask.
-fn answer(ask: &str, info: &Info, token: Option<&str>) -> Answer {
+fn answer(ask: &str, info: &Info, token: Option<&str>) -> LinkAnswer {
     match serde_json::from_str::<Ask>(ask) {
-        Ok(Ask::Ping) => Answer::Pong,
+        Ok(Ask::Ping) => LinkAnswer::Pong,
         Ok(Ask::Info { token: given }) => match (token, given.as_deref()) {
-            (None, _) => Answer::Info(Box::new(info.clone())),
+            (None, _) => LinkAnswer::Info(Box::new(info.clone())),
             (Some(expected), Some(given)) if same_token(given, expected) => {
-                Answer::Info(Box::new(info.clone()))
+                LinkAnswer::Info(Box::new(info.clone()))
             }
-            (Some(_), Some(_)) => Answer::Refused {
+            (Some(_), Some(_)) => LinkAnswer::Refused {
                 why: "wrong token".into(),
             },
-            (Some(_), None) => Answer::Refused {
+            (Some(_), None) => LinkAnswer::Refused {
                 why: "this server needs a token and none was given".into(),
             },
         },
-        Err(e) => Answer::Refused {
+        Err(e) => LinkAnswer::Refused {
             why: format!("not a Kiln request: {e}"),
         },
     }
@@ -136,7 +136,7 @@ fn read_line(read: &mut BufReader<TcpStream>, deadline: Duration) -> Result<Stri
 }
 
 /// Write one answer line; false when the client is gone.
-fn send(write: &mut impl Write, reply: &Answer) -> bool {
+fn send(write: &mut impl Write, reply: &LinkAnswer) -> bool {
     let Ok(text) = serde_json::to_string(reply) else {
         return false;
     };
@@ -158,13 +158,13 @@ fn converse(stream: TcpStream, info: &Info, token: Option<&str>) {
         let (reply, close) = match read_line(&mut read, REQUEST_DEADLINE) {
             Ok(line) => (answer(&line, info, token), false),
             Err(LineError::TooLong) => (
-                Answer::Refused {
+                LinkAnswer::Refused {
                     why: format!("a request line longer than {} KiB", MAX_LINE / 1024),
                 },
                 true,
             ),
             Err(LineError::TooSlow) => (
-                Answer::Refused {
+                LinkAnswer::Refused {
                     why: format!(
                         "no whole request within {} s; reconnect to ask again",
                         REQUEST_DEADLINE.as_secs()
@@ -204,7 +204,7 @@ pub fn serve(listener: TcpListener, info: Info, token: Option<String>) {
             let mut stream = stream;
             send(
                 &mut stream,
-                &Answer::Refused {
+                &LinkAnswer::Refused {
                     why: format!(
                         "busy: {MAX_CONNECTIONS} connections are open; an idle one closes \
                          within {} s, try again then",
@@ -266,7 +266,7 @@ impl Client {
         Err(unreachable(last))
     }
 
-    fn ask(&mut self, ask: &Ask) -> Result<Answer, String> {
+    fn ask(&mut self, ask: &Ask) -> Result<LinkAnswer, String> {
         let text = serde_json::to_string(ask).map_err(|e| e.to_string())?;
         let lost =
             |e: std::io::Error| format!("Kiln's server at {} stopped answering: {e}", self.addr);
@@ -293,20 +293,20 @@ impl Client {
         match self.ask(&Ask::Info {
             token: token.map(str::to_string),
         })? {
-            Answer::Info(info) => Ok(*info),
-            Answer::Refused { why } => Err(format!(
+            LinkAnswer::Info(info) => Ok(*info),
+            LinkAnswer::Refused { why } => Err(format!(
                 "the server at {} refused this client: {why} (give the server's token with \
                  --token T or KILN_REMOTE_TOKEN)",
                 self.addr
             )),
-            Answer::Pong => Err(format!("{} answered a ping to an info request", self.addr)),
+            LinkAnswer::Pong => Err(format!("{} answered a ping to an info request", self.addr)),
         }
     }
 
     /// The median round trip of [`PINGS`] pings, after one.
     pub fn round_trip(&mut self) -> Result<f64, String> {
         median_seconds(PINGS, || match self.ask(&Ask::Ping)? {
-            Answer::Pong => Ok(()),
+            LinkAnswer::Pong => Ok(()),
             other => Err(format!("{} answered {other:?} to a ping", self.addr)),
         })
     }
@@ -349,24 +349,27 @@ mod tests {
         };
         assert!(matches!(
             answer(&ask(Some("s3")), &info(), Some("s3")),
-            Answer::Info(_)
+            LinkAnswer::Info(_)
         ));
         assert!(matches!(
             answer(&ask(Some("s4")), &info(), Some("s3")),
-            Answer::Refused { why } if why == "wrong token"
+            LinkAnswer::Refused { why } if why == "wrong token"
         ));
         assert!(matches!(
             answer(&ask(Some("s")), &info(), Some("s3")),
-            Answer::Refused { .. }
+            LinkAnswer::Refused { .. }
         ));
         assert!(matches!(
             answer(&ask(None), &info(), Some("s3")),
-            Answer::Refused { .. }
+            LinkAnswer::Refused { .. }
         ));
-        assert!(matches!(answer(&ask(None), &info(), None), Answer::Info(_)));
+        assert!(matches!(
+            answer(&ask(None), &info(), None),
+            LinkAnswer::Info(_)
+        ));
         assert!(matches!(
             answer("GET / HTTP/1.1", &info(), None),
-            Answer::Refused { .. }
+            LinkAnswer::Refused { .. }
         ));
     }
 

@@ -9,7 +9,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("serve") {
-        let args = match kiln_remote::serve::ServeArgs::try_parse_from(
+        let args = match kiln_remote::serve::ServeCommand::try_parse_from(
             std::iter::once("kiln-remote serve".to_string()).chain(argv.into_iter().skip(2)),
         ) {
             Ok(a) => a,
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        return match kiln_remote::serve::run(args) {
+        return match kiln_remote::serve::run(args.args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
                 eprintln!("kiln: {why}");

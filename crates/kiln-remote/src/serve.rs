@@ -1,11 +1,11 @@
 //! `kiln-remote serve`: host this machine's devices for remote clients with Burn's remote server
 //! (WebSocket), and Kiln's link (the machine's fingerprint, pings) on the next port.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 
 use burn::server::{RemoteServer, TokenAuthorizer, WebSocketTransport};
 use clap::Parser;
-use kiln_contract::DeviceReport;
+use kiln_contract::{DeviceReport, ServeArgs};
 use kiln_core::Binding;
 
 use crate::link;
@@ -13,28 +13,15 @@ use crate::link;
 /// The variable a token may come in instead of `--token` (it then stays out of `ps`).
 pub use kiln_contract::REMOTE_TOKEN_VAR as TOKEN_VAR;
 
+/// `kiln-remote serve`'s command line: the flags `cargo xtask serve` shares.
 #[derive(Parser, Debug)]
 #[command(
     name = "kiln-remote serve",
     about = "Host this machine's devices for Kiln's remote cells (`--device remote:ws://HOST:PORT`)"
 )]
-pub struct ServeArgs {
-    /// The backend that computes: flex (ndarray, wgpu, cuda, rocm when built with them).
-    #[arg(long)]
-    pub backend: String,
-    /// Device specs of the backend (`cargo xtask doctor`), comma-separated; a client picks one
-    /// by position (`#0`, `#1`). Default: the backend's default device.
-    #[arg(long, value_delimiter = ',')]
-    pub devices: Vec<String>,
-    /// Port of Burn's remote server; Kiln's link listens on the next one.
-    #[arg(long, default_value_t = 3000)]
-    pub port: u16,
-    /// Address to listen on. Loopback by default; any other needs a token.
-    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
-    pub bind: IpAddr,
-    /// The token clients must give (or KILN_REMOTE_TOKEN). Required off loopback.
-    #[arg(long)]
-    pub token: Option<String>,
+pub struct ServeCommand {
+    #[command(flatten)]
+    pub args: ServeArgs,
 }
 
 /// The bindings this build can serve, by name.

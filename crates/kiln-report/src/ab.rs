@@ -61,11 +61,11 @@ pub struct AbRow {
 }
 
 /// A run an A/B compares (a training record, an inference record): the pass it ran in.
-pub trait Run {
+pub trait PassRun {
     fn pass(&self) -> Option<usize>;
 }
 
-impl Run for Record {
+impl PassRun for Record {
     fn pass(&self) -> Option<usize> {
         self.repeat.as_ref().map(|p| p.index)
     }
@@ -220,7 +220,7 @@ pub fn shared_rows<'a, R>(
 /// One measure of the same row, B's runs against A's, by `rule`: paired where every run has its
 /// partner of the same pass, else unpaired (a change must then exceed `drift` too); the epoch
 /// time of a sequential A/B by `sequential`'s rule.
-pub fn measure<R: Run>(
+pub fn measure<R: PassRun>(
     rule: &Rule<R>,
     a: &[&R],
     b: &[&R],
@@ -336,7 +336,7 @@ fn judge_sequentially<R>(m: &mut Measure, rule: &Rule<R>, seq: &Sequential, p: &
 /// either side had no partner (a failed or interrupted run drops its own pair, not the
 /// others); `None` when a run names no pass or a pass twice (runs merged from two directories:
 /// compared unpaired), or there are fewer than 2 pairs.
-fn pairs<R: Run>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<(Vec<(f64, f64)>, usize)> {
+fn pairs<R: PassRun>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<(Vec<(f64, f64)>, usize)> {
     let passes = |rs: &[&R]| -> Option<Vec<usize>> {
         let mut ks: Vec<usize> = rs.iter().map(|r| r.pass()).collect::<Option<_>>()?;
         let n = ks.len();

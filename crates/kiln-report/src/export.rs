@@ -8,7 +8,7 @@ use kiln_contract::Record;
 use crate::html::HtmlParts;
 
 /// What a format renders from.
-pub struct Inputs<'a> {
+pub struct ExportInputs<'a> {
     pub records: &'a [Record],
     /// The row speed-ups are relative to (a prefix of backend/device/precision).
     pub baseline: Option<&'a str>,
@@ -27,7 +27,7 @@ pub struct Format {
     pub run_file: Option<&'static str>,
     /// Whether it shows the charts and logs (xtask draws them only when a format does).
     pub shows_charts: bool,
-    pub render: fn(&Inputs) -> String,
+    pub render: fn(&ExportInputs) -> String,
 }
 
 /// Every file format, in the order `--help` lists them.

@@ -336,7 +336,7 @@ fn row_notes(first: &InferRecord, ok: &[&InferRecord]) -> Vec<String> {
     notes
 }
 
-impl crate::ab::Run for InferRecord {
+impl crate::ab::PassRun for InferRecord {
     fn pass(&self) -> Option<usize> {
         self.repeat
     }

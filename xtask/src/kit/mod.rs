@@ -24,7 +24,7 @@ pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 mod plan;
 mod replay;
 
-pub use plan::{Plan, kit_common_args, plan, profile_of};
+pub use plan::{KitPlan, kit_common_args, plan, profile_of};
 pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
@@ -82,7 +82,7 @@ struct KitInfo {
 }
 
 /// The inputs of a kit: the runner binaries (or why each is missing) and xtask's own binary.
-pub struct Inputs {
+pub struct KitInputs {
     pub xtask: PathBuf,
     /// (package, its binary or why there is none).
     pub runners: Vec<(String, Result<PathBuf, String>)>,
@@ -91,7 +91,7 @@ pub struct Inputs {
     /// The CUDA API the CUDA runner was built against (`CUDARC_CUDA_VERSION`).
     pub cuda_api: Option<String>,
     /// The plan the kit carries.
-    pub plan: Plan,
+    pub plan: KitPlan,
 }
 
 /// The CUDA API the kit's runners are built against (cudarc's `CUDARC_CUDA_VERSION`): without
@@ -181,7 +181,7 @@ pub fn gpu_kit(
         Some(_) if release.is_file() => release,
         Some(_) => std::env::current_exe().context("cannot find xtask's own binary")?,
     };
-    let inputs = Inputs {
+    let inputs = KitInputs {
         xtask,
         runners,
         vulkan_loader: Some(vulkan_loader),
@@ -291,7 +291,7 @@ fn vulkan_loader(out: &Path) -> Result<PathBuf> {
 /// did not build leaves a `.missing` file saying why. Returns the packages carried and those
 /// missing with why.
 #[allow(clippy::type_complexity)]
-fn carry_runners(inputs: &Inputs, bin: &Path) -> Result<(Vec<String>, Vec<(String, String)>)> {
+fn carry_runners(inputs: &KitInputs, bin: &Path) -> Result<(Vec<String>, Vec<(String, String)>)> {
     compress(&inputs.xtask, &bin.join("xtask.xz"))?;
     let mut carried = Vec::new();
     let mut missing = Vec::new();
@@ -312,7 +312,7 @@ fn carry_runners(inputs: &Inputs, bin: &Path) -> Result<(Vec<String>, Vec<(Strin
 }
 
 /// An error naming every file the kit should hold and does not.
-fn check_complete(inputs: &Inputs, out: &Path, files: &[(String, u64)]) -> Result<()> {
+fn check_complete(inputs: &KitInputs, out: &Path, files: &[(String, u64)]) -> Result<()> {
     let runner_files: Vec<(&str, bool)> = inputs
         .runners
         .iter()
@@ -333,7 +333,7 @@ fn check_complete(inputs: &Inputs, out: &Path, files: &[(String, u64)]) -> Resul
 }
 
 /// Write the kit into `out` and return its size; an error when it is over `budget` bytes.
-pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
+pub fn assemble(inputs: &KitInputs, out: &Path, budget: u64) -> Result<u64> {
     let root = workspace_root();
     let bin = out.join("bin");
     std::fs::create_dir_all(&bin).with_context(|| format!("cannot create {}", bin.display()))?;
@@ -368,7 +368,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
     let planned = crate::bench::write_plan(
         &out.join("plan"),
         &common,
-        &inputs.plan.cells,
+        &inputs.plan.entries(),
         Some(inputs.plan.time_limit),
     )?;
     write(&out.join("plan/after.tsv"), &plan::after_tsv())?;
@@ -408,7 +408,7 @@ pub fn assemble(inputs: &Inputs, out: &Path, budget: u64) -> Result<u64> {
         vulkan_loader,
         cubecl_llvm: kiln_engine::cubecl_llvm::stand_in(&root),
         cuda_api: inputs.cuda_api.as_deref().map(cuda_api_name),
-        cells: planned.len(),
+        cells: planned.iter().filter(|c| c.not_planned.is_none()).count(),
         plan: inputs.plan.text(),
         files,
         total_bytes: total,
@@ -440,7 +440,7 @@ fn readme(
     missing: &[(String, String)],
     llvm: Option<String>,
     cuda_api: Option<&str>,
-    plan: &Plan,
+    plan: &KitPlan,
 ) -> String {
     let mut text = String::from(
         "Kiln GPU kit: Kiln's GPU rows on a Linux x86-64 machine with an NVIDIA driver, without \
@@ -535,7 +535,7 @@ mod tests {
     fn a_kit_holds_its_runners_plan_script_and_fits_its_budget() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("kit");
-        let inputs = Inputs {
+        let inputs = KitInputs {
             xtask: small_program(),
             runners: vec![
                 (
@@ -561,14 +561,21 @@ mod tests {
             expected_files(&[("kiln-cuda", false), ("kiln-wgpu", true)]).unwrap()
         );
         assert_eq!(total, files.iter().map(|(_, n)| n).sum::<u64>());
-        // One request per planned cell, and the plan names each of them.
+        // One request per cell of the matrix, and the plan names each of them: the cells it
+        // could not fit too, each with why (they are recorded, never run).
         let requests = files
             .iter()
             .filter(|(f, _)| f.starts_with("plan/cells/"))
             .count();
-        assert_eq!(requests, inputs.plan.cells.len());
+        assert_eq!(requests, inputs.plan.entries().len());
         let plan = std::fs::read_to_string(out.join("plan/run.json")).unwrap();
         assert!(plan.contains("\"cuda:0\"") && plan.contains("vulkan:discrete:0"));
+        let not_planned = plan.matches("\"not_planned\"").count();
+        assert_eq!(not_planned, inputs.plan.dropped.len());
+        assert!(
+            not_planned > 0,
+            "the two-GPU cell does not fit the H200's one device"
+        );
         // The reason a runner is missing travels with the kit, for the run there to show.
         let why = std::fs::read_to_string(out.join("bin/kiln-cuda.missing")).unwrap();
         assert!(why.contains("LLVM"), "{why}");
@@ -609,7 +616,7 @@ mod tests {
     fn a_kit_over_its_budget_is_an_error_naming_its_largest_files() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("kit");
-        let inputs = Inputs {
+        let inputs = KitInputs {
             xtask: small_program(),
             runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
             vulkan_loader: None,
@@ -628,7 +635,7 @@ mod tests {
     fn run_sh_runs_the_matrix_then_the_commands_after_it_within_the_window() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("kit");
-        let inputs = Inputs {
+        let inputs = KitInputs {
             xtask: small_program(),
             runners: vec![],
             vulkan_loader: None,

@@ -178,14 +178,16 @@ pub fn profile_of(path: Option<&std::path::Path>) -> Result<(ReplayProfile, Stri
 /// sample; ResNet18 on its default data), one run per cell, no GEMM calibration (each would
 /// be a process and a warm-up more).
 pub fn kit_common_args() -> crate::flags::CommonArgs {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        common: crate::flags::CommonArgs,
+    crate::flags::CommonArgs {
+        quick: true,
+        // Two epochs: the warm-up settles in the first, the second is timed whole.
+        settings: kiln_engine::options::SettingFlags {
+            epochs: Some(2),
+            ..Default::default()
+        },
+        no_calibration: true,
+        ..Default::default()
     }
-    // Two epochs: the warm-up settles in the first, the second is timed whole.
-    Wrap::parse_from(["gpu-kit", "--quick", "--epochs", "2", "--no-calibration"]).common
 }
 
 /// Device seconds a cell of these times warms up in by Kiln's rule: its first step and the
@@ -206,10 +208,10 @@ pub fn device_seconds(t: &StepTimes, budget: f64) -> f64 {
     warmup_cap(t) + budget + t.new_shape_s + 2.0 * t.eval_compile_s()
 }
 
-/// A plan: the cells kept, in order, and those dropped with why.
-pub struct Plan {
+/// A plan: the cells kept, in order, and those dropped, each with why (`not_planned`).
+pub struct KitPlan {
     pub cells: Vec<PlanEntry>,
-    pub dropped: Vec<(String, String)>,
+    pub dropped: Vec<PlanEntry>,
     /// The matrix's time: its cells' device seconds scaled, and their start-ups.
     pub time_limit: Duration,
     pub scale: f64,
@@ -219,11 +221,27 @@ pub struct Plan {
 }
 
 /// A cell's label in the plan's text.
-fn label(c: &KitCell) -> String {
+fn label(c: &PlanEntry) -> String {
     format!(
         "{} {} {} {} {}",
         c.model, c.backend, c.device, c.precision, c.training_loop
     )
+}
+
+/// `c` as the plan's entry, nothing set beyond what it is.
+fn entry(c: &KitCell) -> PlanEntry {
+    PlanEntry {
+        model: c.model,
+        backend: c.backend.to_string(),
+        device: c.device.to_string(),
+        precision: c.precision,
+        training_loop: c.training_loop,
+        budget: None,
+        warmup_cap: None,
+        planned: None,
+        replay: None,
+        not_planned: None,
+    }
 }
 
 /// The plan `profile` (named `name`) gives: each cell's cap and time from its measured times,
@@ -235,44 +253,37 @@ pub fn plan(
     profile: &ReplayProfile,
     name: &str,
     replay: Option<(&ReplayProfile, &str)>,
-) -> Result<Plan> {
+) -> Result<KitPlan> {
     let scale = replay.map_or(1.0, |(device, _)| device.scale);
     let window = (WINDOW - after_seconds()).as_secs_f64();
     let overhead = CELL_OVERHEAD.as_secs_f64();
     let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
     for c in CELLS {
         let devices = c.device.split(',').count();
+        let not_planned = |why: String| PlanEntry {
+            not_planned: Some(why),
+            ..entry(c)
+        };
         if devices > profile.devices {
-            dropped.push((
-                label(c),
-                format!(
-                    "needs {devices} devices; the profile's machine has {}",
-                    profile.devices
-                ),
-            ));
+            dropped.push(not_planned(format!(
+                "needs {devices} devices; the profile's machine has {}",
+                profile.devices
+            )));
             continue;
         }
         let (times, _) = profile.times(c.model, c.backend, c.precision, c.training_loop);
         let device = device_seconds(&times, c.budget as f64);
         if used + device + overhead > window {
-            dropped.push((
-                label(c),
-                format!(
-                    "needs {:.0} s and {:.0} s of the matrix's {:.0} s are left",
-                    device + overhead,
-                    window - used,
-                    window
-                ),
-            ));
+            dropped.push(not_planned(format!(
+                "needs {:.0} s and {:.0} s of the matrix's {:.0} s are left",
+                device + overhead,
+                window - used,
+                window
+            )));
             continue;
         }
         used += device + overhead;
         cells.push(PlanEntry {
-            model: c.model,
-            backend: c.backend.to_string(),
-            device: c.device.to_string(),
-            precision: c.precision,
-            training_loop: c.training_loop,
             budget: Some(Duration::from_secs_f64(c.budget as f64 * scale)),
             warmup_cap: Some(Duration::from_secs_f64(warmup_cap(&times) * scale)),
             planned: Some(Duration::from_secs_f64(device * scale + overhead)),
@@ -280,10 +291,11 @@ pub fn plan(
                 let played = device.times(c.model, c.backend, c.precision, c.training_loop);
                 device.replay(device_name, played)
             }),
+            ..entry(c)
         });
     }
     let starts = cells.len() as f64 * overhead;
-    Ok(Plan {
+    Ok(KitPlan {
         time_limit: Duration::from_secs_f64((used - starts) * scale + starts),
         cells,
         dropped,
@@ -295,7 +307,13 @@ pub fn plan(
     })
 }
 
-impl Plan {
+impl KitPlan {
+    /// Every cell of the matrix as the run file holds it: the kept ones in order, then the
+    /// dropped ones, each recorded "not planned" with why, never run.
+    pub fn entries(&self) -> Vec<PlanEntry> {
+        self.cells.iter().chain(&self.dropped).cloned().collect()
+    }
+
     /// The plan as `cargo xtask gpu-kit --plan-only` prints it: each cell in order with its
     /// cap, budget and time, the cells dropped and why, what runs after the matrix, and the total.
     pub fn text(&self) -> String {
@@ -326,8 +344,9 @@ impl Plan {
                 secs(c.planned),
             ));
         }
-        for (cell, why) in &self.dropped {
-            text.push_str(&format!("  dropped: {cell}: {why}\n"));
+        for cell in &self.dropped {
+            let why = cell.not_planned.as_deref().unwrap_or_default();
+            text.push_str(&format!("  dropped: {}: {why}\n", label(cell)));
         }
         let mut after = 0.0;
         for a in AFTER {

@@ -33,7 +33,7 @@ pub fn replay(profile_path: &Path, plan_from: Option<&Path>, out: Option<PathBuf
         crate::workspace::target_dir().join(format!("gpu-kit-replay-{}", crate::time::unix_now()))
     });
     let common = kit_common_args();
-    crate::bench::write_plan(&out, &common, &plan.cells, Some(plan.time_limit))?;
+    crate::bench::write_plan(&out, &common, &plan.entries(), Some(plan.time_limit))?;
     let started = Instant::now();
     let ok = crate::bench::resume(&out, &common, &[], None, None, None)?;
     let wall = started.elapsed().as_secs_f64();

@@ -13,7 +13,7 @@ use crate::models::{self, Act};
 
 /// One operation built with Burn's modules.
 #[derive(Clone)]
-pub(super) enum Layer {
+pub(super) enum OpLayer {
     // Boxed, as the loss: with the remote device in Burn's device type, both are hundreds of
     // bytes.
     Net(Box<models::Layer>),
@@ -21,21 +21,21 @@ pub(super) enum Layer {
     CrossEntropy(Box<CrossEntropyLoss>),
 }
 
-impl Layer {
-    pub(super) fn build(op: LayerOp, device: &Device) -> Result<Layer, CoreError> {
+impl OpLayer {
+    pub(super) fn build(op: LayerOp, device: &Device) -> Result<OpLayer, CoreError> {
         Ok(match op {
-            LayerOp::ResidualAdd => Layer::Add,
+            LayerOp::ResidualAdd => OpLayer::Add,
             LayerOp::CrossEntropy => {
-                Layer::CrossEntropy(Box::new(CrossEntropyLossConfig::new().init(device)))
+                OpLayer::CrossEntropy(Box::new(CrossEntropyLossConfig::new().init(device)))
             }
-            op => Layer::Net(Box::new(models::Layer::of(op, Init::Default, device)?)),
+            op => OpLayer::Net(Box::new(models::Layer::of(op, Init::Default, device)?)),
         })
     }
 
     /// The same layer with its parameters frozen (no gradient wanted).
-    pub(super) fn frozen(&self) -> Layer {
+    pub(super) fn frozen(&self) -> OpLayer {
         match self {
-            Layer::Net(m) => Layer::Net(Box::new(m.as_ref().clone().no_grad())),
+            OpLayer::Net(m) => OpLayer::Net(Box::new(m.as_ref().clone().no_grad())),
             other => other.clone(),
         }
     }
@@ -49,9 +49,9 @@ impl Layer {
         targets: &Tensor<1, Int>,
     ) -> Result<Act, CoreError> {
         Ok(match self {
-            Layer::Net(m) => m.forward(x),
-            Layer::Add => Act::D4(x.d4() + other.clone().d4()),
-            Layer::CrossEntropy(m) => Act::D1(m.forward(x.d2(), targets.clone())),
+            OpLayer::Net(m) => m.forward(x),
+            OpLayer::Add => Act::D4(x.d4() + other.clone().d4()),
+            OpLayer::CrossEntropy(m) => Act::D1(m.forward(x.d2(), targets.clone())),
         })
     }
 }

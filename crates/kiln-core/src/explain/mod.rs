@@ -32,7 +32,7 @@ use crate::{BURN_VERSION, CoreError};
 
 mod layers;
 
-use layers::Layer;
+use layers::OpLayer;
 
 /// Repeats a measurement by the request's rules: warm-up runs (at least `warmup`, then until
 /// the times are steady by `rules`, within the cap), then timed runs until `repeats` ran or
@@ -116,10 +116,10 @@ fn time_site(
     device: &Device,
     classes: usize,
 ) -> Result<Vec<OpTiming>, CoreError> {
-    let layer = Layer::build(site.op, device)?;
+    let layer = OpLayer::build(site.op, device)?;
     // Built apart: a clone shares the lazily initialised parameters, and freezing it would
     // freeze them in `layer` too.
-    let frozen = Layer::build(site.op, device)?.frozen();
+    let frozen = OpLayer::build(site.op, device)?.frozen();
     let output_shape = site.output();
     let batch = site.input.first().copied().unwrap_or(1);
     let labels: Vec<i64> = (0..batch).map(|i| (i % classes) as i64).collect();

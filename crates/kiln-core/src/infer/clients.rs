@@ -2,7 +2,9 @@
 //! crate sees it: `n` threads share the loaded model, each sends its next query when its last
 //! is answered. They warm up together in rounds (each client [`InferRequest::GROUP`] queries)
 //! until the steady rule holds on the rounds' medians (or the warm-up cap), then start their
-//! timed queries at once: the request's queries each, or its seconds' worth.
+//! timed queries at once and go on for the throughput's seconds (a load test's fixed stretch:
+//! at the MLP's 20 µs a series' 1,000 queries would be 20 ms), at least
+//! [`InferRequest::MIN_QUERIES`] each.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
@@ -32,7 +34,7 @@ pub(super) fn concurrent(
 
 /// What the clients of one measure share: the barrier of their rounds, the leader's decision
 /// to warm up on, the first failure, and the seconds of the queries.
-struct Shared {
+struct ClientState {
     barrier: Barrier,
     warming: AtomicBool,
     failed: Mutex<Option<String>>,
@@ -47,7 +49,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Shared {
+impl ClientState {
     fn failed(&self) -> bool {
         lock(&self.failed).is_some()
     }
@@ -79,13 +81,13 @@ fn clients(
     one: &[TensorData],
     device: &Device,
 ) -> Result<Concurrent, CoreError> {
-    let shared = Shared {
+    let shared = ClientState {
         barrier: Barrier::new(n),
         warming: AtomicBool::new(true),
         failed: Mutex::new(None),
         round: Mutex::new(Vec::new()),
         medians: Mutex::new(Vec::new()),
-        timed: Mutex::new(Vec::with_capacity(n * request.queries)),
+        timed: Mutex::new(Vec::new()),
         span: Mutex::new((None, None)),
     };
     let started = Instant::now();
@@ -138,7 +140,7 @@ fn client(
     k: usize,
     n: usize,
     (request, started): (&InferRequest, Instant),
-    s: &Shared,
+    s: &ClientState,
     run: &Timed,
 ) {
     let cap = Duration::from_secs_f64(request.warmup_cap_seconds);
@@ -165,13 +167,10 @@ fn client(
     s.barrier.wait();
     let (start, limit) = (
         Instant::now(),
-        Duration::from_secs_f64(request.series_seconds),
+        Duration::from_secs_f64(request.throughput_seconds),
     );
     let mut mine = Vec::with_capacity(request.queries);
-    while !s.failed()
-        && mine.len() < request.queries
-        && (mine.len() < InferRequest::MIN_QUERIES || start.elapsed() < limit)
-    {
+    while !s.failed() && (mine.len() < InferRequest::MIN_QUERIES || start.elapsed() < limit) {
         match run(at) {
             Ok(t) => mine.push(t),
             Err(e) => s.fail(e.to_string()),

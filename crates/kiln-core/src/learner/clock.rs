@@ -12,7 +12,7 @@ use burn_train::Interrupter;
 use kiln_contract::{Chunk, DeviceMemory, EpochSummary, Event, Progress};
 
 use crate::device::{read_count, read_scalar, sample_device_memory};
-use crate::warmup::{Phase, WarmupClock};
+use crate::warmup::{WarmupClock, WarmupPhase};
 
 /// A batch on one device, with the cell's clock (burn-train hands it to the model's step).
 #[derive(Debug, Clone)]
@@ -273,7 +273,7 @@ impl ClockState {
         self.mark = now;
         self.chunk_samples = 0;
         self.sample_device_memory();
-        if self.warmup.step(seconds, now, self.epoch) == Phase::OverCap {
+        if self.warmup.step(seconds, now, self.epoch) == WarmupPhase::OverCap {
             self.partial = true;
             self.stop_epoch(now, "the step times did not settle within the warm-up cap");
         }

@@ -34,14 +34,17 @@ pub fn bench_ab(
     // An A/B run adds pairs until it knows (`--repeats auto`) unless --repeats gives a number;
     // one --burn alone is a run against that Burn, with the usual repeats.
     let mut common = common.clone();
-    match (specs.len(), common.repeats) {
+    match (specs.len(), common.repeats.repeats) {
         (0 | 1, Some(crate::options::Repeats::Auto)) => bail!(
             "--repeats auto adds pairs until two Burns are told apart: give --burn twice \
              (--burn 0.22.1 --burn path:../burn), or --repeats N"
         ),
         (0 | 1, _) => {}
         _ => {
-            common.repeats.get_or_insert(crate::options::Repeats::Auto);
+            common
+                .repeats
+                .repeats
+                .get_or_insert(crate::options::Repeats::Auto);
         }
     }
     let common = &common;

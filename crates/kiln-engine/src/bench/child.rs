@@ -14,7 +14,7 @@ use kiln_report::units::percent;
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
 #[cfg(test)]
-use super::limits::Phase;
+use super::limits::WatchPhase;
 use super::limits::{Limits, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
@@ -282,7 +282,7 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
 /// Other processes' share of the machine over the window the record's time comes from: the
 /// timed epochs (after the warm-up epoch) when there were any, else the training, else the
 /// whole cell.
-fn noise_of(seen: &Watched, spawned: Option<noise::Sample>) -> kiln_contract::Noise {
+fn noise_of(seen: &Watched, spawned: Option<noise::CpuSample>) -> kiln_contract::Noise {
     let (from, to, window) = match (&seen.warm_until, &seen.last_epoch) {
         (Some(a), Some(b)) => (Some(a), Some(b), "timed epochs"),
         _ => match &seen.trained_from {
@@ -369,8 +369,8 @@ mod phase_tests {
     fn a_timeout_names_the_phase_and_how_long_each_took() {
         let why = timeout_reason(
             1800.0,
-            &[(Phase::Starting, 12.0)],
-            (Phase::FirstStep, 1801.0),
+            &[(WatchPhase::Starting, 12.0)],
+            (WatchPhase::FirstStep, 1801.0),
         );
         assert_eq!(
             why,

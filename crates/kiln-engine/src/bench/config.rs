@@ -119,6 +119,10 @@ pub struct PlannedCell {
     /// of it records the cell as not reached instead of starting it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned_seconds: Option<f64>,
+    /// Why the plan could not fit this cell in its window (the GPU kit's): its record says
+    /// "not planned: ..." (status not reached), and it never runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_planned: Option<String>,
 }
 
 impl PlannedCell {
@@ -200,7 +204,7 @@ impl RunConfig {
         if let Some(v) = &common.batch {
             self.batch_sizes = batch_sizes(Some(v), self.cell.profile)?;
         }
-        match common.repeats {
+        match common.repeats.repeats {
             Some(crate::options::Repeats::Runs(n)) => self.repeats = n,
             Some(crate::options::Repeats::Auto) => {
                 let rule = kiln_contract::stats::Sequential::KILN;
@@ -243,6 +247,7 @@ impl PlannedCell {
             budget_seconds: None,
             autotune: None,
             warmup_cap_seconds: None,
+            not_planned: None,
         })
     }
 }

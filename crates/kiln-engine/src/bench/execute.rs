@@ -16,7 +16,7 @@ use super::child::run_cell;
 use super::config::dataset_for;
 use super::config::{PlannedCell, RunConfig};
 use super::fallback::fallback_reason;
-use super::learned::Learned;
+use super::learned::Lessons;
 use super::limits::{planned_limit, wall_clock_limit};
 use super::progress::{Display, Position};
 use super::rundir::append_record;
@@ -90,7 +90,7 @@ pub(super) fn execute_rest(
         );
         return Ok(false);
     };
-    let run = Run {
+    let run = Underway {
         built,
         probes: probes(built),
         cfg: &cfg,
@@ -105,7 +105,7 @@ pub(super) fn execute_rest(
         deadline: cfg
             .time_limit_seconds
             .map(|s| Instant::now() + Duration::from_secs_f64(s)),
-        learned: RefCell::new(Learned::default()),
+        learned: RefCell::new(Lessons::default()),
     };
     let per_cell_bound = cfg.cell.budget_seconds.map_or(0.0, |b| b + 120.0);
     let mut all_ok = true;
@@ -138,7 +138,7 @@ pub(super) fn execute_rest(
 }
 
 /// A run under way: what every cell of it shares.
-struct Run<'a> {
+struct Underway<'a> {
     built: &'a [Built],
     /// The built backends' probe reports, by name (where a fallback cell goes).
     probes: Vec<(&'a str, &'a ProbeReport)>,
@@ -152,10 +152,10 @@ struct Run<'a> {
     deadline: Option<Instant>,
     /// What the run's earlier cells measured of their warm-ups: later caps of the same backend
     /// and device follow it.
-    learned: RefCell<Learned>,
+    learned: RefCell<Lessons>,
 }
 
-impl Run<'_> {
+impl Underway<'_> {
     /// Run repeat `k` of `cell` (and its fallback, when it needs one), appending the records:
     /// whether they are results, or `None` when Ctrl-C interrupted it.
     fn cell(
@@ -247,7 +247,11 @@ impl Run<'_> {
             Some(_) => super::config::REPLAY_RUNNER,
             None => cell.id.backend.as_str(),
         };
-        let record = match (self.not_reached(cell), runner_of(self.built, backend)) {
+        let not_run = match &cell.not_planned {
+            Some(why) => Some(format!("not planned: {why}")),
+            None => self.not_reached(cell),
+        };
+        let record = match (not_run, runner_of(self.built, backend)) {
             (Some(why), _) => {
                 display.line(&format!("kiln: {}: {why}", cell.id));
                 let mut r = Record::not_run(&cell.id, Status::NotReached, why);

@@ -21,7 +21,7 @@ const PAST_CAP: f64 = 2.0;
 
 /// The factors learned so far, by backend and device.
 #[derive(Debug, Default)]
-pub(super) struct Learned(Vec<Taught>);
+pub(super) struct Lessons(Vec<Taught>);
 
 /// What one backend and device's earlier cells taught: the factor their later caps take, and
 /// whether a warm-up ran past its cap (else it came close).
@@ -33,7 +33,7 @@ struct Taught {
     past_cap: bool,
 }
 
-impl Learned {
+impl Lessons {
     /// Learn from `record`, the end of `cell` as it ran (with the cap it ran under).
     pub(super) fn learn(&mut self, cell: &PlannedCell, record: &Record) {
         let (Some(cap), Some(w)) = (cell.warmup_cap_seconds, record.warmup.as_ref()) else {
@@ -117,6 +117,7 @@ mod tests {
             warmup_cap_seconds: Some(cap),
             replay: None,
             planned_seconds: Some(cap + 10.0),
+            not_planned: None,
         }
     }
 
@@ -143,7 +144,7 @@ mod tests {
     /// doubles them; other backends are left alone.
     #[test]
     fn earlier_cells_raise_the_caps_of_their_backend_and_device() {
-        let mut learned = Learned::default();
+        let mut learned = Lessons::default();
         let first = cell("cuda", "mnist-cnn", 20.0);
         learned.learn(&first, &record(&first, true, 10.0));
         assert!(learned.raise(&cell("cuda", "resnet18", 50.0)).is_none());

@@ -7,7 +7,7 @@ use kiln_report::fields::human_seconds;
 
 /// Where a running cell is, as its events tell: xtask names the phase a cell was killed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
+pub(super) enum WatchPhase {
     /// Until the runner's start event: loading data, opening the device.
     Starting,
     /// Until the first progress: the first step, which carries kernel compilation and autotune
@@ -16,20 +16,22 @@ pub(super) enum Phase {
     Training,
 }
 
-impl Phase {
+impl WatchPhase {
     pub(super) fn name(self) -> &'static str {
         match self {
-            Phase::Starting => "start-up (loading data, opening the device)",
-            Phase::FirstStep => "the first step (kernel compilation and autotune on JIT backends)",
-            Phase::Training => "training",
+            WatchPhase::Starting => "start-up (loading data, opening the device)",
+            WatchPhase::FirstStep => {
+                "the first step (kernel compilation and autotune on JIT backends)"
+            }
+            WatchPhase::Training => "training",
         }
     }
 }
 
 /// The phases a cell went through, with how long each took, and the one it is in.
 pub(super) struct PhaseClock {
-    pub(super) done: Vec<(Phase, f64)>,
-    pub(super) phase: Phase,
+    pub(super) done: Vec<(WatchPhase, f64)>,
+    pub(super) phase: WatchPhase,
     pub(super) since: Instant,
 }
 
@@ -37,13 +39,13 @@ impl PhaseClock {
     pub(super) fn new() -> Self {
         PhaseClock {
             done: Vec::new(),
-            phase: Phase::Starting,
+            phase: WatchPhase::Starting,
             since: Instant::now(),
         }
     }
 
     /// Move to `next` (nothing when the cell is in it already).
-    pub(super) fn enter(&mut self, next: Phase) {
+    pub(super) fn enter(&mut self, next: WatchPhase) {
         if self.phase != next {
             self.done.push((self.phase, self.elapsed()));
             (self.phase, self.since) = (next, Instant::now());
@@ -97,11 +99,11 @@ impl Limits {
         self.whole.filter(|w| clock.total() > w.as_secs_f64())
     }
 
-    pub(super) fn of(&self, phase: Phase) -> Duration {
+    pub(super) fn of(&self, phase: WatchPhase) -> Duration {
         match phase {
-            Phase::Starting => self.start_up,
-            Phase::FirstStep => self.first_step,
-            Phase::Training => self.training,
+            WatchPhase::Starting => self.start_up,
+            WatchPhase::FirstStep => self.first_step,
+            WatchPhase::Training => self.training,
         }
     }
 }
@@ -130,7 +132,11 @@ pub(super) fn planned_limit(planned_seconds: f64, left: Option<Duration>) -> Dur
 
 /// Why a cell that hit its wall-clock limit failed: the phase it was in, that phase's limit, and
 /// how long each phase took.
-pub(super) fn timeout_reason(limit: f64, done: &[(Phase, f64)], current: (Phase, f64)) -> String {
+pub(super) fn timeout_reason(
+    limit: f64,
+    done: &[(WatchPhase, f64)],
+    current: (WatchPhase, f64),
+) -> String {
     let mut parts: Vec<String> = done
         .iter()
         .map(|(p, s)| format!("{} took {}", p.name(), human_seconds(*s)))

@@ -132,6 +132,9 @@ pub struct PlanEntry {
     pub warmup_cap: Option<Duration>,
     pub planned: Option<Duration>,
     pub replay: Option<kiln_contract::replay::Replay>,
+    /// Why the plan could not fit this cell: it is recorded as not reached with this reason,
+    /// never run.
+    pub not_planned: Option<String>,
 }
 
 /// Write a plan without probing, as `bench-all --plan-only` writes one (`run.json` and a request
@@ -160,6 +163,7 @@ pub fn write_plan(
                 budget_seconds: e.budget.map(|b| b.as_secs_f64()),
                 autotune: None,
                 warmup_cap_seconds: e.warmup_cap.map(|c| c.as_secs_f64()),
+                not_planned: e.not_planned.clone(),
             });
         }
     }

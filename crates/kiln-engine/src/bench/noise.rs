@@ -9,7 +9,7 @@ use kiln_machine::process::{MachineTicks, machine_ticks, process_ticks};
 
 /// One reading of the machine, the runner and this process.
 #[derive(Debug, Clone, Copy)]
-pub struct Sample {
+pub struct CpuSample {
     pub at: Instant,
     pub machine: MachineTicks,
     /// The runner's ticks (0 before it starts).
@@ -19,8 +19,8 @@ pub struct Sample {
 }
 
 /// Read the machine now; `runner` is the runner's process id, if one is running.
-pub fn sample(runner: Option<u32>) -> Option<Sample> {
-    Some(Sample {
+pub fn sample(runner: Option<u32>) -> Option<CpuSample> {
+    Some(CpuSample {
         at: Instant::now(),
         machine: machine_ticks()?,
         runner: runner.and_then(|p| process_ticks(Some(p))).unwrap_or(0),
@@ -32,7 +32,7 @@ pub fn sample(runner: Option<u32>) -> Option<Sample> {
 /// ticks: (other, steal, ticks). The runner's, this process's and the machine's counters tick
 /// apart, so a quiet window can read a few ticks below none: a share is never negative, it
 /// reads 0 (under the resolution, which the window's ticks give).
-pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64, u64)> {
+pub fn shares(a: &CpuSample, b: &CpuSample) -> Option<(f64, f64, u64)> {
     let total = b.machine.total.checked_sub(a.machine.total)? as f64;
     if total <= 0.0 {
         return None;
@@ -48,7 +48,7 @@ pub fn shares(a: &Sample, b: &Sample) -> Option<(f64, f64, u64)> {
 }
 
 /// What a cell's window says of the machine: `window` names it (`timed epochs`, ...).
-pub fn noise(a: Option<&Sample>, b: Option<&Sample>, window: &str) -> Noise {
+pub fn noise(a: Option<&CpuSample>, b: Option<&CpuSample>, window: &str) -> Noise {
     let (Some(a), Some(b)) = (a, b) else {
         return Noise {
             window: "unknown on this OS".into(),
@@ -117,8 +117,8 @@ mod tests {
         }
     }
 
-    fn at(machine: MachineTicks, runner: u64, t: Instant) -> Sample {
-        Sample {
+    fn at(machine: MachineTicks, runner: u64, t: Instant) -> CpuSample {
+        CpuSample {
             at: t,
             machine,
             runner,

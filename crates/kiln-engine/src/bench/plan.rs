@@ -141,6 +141,7 @@ pub fn planned(
     PlannedCell {
         replay: None,
         planned_seconds: None,
+        not_planned: None,
         id,
         dataset: dataset.0,
         dataset_note: dataset.1.clone(),
@@ -179,6 +180,7 @@ pub fn fallback_cell(cell: &PlannedCell, probes: &[(&str, &ProbeReport)]) -> Opt
     Some(PlannedCell {
         replay: None,
         planned_seconds: None,
+        not_planned: None,
         id,
         dataset: cell.dataset,
         dataset_note: cell.dataset_note.clone(),
@@ -467,6 +469,7 @@ mod tests {
         let cell = |backend: &str, device: &str| PlannedCell {
             replay: None,
             planned_seconds: None,
+            not_planned: None,
             id: CellId {
                 training_loop: None,
                 model: "mnist-cnn".into(),

@@ -201,8 +201,10 @@ pub fn resume(
         eprintln!("kiln: every cell of {} has its final record", dir.display());
     }
     let wanted: Vec<&'static Backend> = {
+        // A cell the plan could not fit is recorded without a runner.
         let mut names: Vec<&str> = remaining
             .iter()
+            .filter(|c| c.not_planned.is_none())
             .map(|c| match c.replay {
                 Some(_) => super::config::REPLAY_RUNNER,
                 None => c.id.backend.as_str(),

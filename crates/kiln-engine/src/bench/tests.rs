@@ -46,6 +46,7 @@ fn cell(backend: &str) -> PlannedCell {
     PlannedCell {
         replay: None,
         planned_seconds: None,
+        not_planned: None,
         id: CellId {
             training_loop: None,
             model: "mnist-cnn".into(),
@@ -270,7 +271,7 @@ fn common() -> CommonArgs {
         synthetic: false,
         dataset: None,
         no_calibration: false,
-        repeats: None,
+        repeats: Default::default(),
         wait_quiet: None,
     }
 }
@@ -525,10 +526,39 @@ fn a_planned_cell_past_its_cap_is_tried_again_under_the_cap_it_taught() {
 #[test]
 fn repeats_auto_needs_two_burns() {
     let mut auto = common();
-    auto.repeats = Some(crate::options::Repeats::Auto);
+    auto.repeats.repeats = Some(crate::options::Repeats::Auto);
     let one = [crate::burns::BurnSpec::Version("0.22.1".into())];
     let err = super::ab::bench_ab(&auto, &one, None, None, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("--burn twice"), "{err}");
+}
+
+/// A cell the plan could not fit (the GPU kit's window) is a record, "not planned" with why,
+/// status not reached, beside the cells that ran; it needs no runner and starts none.
+#[test]
+fn a_cell_the_plan_could_not_fit_is_recorded_not_planned_and_never_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fine = fine_runner(tmp.path(), "flex");
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let dropped = PlannedCell {
+        not_planned: Some("needs 120 s and 30 s of the matrix's 400 s are left".into()),
+        ..cell("cuda")
+    };
+    execute(
+        vec![cell("flex"), dropped],
+        &[on_cpu("flex", fine)],
+        cfg(),
+        &out,
+    )
+    .unwrap();
+    let loaded = kiln_report::read::load(std::slice::from_ref(&out)).unwrap();
+    let statuses: Vec<Status> = loaded.records.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [Status::Ok, Status::NotReached]);
+    let why = loaded.records[1].reason.as_deref().unwrap_or_default();
+    assert_eq!(
+        why,
+        "not planned: needs 120 s and 30 s of the matrix's 400 s are left"
+    );
 }

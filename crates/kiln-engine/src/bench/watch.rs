@@ -9,8 +9,8 @@ use kiln_report::fields::human_seconds;
 use kiln_report::units::percent;
 
 use super::interrupt::interrupted;
-use super::limits::{Limits, Phase, PhaseClock};
-use super::noise::{self, Sample};
+use super::limits::{Limits, PhaseClock, WatchPhase};
+use super::noise::{self, CpuSample};
 use super::progress::{Display, Position};
 use crate::supervise::{Out, Supervised};
 use crate::time;
@@ -26,10 +26,10 @@ pub(super) struct Watched {
     pub clock: PhaseClock,
     /// The machine at the start of training, the end of the warm-up epoch, the last epoch
     /// and the final record.
-    pub trained_from: Option<Sample>,
-    pub warm_until: Option<Sample>,
-    pub last_epoch: Option<Sample>,
-    pub ended: Option<Sample>,
+    pub trained_from: Option<CpuSample>,
+    pub warm_until: Option<CpuSample>,
+    pub last_epoch: Option<CpuSample>,
+    pub ended: Option<CpuSample>,
 }
 
 /// Who a runner's lines are about: the request, how to name the cell and where it stands.
@@ -71,7 +71,7 @@ pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display)
                     seen.timed_out = Some(limit);
                     break;
                 }
-                if seen.clock.phase == Phase::FirstStep {
+                if seen.clock.phase == WatchPhase::FirstStep {
                     display.status(
                         0,
                         w.label,
@@ -105,7 +105,7 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
             seen.record = Some(observed_record(*observed, w.request, commit, *dirty));
         }
         Event::Start(s) => {
-            seen.clock.enter(Phase::FirstStep);
+            seen.clock.enter(WatchPhase::FirstStep);
             seen.trained_from = noise::sample(Some(pid));
             display.line(&format!(
                 "{label}: {} train / {} test samples, {} steps per epoch, {} epochs, budget {}",
@@ -120,7 +120,7 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
             display.start_cell((s.steps_per_epoch * s.epochs) as u64);
         }
         Event::Epoch(e) => {
-            seen.clock.enter(Phase::Training);
+            seen.clock.enter(WatchPhase::Training);
             if e.epoch == 1 {
                 seen.warm_until = noise::sample(Some(pid));
             } else {
@@ -141,7 +141,7 @@ fn on_event(event: Event, pid: u32, w: &Watching, seen: &mut Watched, display: &
             ))
         }
         Event::Progress(p) => {
-            seen.clock.enter(Phase::Training);
+            seen.clock.enter(WatchPhase::Training);
             let done = (p.epoch.saturating_sub(1) * p.steps_per_epoch + p.step) as u64;
             let later = w.position.later_seconds;
             // No ETA until the steps are steady: a warm-up step's time is not the pace.

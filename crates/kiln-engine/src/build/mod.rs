@@ -17,7 +17,7 @@ pub use progress::TreeGraph;
 
 #[cfg(test)]
 use progress::executables;
-use progress::{BuildLog, Plan};
+use progress::{BuildLog, BuildPlan};
 
 use crate::backends::{Backend, Requirement, Source};
 use crate::supervise::{Out, Stderr, Supervised};
@@ -99,12 +99,13 @@ pub fn build_tch_at(
         &[package],
         &with_feature(Requirement::Libtorch.feature(), extra),
     );
-    let built = run_build(cmd, package, Plan::of(&[package], &features)).with_context(|| {
-        format!(
-            "building {package} against libtorch {}",
-            t.lib_dir.display()
-        )
-    })?;
+    let built =
+        run_build(cmd, package, BuildPlan::of(&[package], &features)).with_context(|| {
+            format!(
+                "building {package} against libtorch {}",
+                t.lib_dir.display()
+            )
+        })?;
     check_built(&built, &[package], dir)
 }
 
@@ -169,7 +170,7 @@ pub fn build_runners_at(
         .arg(dir);
     // The plan reads this workspace's tree; an overlay's build counts without a total.
     let plan = (root == workspace_root())
-        .then(|| Plan::of(packages, &qualified(packages, features)))
+        .then(|| BuildPlan::of(packages, &qualified(packages, features)))
         .flatten();
     let built = run_build(cmd, &what, plan)?;
     check_built(&built, packages, dir)
@@ -215,7 +216,11 @@ pub fn build_release_xtask() -> Result<PathBuf> {
 /// the terminal, and a line every 10 seconds says how far the build is (cargo prints nothing
 /// while one large crate compiles): crates done of those `plan` expects, and the time left.
 /// Returns the executables it produced, by target name.
-fn run_build(mut cmd: Command, what: &str, plan: Option<Plan>) -> Result<Vec<(String, PathBuf)>> {
+fn run_build(
+    mut cmd: Command,
+    what: &str,
+    plan: Option<BuildPlan>,
+) -> Result<Vec<(String, PathBuf)>> {
     // The command a user can run to see the same failure (without the JSON messages).
     let shown = std::iter::once("cargo".to_string())
         .chain(
@@ -373,7 +378,7 @@ mod tests {
     fn the_build_status_counts_planned_crates_and_estimates_the_time_left() {
         let tmp = tempfile::tempdir().unwrap();
         let tree = "kiln-flex v1.0.0 (/x)\nburn v1.0.0\nburn v1.0.0 (*)\n\n";
-        let plan = Plan::from_tree(tree, &metadata(tmp.path()), &["kiln-flex"]);
+        let plan = BuildPlan::from_tree(tree, &metadata(tmp.path()), &["kiln-flex"]);
         // kiln-flex: lib and bin; burn: lib and build script; `unused` is not in the tree.
         assert_eq!(plan.units(), 4);
         assert_eq!(plan.weight(), 6000);

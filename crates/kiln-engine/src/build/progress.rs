@@ -14,17 +14,17 @@ use crate::workspace::{cargo, workspace_root};
 /// package's compiled units (its library or binaries, its build script) and a weight, the size
 /// of its Rust sources, so that the time left can follow the work done rather than the count.
 #[derive(Default, Debug)]
-pub(super) struct Plan {
+pub(super) struct BuildPlan {
     /// Per package id (as cargo's messages name it): (source bytes, units).
     packages: BTreeMap<String, (u64, usize)>,
 }
 
-impl Plan {
+impl BuildPlan {
     /// The plan of building `packages` with `features`, from `cargo tree` and `cargo metadata`;
     /// `None` where either cannot tell (the progress line then counts without a total). Not
     /// offline: on a fresh machine the registry holds only what xtask needed so far, and both
     /// read the manifests that the build is about to download anyway.
-    pub(super) fn of(packages: &[&str], features: &[String]) -> Option<Plan> {
+    pub(super) fn of(packages: &[&str], features: &[String]) -> Option<BuildPlan> {
         let mut tree = cargo();
         tree.current_dir(workspace_root()).arg("tree");
         for p in packages {
@@ -49,7 +49,7 @@ impl Plan {
             .current_dir(workspace_root())
             .exec()
             .ok()?;
-        Some(Plan::from_tree(
+        Some(BuildPlan::from_tree(
             &String::from_utf8_lossy(&tree.stdout),
             &metadata,
             packages,
@@ -61,9 +61,9 @@ impl Plan {
     /// built both for the build's own use (build scripts, proc-macros and what they use) and
     /// for the runner is compiled twice (a release build compiles build-time code apart), so
     /// it counts twice.
-    pub(super) fn from_tree(tree: &str, metadata: &Metadata, roots: &[&str]) -> Plan {
+    pub(super) fn from_tree(tree: &str, metadata: &Metadata, roots: &[&str]) -> BuildPlan {
         let wanted = built_for(tree);
-        let mut plan = Plan::default();
+        let mut plan = BuildPlan::default();
         for p in &metadata.packages {
             let version = p.version.to_string();
             let copies = [false, true]
@@ -248,7 +248,7 @@ fn bytes_of(dir: &Path, extensions: &[&str]) -> u64 {
 #[derive(Default)]
 pub(super) struct BuildLog {
     /// What the build is expected to compile.
-    plan: Plan,
+    plan: BuildPlan,
     /// Executables produced, fresh or rebuilt: (target name, path).
     pub(super) executables: Vec<(String, PathBuf)>,
     /// Units compiled by this build, and found up to date.
@@ -263,7 +263,7 @@ pub(super) struct BuildLog {
 
 impl BuildLog {
     /// A log of a build expected to compile `plan`.
-    pub(super) fn new(plan: Plan) -> BuildLog {
+    pub(super) fn new(plan: BuildPlan) -> BuildLog {
         BuildLog {
             plan,
             ..BuildLog::default()

@@ -12,7 +12,7 @@ use crate::runners::Built;
 
 /// What every row of one model reads, made once per run: the reference's data file (where a
 /// runner needs one), the weights, and the labels of the test samples its accuracy is judged by.
-pub(super) struct Inputs {
+pub(super) struct ModelInputs {
     pub model: ModelKind,
     pub dataset: DatasetName,
     pub data_file: Option<PathBuf>,
@@ -27,7 +27,7 @@ pub(super) fn inputs(
     built: &[Built],
     asking: &crate::answer::Asking,
     (model, dataset): (ModelKind, DatasetName),
-) -> Result<Inputs> {
+) -> Result<ModelInputs> {
     let data_file = match built.iter().any(|(_, r, _)| r.needs_data_file) {
         true => Some(export(args, model, dataset, asking.out)?),
         false => None,
@@ -36,7 +36,7 @@ pub(super) fn inputs(
         Some(w) => w.clone(),
         None => train(args, built, asking, (model, dataset), data_file.as_ref())?,
     };
-    Ok(Inputs {
+    Ok(ModelInputs {
         model,
         dataset,
         data_file,

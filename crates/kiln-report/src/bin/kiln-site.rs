@@ -10,7 +10,7 @@ use kiln_report::site;
 
 #[derive(Parser)]
 #[command(about = "Kiln's results site and the submission of a run (docs/site.md)")]
-struct Cli {
+struct SiteCli {
     #[command(subcommand)]
     command: Command,
 }
@@ -69,7 +69,7 @@ fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<(
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let result = match SiteCli::parse().command {
         Command::Site { results, out, runs } => build(results, out, runs),
         Command::Submit { run, results, what } => {
             site::submit::submit(&run, what.as_deref(), &results).map(|dest| {

@@ -43,13 +43,13 @@ pub struct OpRow {
 /// What an op's change must pass to be named: the test's level, and the least share of A's
 /// step it must be.
 #[derive(Clone, Copy, Debug)]
-struct Bar {
+struct Threshold {
     level: f64,
     share: f64,
 }
 
 impl OpRow {
-    fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>, bar: Bar) -> OpRow {
+    fn of(op: String, a: Vec<f64>, b: Vec<f64>, step_a: Option<f64>, bar: Threshold) -> OpRow {
         // The passes alternated: paired where both sides have every pass, so drift between
         // passes cancels; Welch's over the runs where they do not. No floor on the op's own
         // change: what counts is its share of the step (`bar.share`).
@@ -158,7 +158,7 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
         let step_mean_a =
             (!step_a.is_empty()).then(|| step_a.iter().sum::<f64>() / step_a.len() as f64);
         let labels: Vec<String> = ra[0].ops.iter().map(|o| ra[0].op_label(o)).collect();
-        let step_bar = Bar {
+        let step_bar = Threshold {
             level: P_VALUE,
             share: 0.0,
         };
@@ -177,7 +177,7 @@ pub fn compare(a: &[ExplainRecord], b: &[ExplainRecord]) -> Vec<ColumnAb> {
             .filter(|s| s.compared.moved.is_some())
             .and_then(|s| s.of_step)
             .map_or(0.0, |s| SHARE_OF_MOVE * s.abs());
-        let bar = Bar {
+        let bar = Threshold {
             level: P_VALUE / labels.len().max(1) as f64,
             share: MIN_STEP_SHARE.max(moved_share),
         };

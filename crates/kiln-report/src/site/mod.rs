@@ -16,7 +16,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-pub use runs::{Run, RunDir, read_runs, run_dirs};
+pub use runs::{RunDir, RunRecords, read_runs, run_dirs};
 pub use validate::{Checker, Refused};
 
 /// The site's script and style, written beside its pages.
@@ -25,7 +25,7 @@ const STYLE: &str = include_str!("assets/site.css");
 
 /// What a build wrote.
 #[derive(Debug, Default)]
-pub struct Built {
+pub struct BuiltSite {
     pub runs: usize,
     pub records: usize,
     pub rows: usize,
@@ -35,7 +35,11 @@ pub struct Built {
 /// The site of `runs` (and the inference runs, `serving`), written to `out`: index.html,
 /// compare.html, machines.html, serving.html, one page per machine under machines/, site.js, site.css, and the data as data.json (and as data.js, which
 /// pages opened from files can load).
-pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Result<Built> {
+pub fn build(
+    runs: &[RunRecords],
+    serving: &[serving::ServingRun],
+    out: &Path,
+) -> Result<BuiltSite> {
     let (mut machines, rows, per_run, simulated) = rows::site_rows(runs);
     let serving_rows = serving::serving_rows(&mut machines, serving);
     std::fs::create_dir_all(out.join("machines"))
@@ -72,7 +76,7 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
     ];
     for (i, m) in machines.iter().enumerate() {
         // The machine's share of each of its runs (a fleet's run holds several machines).
-        let its: Vec<(Run, Vec<rows::Row>)> = runs
+        let its: Vec<(RunRecords, Vec<rows::SiteRow>)> = runs
             .iter()
             .zip(&per_run)
             .filter(|(run, _)| m.runs.contains(&run.name))
@@ -81,7 +85,7 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
                     .records
                     .iter()
                     .filter(|r| crate::fields::machine_key(r) == m.key);
-                let run = Run {
+                let run = RunRecords {
                     name: run.name.clone(),
                     records: records.cloned().collect(),
                     simulated: run.simulated,
@@ -98,7 +102,7 @@ pub fn build(runs: &[Run], serving: &[serving::ServingRun], out: &Path) -> Resul
         let path = out.join(name);
         std::fs::write(&path, text).with_context(|| format!("{}: cannot write", path.display()))?;
     }
-    Ok(Built {
+    Ok(BuiltSite {
         runs: runs.len(),
         records: runs.iter().map(|r| r.records.len()).sum(),
         rows: rows.len(),

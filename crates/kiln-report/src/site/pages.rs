@@ -5,8 +5,8 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::rows::{Machine, Row};
-use super::runs::Run;
+use super::rows::{Machine, SiteRow};
+use super::runs::RunRecords;
 
 /// A page: its title, its body, and the path up to the site's root (`""` or `"../"`).
 fn layout(title: &str, page: &str, up: &str, body: Markup) -> String {
@@ -219,7 +219,7 @@ fn filter_form(filters: &[(&str, &str)]) -> Markup {
     }
 }
 
-fn row_table(rows: &[Row]) -> Markup {
+fn row_table(rows: &[SiteRow]) -> Markup {
     html! {
         div.scroll { table {
             thead { tr {
@@ -243,7 +243,7 @@ fn row_table(rows: &[Row]) -> Markup {
 /// The simulated rows' page: replayed records (`gpu-kit --replay`: step times from a GPU's
 /// profile, run on a CPU) and GPU kits' dry runs, each with its machine and run, none of them a
 /// measurement; the other pages never show them.
-pub fn simulated(machines: &[Machine], rows: &[Row]) -> String {
+pub fn simulated(machines: &[Machine], rows: &[SiteRow]) -> String {
     let body = html! {
         h1 { "Simulated rows" }
         p.sub {
@@ -292,7 +292,7 @@ fn gpu_line(m: &Machine, records: &[kiln_contract::Record]) -> Option<String> {
 }
 
 /// A machine's page: its fingerprint, then each of its runs with its rows and charts.
-pub fn machine(m: &Machine, runs: &[(Run, Vec<Row>)]) -> String {
+pub fn machine(m: &Machine, runs: &[(RunRecords, Vec<SiteRow>)]) -> String {
     let records: Vec<_> = runs
         .iter()
         .flat_map(|(run, _)| run.records.iter())

@@ -11,7 +11,7 @@ use kiln_contract::Fingerprint;
 use kiln_contract::fingerprint::machine_label;
 use kiln_contract::schema::{DataKind, Method, Record, Status};
 
-use super::runs::Run;
+use super::runs::RunRecords;
 use crate::fields::{epoch_cell, low_confidence, machine, pytorch_reference, reason_text};
 use crate::table::warmup_cell;
 use crate::units::{human_bytes, human_seconds, percent};
@@ -40,7 +40,7 @@ pub struct Machine {
 
 /// One row: a cell as one run measured it.
 #[derive(Serialize, Debug, Clone)]
-pub struct Row {
+pub struct SiteRow {
     /// Index into the machines.
     pub machine: usize,
     pub model: String,
@@ -85,12 +85,12 @@ pub struct Row {
 /// What [`site_rows`] gives: the machines, the rows, each run's rows, and the simulated rows
 /// (replayed, or a GPU kit's dry run), which are no measurement and appear only on their own
 /// page, labelled.
-pub type SiteRows = (Vec<Machine>, Vec<Row>, Vec<Vec<Row>>, Vec<Row>);
+pub type SiteRows = (Vec<Machine>, Vec<SiteRow>, Vec<Vec<SiteRow>>, Vec<SiteRow>);
 
 /// The machines and the rows of `runs`: every run's rows (repeats combined), then one row per
 /// key, the best measured (timed before not, measured before projected, a release build
 /// before CI's opt-level 0, more runs, newer). Replayed records and dry runs are kept apart.
-pub fn site_rows(runs: &[Run]) -> SiteRows {
+pub fn site_rows(runs: &[RunRecords]) -> SiteRows {
     let mut machines: Vec<Machine> = Vec::new();
     let mut per_run = Vec::new();
     let mut simulated = Vec::new();
@@ -111,7 +111,7 @@ pub fn site_rows(runs: &[Run]) -> SiteRows {
         }
         // A cell that never started carries no fingerprint: it is its run's machine's.
         let host = refs.iter().find(|r| !machine(r).is_empty()).copied();
-        let rows: Vec<Row> = refs
+        let rows: Vec<SiteRow> = refs
             .iter()
             .map(|r| {
                 let who = if machine(r).is_empty() {
@@ -215,7 +215,7 @@ fn labels(r: &Record, runs: usize) -> Vec<&'static str> {
 
 /// `r`'s row; `who` is the record that names its machine, Burn and day (`r` itself, or its
 /// run's for a cell that never started).
-fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Record>) -> Row {
+fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Record>) -> SiteRow {
     let epoch = r.epoch_seconds.as_ref().map(|s| s.median);
     let runs = match (&r.between_runs, &r.epoch_seconds) {
         (Some(_), Some(s)) => s.n,
@@ -229,7 +229,7 @@ fn row(r: &Record, who: &Record, machine: usize, run: &str, pytorch: Option<&Rec
         .and_then(|s| s.prediction_interval());
     let warmup = warmup_cell(r);
     let memory = r.training_bytes();
-    Row {
+    SiteRow {
         machine,
         model: r.model.clone(),
         backend: r.backend.clone(),
@@ -293,8 +293,8 @@ pub const NO_BURN: &str = "–";
 
 /// One row per machine × model × backend × device × precision × Burn × loop: the best, with
 /// the other runs that measured it named in `also`.
-fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
-    let rank = |r: &Row| {
+fn collapse<'a>(rows: impl Iterator<Item = &'a SiteRow>) -> Vec<SiteRow> {
+    let rank = |r: &SiteRow| {
         (
             r.epoch.is_some(),
             !r.labels.contains(&"projected"),
@@ -303,7 +303,7 @@ fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
             r.date.clone(),
         )
     };
-    let mut out: Vec<Row> = Vec::new();
+    let mut out: Vec<SiteRow> = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for r in rows {
         let key = format!(
@@ -332,8 +332,8 @@ fn collapse<'a>(rows: impl Iterator<Item = &'a Row>) -> Vec<Row> {
 
 /// A row whose run has no PyTorch row to compare with takes the PyTorch row of the same
 /// machine, model, device, precision and batch from another run.
-fn pytorch_elsewhere(rows: &mut [Row]) {
-    let key = |r: &Row| {
+fn pytorch_elsewhere(rows: &mut [SiteRow]) {
+    let key = |r: &SiteRow| {
         format!(
             "{}|{}|{}|{}|{}",
             r.machine, r.model, r.device, r.precision, r.batch

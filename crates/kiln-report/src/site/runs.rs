@@ -11,7 +11,7 @@ use crate::read::RESULTS_FILE;
 
 /// One run directory's records, by the directory's name.
 #[derive(Debug, Clone)]
-pub struct Run {
+pub struct RunRecords {
     pub name: String,
     pub records: Vec<Record>,
     /// Why none of its records is a measurement, where none is ([`simulated_run`]).
@@ -115,9 +115,9 @@ fn subdirs(path: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Every run of `dirs`, checked; the first record that fails the check refuses the build.
-pub fn read_runs(dirs: &[RunDir]) -> Result<Vec<Run>> {
+pub fn read_runs(dirs: &[RunDir]) -> Result<Vec<RunRecords>> {
     let checker = Checker::new()?;
-    let mut runs: Vec<Run> = Vec::new();
+    let mut runs: Vec<RunRecords> = Vec::new();
     for dir in dirs {
         let name = dir.name.clone();
         if runs.iter().any(|r| r.name == name) {
@@ -128,7 +128,7 @@ pub fn read_runs(dirs: &[RunDir]) -> Result<Vec<Run>> {
         }
         let records = checker.check_run(&dir.path)?;
         let simulated = simulated_run(&dir.path, &records);
-        runs.push(Run {
+        runs.push(RunRecords {
             name,
             records,
             simulated,
