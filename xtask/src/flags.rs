@@ -47,7 +47,7 @@ pub enum Cmd {
         #[arg(long, conflicts_with_all = ["resume", "burn"])]
         plan_only: bool,
         /// Remote devices to add to the matrix, comma-separated: remote:ws://HOST:PORT or
-        /// remote:ws://HOST:PORT#INDEX (`cargo xtask serve` on that machine; docs/remote.md).
+        /// remote:ws://HOST:PORT#INDEX (what `serve` hosts on that machine; docs/remote.md).
         #[arg(
             long = "device",
             value_delimiter = ',',

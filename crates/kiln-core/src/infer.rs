@@ -22,6 +22,8 @@ use crate::verify::load_weights;
 use crate::{BURN_VERSION, CoreError};
 
 mod clients;
+mod query;
+use query::{query, read_back};
 
 /// Run an inference request on `binding`'s device. A panic inside the backend becomes the
 /// reason.
@@ -251,19 +253,6 @@ fn inputs(request: &InferRequest) -> Result<TestSet, CoreError> {
         size: g.channels * g.height * g.width,
         dims: [g.channels, g.height, g.width],
     })
-}
-
-/// Read a tensor back to the host: the sync that ends a query.
-fn read_back(t: Tensor<2>) -> Result<Vec<f32>, CoreError> {
-    let data = t
-        .try_into_data()
-        .map_err(|e| CoreError::Device(format!("cannot read the logits back: {e}")))?;
-    Ok(data.iter::<f32>().collect())
-}
-
-/// One query: a request (prepared before the clock) uploaded, predicted, read back.
-fn query(model: &Net, request: &TensorData, device: &Device) -> Result<Vec<f32>, CoreError> {
-    read_back(model.forward(Tensor::<4>::from_data(request.clone(), device)))
 }
 
 /// A latency series of `run(at)` queries: warm-up groups until the steady rule holds on their

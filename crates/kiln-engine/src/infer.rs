@@ -265,7 +265,7 @@ fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
     let mut datasets = Vec::new();
     for &model in &args.ask.models {
         let dataset =
-            kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0;
+            kiln_data::default_dataset(model.geometry(), true, args.data.data_dir.as_deref())?.0;
         let row = request_of(args, model, dataset, Path::new(""));
         row.validate().map_err(|e| {
             anyhow::anyhow!("--queries/--samples/--throughput-batch/--clients: {e}")
@@ -457,7 +457,7 @@ fn request_of(
         precision: Precision::F32,
         weights: weights.to_path_buf(),
         dataset,
-        data_dir: args.data_dir.clone(),
+        data_dir: args.data.data_dir.clone(),
         data_file: None,
         samples: args.samples,
         logits_out: PathBuf::new(),
@@ -467,11 +467,11 @@ fn request_of(
         clients: args.clients.clone(),
         throughput_batch: args.throughput_batch,
         throughput_seconds: args.throughput_seconds,
-        warmup_cap_seconds: args.warmup_cap_seconds,
+        warmup_cap_seconds: args.warmup.infer_cap_seconds(),
         timing: kiln_contract::TimingRules::KILN,
         spawned_at_unix_us: None,
-        cold_caches: args.cold_caches,
-        seed: args.seed,
+        cold_caches: args.warmup.cold_caches,
+        seed: args.data.seed,
     }
 }
 
@@ -547,8 +547,8 @@ mod tests {
             warmup_cap_seconds: 5.0,
             timing: kiln_contract::TimingRules::SETTLE_AT_ONCE,
             spawned_at_unix_us: None,
-            cold_caches: a.cold_caches,
-            seed: a.seed,
+            cold_caches: a.warmup.cold_caches,
+            seed: a.data.seed,
         };
         q.validate().unwrap();
         q.logits_out = PathBuf::from("logits.safetensors");

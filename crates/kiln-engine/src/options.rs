@@ -102,11 +102,8 @@ pub struct SettingFlags {
     /// --quick).
     #[arg(long = "budget", value_name = "DURATION", value_parser = crate::time::parse_budget)]
     pub budget_seconds: Option<crate::time::Budget>,
-    /// The longest a cell may warm up (compile, autotune) before its step times are steady;
-    /// a cell not steady by then records `not steady` and no time (default: 10m with --quick,
-    /// else 20m).
-    #[arg(long = "warmup-cap", value_name = "DURATION", value_parser = crate::time::parse_bound_seconds)]
-    pub warmup_cap_seconds: Option<f64>,
+    #[command(flatten)]
+    pub warmup: WarmupArgs,
     /// Loss scaling of amp-* cells: dynamic (scale, skip overflowing steps) or none (default:
     /// dynamic for amp-f16, none for amp-bf16, as PyTorch advises).
     #[arg(long, value_name = "MODE")]
@@ -140,12 +137,6 @@ pub struct SettingFlags {
         default_missing_value = "false"
     )]
     pub autotune_cache: Option<bool>,
-    /// CubeCL cells (wgpu, burn-cpu, cuda, rocm) start with fresh, empty caches (autotune and
-    /// compiled kernels, in a CubeCL environment of their own): a cold measurement. Without
-    /// it they use CubeCL's default environment as earlier runs left it (`warm` in the record
-    /// when it existed).
-    #[arg(long = "cold-caches", num_args = 0, default_missing_value = "true")]
-    pub cold_caches: Option<bool>,
     /// `cpu`: run a cell whose device is unavailable, or which fails on an unsupported
     /// operation or type, on the CPU instead (recorded as "fell back from ...").
     #[arg(long, value_name = "TARGET")]
@@ -166,7 +157,11 @@ impl SettingFlags {
         let SettingFlags {
             epochs,
             budget_seconds,
-            warmup_cap_seconds,
+            warmup:
+                WarmupArgs {
+                    warmup_cap_seconds,
+                    cold_caches,
+                },
             loss_scaling,
             accum_steps,
             learning_rate,
@@ -176,7 +171,6 @@ impl SettingFlags {
             train_limit,
             autotune,
             autotune_cache,
-            cold_caches,
             fallback,
             target_accuracy,
         } = self.clone();
@@ -222,7 +216,7 @@ impl SettingFlags {
         set(s_train_limit, train_limit.map(Some));
         set(s_autotune, autotune.map(Some));
         set(s_autotune_cache, autotune_cache);
-        set(s_cold_caches, cold_caches);
+        set(s_cold_caches, cold_caches.then_some(true));
         set(s_fallback, fallback.map(Some));
         set(
             s_target_accuracy,
@@ -304,6 +298,42 @@ pub struct ExplainArgs {
     pub passes: u64,
 }
 
+/// `--warmup-cap` and `--cold-caches`, one definition a run's settings and `infer` share.
+#[derive(Args, Debug, Clone, Default)]
+pub struct WarmupArgs {
+    /// The longest a warm-up (compiles, autotune) may take. A training cell not steady by then
+    /// records `not steady` and no time (default: 10m with --quick, else 20m); an inference
+    /// series is timed anyway and says so (default: 10m, each series).
+    #[arg(long = "warmup-cap", value_name = "DURATION", value_parser = crate::time::parse_bound_seconds)]
+    pub warmup_cap_seconds: Option<f64>,
+    /// CubeCL backends (wgpu, burn-cpu, cuda, rocm) start with fresh, empty caches (autotune
+    /// and compiled kernels, in a CubeCL environment of their own, removed after): a cold
+    /// measurement, a cold first prediction. Without it they use CubeCL's default environment
+    /// as earlier runs left it (`warm` in the record when it existed).
+    #[arg(long)]
+    pub cold_caches: bool,
+}
+
+impl WarmupArgs {
+    /// `infer`'s cap on each series' warm-up: `--warmup-cap`, else the quick profile's.
+    pub fn infer_cap_seconds(&self) -> f64 {
+        self.warmup_cap_seconds
+            .unwrap_or(kiln_contract::Profile::Quick.warmup_cap().as_secs_f64())
+    }
+}
+
+/// `--seed` and `--data-dir` of `verify` and `infer`, one definition they share (a run's
+/// cells take theirs from [`SettingFlags`], where they are settings).
+#[derive(Args, Debug, Clone, Default)]
+pub struct DataArgs {
+    /// Seed of the weights' initialisation (and of synthetic data).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Directory holding dataset files (as for bench-all).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
 /// `--burn SPEC`, the one definition every command that builds runners against a Burn shares
 /// (bench-all, bench, explain, verify, infer, test).
 #[derive(Args, Debug, Clone, Default)]
@@ -337,12 +367,8 @@ pub struct VerifyArgs {
     /// Fewer, smaller steps: a check in a few minutes.
     #[arg(long)]
     pub quick: bool,
-    /// Seed of the initial weights (and of synthetic data).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Directory holding dataset files (as for bench-all).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// Keep every row's final weights (safetensors) in the output directory.
     #[arg(long)]
     pub keep_weights: bool,
@@ -398,18 +424,10 @@ pub struct InferArgs {
     /// Test samples predicted for agreement.
     #[arg(long, default_value_t = 2000)]
     pub samples: usize,
-    /// The longest each series' warm-up may take (a JIT backend compiles in it).
-    #[arg(long = "warmup-cap", value_name = "DURATION", default_value = "10m", value_parser = crate::time::parse_bound_seconds)]
-    pub warmup_cap_seconds: f64,
-    /// CubeCL backends start from fresh, empty caches (a cold first prediction).
-    #[arg(long)]
-    pub cold_caches: bool,
-    /// Seed of the weights' initialisation (and of synthetic data).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Directory holding dataset files (as for bench-all).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub warmup: WarmupArgs,
+    #[command(flatten)]
+    pub data: DataArgs,
 }
 
 impl InferArgs {

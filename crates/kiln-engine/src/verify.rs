@@ -357,7 +357,7 @@ fn header(samples: usize) -> String {
 
 /// The dataset a model verifies on: the quick profile's default for it.
 fn dataset_of(model: ModelKind, args: &VerifyArgs) -> Result<kiln_contract::DatasetName> {
-    Ok(kiln_data::default_dataset(model.geometry(), true, args.data_dir.as_deref())?.0)
+    Ok(kiln_data::default_dataset(model.geometry(), true, args.data.data_dir.as_deref())?.0)
 }
 
 /// The request of one row (`who`: backend, device, precision); weights paths set by the caller.
@@ -377,9 +377,9 @@ fn request(
         precision: who.2,
         steps,
         batch,
-        seed: args.seed,
+        seed: args.data.seed,
         dataset,
-        data_dir: args.data_dir.clone(),
+        data_dir: args.data.data_dir.clone(),
         data_file: None,
         weights_in: None,
         init_out: Some(PathBuf::new()),
@@ -398,8 +398,8 @@ fn export(
 ) -> Result<PathBuf> {
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
     cell.dataset = Some(dataset);
-    cell.settings.data_dir = args.data_dir.clone();
-    cell.settings.seed = args.seed;
+    cell.settings.data_dir = args.data.data_dir.clone();
+    cell.settings.seed = args.data.seed;
     crate::datasets::export_data(&cell, out)
 }
 
@@ -465,8 +465,10 @@ mod tests {
             steps: None,
             batch: None,
             quick: true,
-            seed: 3,
-            data_dir: None,
+            data: crate::options::DataArgs {
+                seed: 3,
+                data_dir: None,
+            },
             keep_weights: false,
             burns: Default::default(),
         }

@@ -4,7 +4,7 @@
 //! `kiln_contract::infer`'s, re-exported here.
 
 pub use kiln_contract::infer::*;
-use kiln_contract::{ModelKind, Stats, Status};
+use kiln_contract::{ModelKind, Status};
 
 /// The file of inference records in a run directory.
 pub const INFER_FILE: &str = "infer.jsonl";
@@ -13,24 +13,14 @@ pub use crate::units::latency_text;
 
 mod clients;
 mod csv_rows;
+mod rows;
 use crate::units::{human_bytes, human_seconds};
 pub use clients::{CLIENTS_COLUMNS, clients_csv, clients_lines, clients_table};
 #[cfg(test)]
 use csv_rows::CSV_COLUMNS;
 pub use csv_rows::csv;
-
-/// `values` (one per repeat) as their median, with the next run's interval where there are
-/// several: `17.2 µs (16.9 µs–17.5 µs)`, or `(≤ 30.1 µs)` where the interval reaches zero.
-fn combined(values: &[f64], text: fn(f64) -> String) -> String {
-    match Stats::from_samples(values) {
-        None => "–".into(),
-        Some(s) => match s.prediction_interval().filter(|_| values.len() > 1) {
-            Some((lo, hi)) if lo > 0.0 => format!("{} ({}–{})", text(s.median), text(lo), text(hi)),
-            Some((_, hi)) => format!("{} (≤ {})", text(s.median), text(hi)),
-            None => text(s.median),
-        },
-    }
-}
+use rows::combined;
+pub use rows::{groups, models, succeeded};
 
 /// Kiln's own overhead is under this share of the row's smallest p50, or the row says so.
 pub const OVERHEAD_SHARE: f64 = 0.02;
@@ -43,39 +33,6 @@ pub const AGREEMENT: f64 = 0.999;
 /// that is not a number. `cargo xtask infer` then exits 1.
 pub fn disagrees(a: &kiln_contract::infer::Agreement) -> bool {
     a.top1 < AGREEMENT || !a.max_logit_difference.is_finite()
-}
-
-/// The models `records` hold, in the order they first appear.
-pub fn models(records: &[InferRecord]) -> Vec<ModelKind> {
-    let mut models: Vec<ModelKind> = Vec::new();
-    for r in records {
-        if !models.contains(&r.model) {
-            models.push(r.model);
-        }
-    }
-    models
-}
-
-/// The rows of `model` in `records`, grouped by backend, device and precision in the order
-/// they first appear.
-pub fn groups(records: &[InferRecord], model: ModelKind) -> Vec<Vec<&InferRecord>> {
-    let mut rows: Vec<Vec<&InferRecord>> = Vec::new();
-    for r in records.iter().filter(|r| r.model == model) {
-        match rows.iter_mut().find(|g| g[0].label() == r.label()) {
-            Some(g) => g.push(r),
-            None => rows.push(vec![r]),
-        }
-    }
-    rows
-}
-
-/// The records of a row (a group of [`groups`]) that succeeded.
-pub fn succeeded<'a>(group: &[&'a InferRecord]) -> Vec<&'a InferRecord> {
-    group
-        .iter()
-        .copied()
-        .filter(|r| r.status == Status::Ok)
-        .collect()
 }
 
 /// The table's columns.

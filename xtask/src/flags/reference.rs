@@ -12,8 +12,8 @@ pub const HEADING: &str = "## Every flag, from the code";
 pub fn flag_reference(cli: &clap::Command) -> String {
     let mut out = format!(
         "{HEADING}\n\nWritten from the parser (`KILN_BLESS=1 cargo test -p xtask flag_reference` \
-         writes it again; a test fails when it and the code differ): what `cargo xtask CMD \
-         --help` prints, as tables.\n"
+         writes it again; a test fails when it and the code differ): what each command's \
+         `--help` prints, as tables.\n"
     );
     for sub in cli.get_subcommands() {
         let _ = write!(

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use burn::prelude::*;
 use kiln_contract::infer::{Concurrent, InferRequest, Latency};
 
-use super::query;
+use super::query::query;
 use crate::CoreError;
 use crate::models::Net;
 

@@ -54,8 +54,8 @@ pub(super) fn export(
 ) -> Result<PathBuf> {
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
     cell.dataset = Some(dataset);
-    cell.settings.data_dir = args.data_dir.clone();
-    cell.settings.seed = args.seed;
+    cell.settings.data_dir = args.data.data_dir.clone();
+    cell.settings.seed = args.data.seed;
     crate::datasets::export_data(&cell, out)
 }
 
@@ -83,9 +83,9 @@ fn train(
         precision: Precision::F32,
         steps: args.train_steps,
         batch: 64,
-        seed: args.seed,
+        seed: args.data.seed,
         dataset,
-        data_dir: args.data_dir.clone(),
+        data_dir: args.data.data_dir.clone(),
         data_file: data_file.cloned().filter(|_| runner.needs_data_file),
         weights_in: None,
         init_out: Some(weights.join(format!("{model}-init.safetensors"))),
@@ -117,8 +117,8 @@ fn test_labels(args: &InferArgs, model: ModelKind, dataset: DatasetName) -> Resu
     let data = kiln_data::load(&kiln_data::Request {
         name: dataset,
         geometry: model.geometry(),
-        data_dir: args.data_dir.clone(),
-        seed: args.seed,
+        data_dir: args.data.data_dir.clone(),
+        seed: args.data.seed,
         synthetic_sizes: Profile::Quick.synthetic_sizes(model.standard_epoch()),
     })?;
     Ok(data

@@ -5,7 +5,8 @@
 use kiln_contract::ModelKind;
 use kiln_contract::infer::{Concurrent, InferRecord};
 
-use super::{combined, groups, latency_text, succeeded};
+use super::rows::{combined, groups, succeeded};
+use crate::units::latency_text;
 
 /// The clients table's columns.
 pub const CLIENTS_COLUMNS: [&str; 7] = [
