@@ -17,7 +17,7 @@ use kiln_contract::infer::{
 use kiln_data::Request;
 
 use crate::device::{Binding, one_shot, open_device};
-use crate::models::{Classifier, Net};
+use crate::models::Net;
 use crate::verify::load_weights;
 use crate::{BURN_VERSION, CoreError};
 

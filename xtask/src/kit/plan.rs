@@ -115,7 +115,7 @@ pub const AFTER: &[After] = &[
             "cuda,pytorch",
             "--model",
             "mnist-cnn,resnet18",
-            "--repeats",
+            "--runs-per-op",
             "3",
         ],
         seconds: 45,
@@ -136,8 +136,17 @@ pub fn after_tsv() -> String {
         .collect()
 }
 
-/// The wall time the whole kit is given: the matrix, then [`AFTER`]'s commands.
+/// The wall time the whole kit is given: the matrix, then [`AFTER`]'s commands (one command
+/// on the GPU machine may run 600 s).
 pub const WINDOW: Duration = Duration::from_secs(570);
+
+/// A session's device time on the GPU machine, all calls together (its start counted).
+pub const DEVICE_SESSION: Duration = Duration::from_secs(900);
+
+/// The machine's start and the transfers of one call, both ways: "a minute or more" to start
+/// (the device tool's own words) and the tree and kit out, the results back; an estimate
+/// until a kit run measures it.
+pub const DEVICE_START: Duration = Duration::from_secs(120);
 
 /// The measured profile the kit plans from: the H200's, from its committed records
 /// (docs/results/2026-12-04-xeon-f6m207-h200-*; a test derives it from them again).
@@ -218,6 +227,9 @@ pub struct KitPlan {
     pub profile: String,
     /// The profile replayed, when it is not the one planned from.
     pub replayed: Option<String>,
+    /// Device seconds the dropped cells that one GPU can run would take in a window of their
+    /// own (their measured times and start-ups, unscaled).
+    pub second_window: f64,
 }
 
 /// A cell's label in the plan's text.
@@ -258,6 +270,7 @@ pub fn plan(
     let window = (WINDOW - after_seconds()).as_secs_f64();
     let overhead = CELL_OVERHEAD.as_secs_f64();
     let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
+    let mut second_window = 0.0;
     for c in CELLS {
         let devices = c.device.split(',').count();
         let not_planned = |why: String| PlanEntry {
@@ -274,6 +287,7 @@ pub fn plan(
         let (times, _) = profile.times(c.model, c.backend, c.precision, c.training_loop);
         let device = device_seconds(&times, c.budget as f64);
         if used + device + overhead > window {
+            second_window += device + overhead;
             dropped.push(not_planned(format!(
                 "needs {:.0} s and {:.0} s of the matrix's {:.0} s are left",
                 device + overhead,
@@ -300,6 +314,7 @@ pub fn plan(
         cells,
         dropped,
         scale,
+        second_window,
         profile: name.to_string(),
         replayed: replay
             .map(|(_, device_name)| device_name.to_string())
@@ -369,6 +384,31 @@ impl KitPlan {
                 )
             }
         ));
+        text.push_str(&self.device_time());
+        text
+    }
+
+    /// Where the session's device time goes (unscaled: the GPU machine's), and what a second
+    /// window would run.
+    fn device_time(&self) -> String {
+        let spent = DEVICE_START + WINDOW;
+        let mut text = format!(
+            "device time: about {} s to start the machine and move the kit and results, the \
+             kit's {} s window, {} s of the session's {} s in all, {} s left: no room to run \
+             the kit twice in one session\n",
+            DEVICE_START.as_secs(),
+            WINDOW.as_secs(),
+            spent.as_secs(),
+            DEVICE_SESSION.as_secs(),
+            DEVICE_SESSION.saturating_sub(spent).as_secs()
+        );
+        if self.second_window > 0.0 {
+            text.push_str(&format!(
+                "a second window would run the cells dropped for time: {:.0} s of its {} s\n",
+                self.second_window,
+                WINDOW.as_secs()
+            ));
+        }
         text
     }
 }
@@ -376,6 +416,19 @@ impl KitPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every command run.sh runs after the matrix is one xtask parses, as run.sh gives it
+    /// (`xtask ARGS --out DIR`): a renamed flag fails here, not on the GPU machine.
+    #[test]
+    fn every_command_after_the_matrix_parses() {
+        use clap::Parser;
+        for a in AFTER {
+            let line = ["xtask"].iter().chain(a.args).chain(&["--out", "/tmp/out"]);
+            if let Err(e) = crate::flags::Cli::try_parse_from(line) {
+                panic!("{}: {e}", a.name);
+            }
+        }
+    }
 
     /// The kit's plan from the H200's measured warm-ups: every cap holds its cell's measured
     /// warm-up (the 64.6 s bf16 first step included), the f32 cells of every backend and model
@@ -412,6 +465,10 @@ mod tests {
             plan.time_limit
         );
         let text = plan.text();
+        assert!(
+            text.contains("device time: about 120 s to start the machine"),
+            "{text}"
+        );
         assert!(
             text.contains("dropped: mnist-cnn cuda cuda:0,cuda:1"),
             "{text}"

@@ -187,8 +187,8 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     s.fallback = Some(FallbackTarget::Cpu);
     s.autotune = Some(AutotuneLevel::Full);
     s.autotune_cache = Some(false);
-    s.cold_caches = Some(true);
-    s.warmup_cap_seconds = Some(77.0);
+    s.warmup.cold_caches = true;
+    s.warmup.warmup_cap_seconds = Some(77.0);
     s.loss_scaling = Some(kiln_contract::LossScalingMode::Dynamic);
     s.target_accuracy = Some(crate::options::TargetAccuracy::Share(0.7));
     let defaults = serde_json::to_value(RunConfig::new(Profile::Full).cell).unwrap();
