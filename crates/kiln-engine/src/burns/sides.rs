@@ -215,15 +215,16 @@ pub fn build_to_compare(
     Ok(sides)
 }
 
-/// Every spec built ([`build_all`]), each side given its run directory under `out`
-/// ([`side_dir`]) and `burns.json` written: the sides explain's and infer's A/B alternate.
+/// Every spec built ([`build_to_compare`]: fewer than two built stops here, nothing run),
+/// each side given its run directory under `out` ([`side_dir`]) and `burns.json` written: the
+/// sides explain's and infer's A/B alternate.
 pub fn build_sides(
     specs: &[BurnSpec],
     wanted: &[&'static Backend],
     learner: bool,
     out: &Path,
 ) -> Result<Vec<(kiln_contract::BurnBuild, Vec<Built>, PathBuf)>> {
-    let built = build_all(specs, wanted, learner)?;
+    let built = build_to_compare(specs, wanted, learner)?;
     let dirs: Vec<PathBuf> = built
         .iter()
         .enumerate()
