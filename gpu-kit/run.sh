@@ -2,7 +2,8 @@
 # Kiln's GPU kit: run Kiln's GPU rows on this machine without a Rust toolchain or network.
 #   bash run.sh [OUT_DIR]
 # Everything it writes goes under OUT_DIR (default ./kiln-gpu-<host>-<UTC time>): results.jsonl,
-# report.md, report.html, charts, logs/, run.log, nvidia-smi.txt. `cargo xtask gpu-kit` built
+# report.md, report.html, charts, logs/, run.log, nvidia-smi.txt, and cubecl-cache.tgz (CubeCL's
+# caches as the run left them, for `cargo xtask gpu-kit --after OUT_DIR`). `cargo xtask gpu-kit` built
 # this kit; docs/gpu.md explains it. Environment: KILN_PYTORCH_PYTHON (a Python with torch),
 # KILN_KIT_TIMEOUT (seconds for the matrix and the commands after it, default the plan's window,
 # KILN_KIT_WINDOW in kit.env).
@@ -120,6 +121,26 @@ cd "$OUT" || exit 2
 # target/environment under a Cargo workspace above, else ~/.cache/cubecl: each record's runtime
 # says where and whether it was warm).
 printf '# Written by the Kiln GPU kit: keep compiled kernels across the cells of a run.\n[compilation]\ncache = true\n' >"$OUT/cubecl.toml"
+# Where CubeCL keeps them for a process working in OUT: target/environment under the outermost
+# Cargo workspace above it, else the user cache (XDG_CACHE_HOME/cubecl, here OUT/cache). A kit
+# for a next window (`gpu-kit --after`) carries the last window's; this run's go back in
+# cubecl-cache.tgz.
+export XDG_CACHE_HOME="$OUT/cache"
+CACHE="$XDG_CACHE_HOME/cubecl"
+d="$OUT"
+while :; do
+  [ -f "$d/Cargo.toml" ] && CACHE="$d/target/environment"
+  [ "$d" = / ] && break
+  d=$(dirname "$d")
+done
+mkdir -p "$CACHE"
+if [ -f "$KIT/carried/cubecl-cache.tgz" ]; then
+  if tar -xzf "$KIT/carried/cubecl-cache.tgz" -C "$CACHE"; then
+    say "CubeCL caches of the last window unpacked into $CACHE ($(du -sh "$CACHE" | cut -f1))"
+  else
+    say "cannot unpack the last window's CubeCL caches: the cells start cold"
+  fi
+fi
 echo
 "$XTASK" gpu-kit --plan-only
 echo
@@ -153,5 +174,9 @@ while IFS=$'\t' read -r name seconds args; do
     say "$name: skipped, $left s left for it"
   fi
 done <"$KIT/plan/after.tsv"
+# CubeCL's caches as the run left them, for the next window's kit.
+if [ -n "$(ls -A "$CACHE" 2>/dev/null)" ] && tar -czf "$OUT/cubecl-cache.tgz" -C "$CACHE" .; then
+  say "CubeCL caches for a next window (cargo xtask gpu-kit --after): $OUT/cubecl-cache.tgz ($(du -h "$OUT/cubecl-cache.tgz" | cut -f1))"
+fi
 say "done in $(( $(date +%s) - started )) s; report: $OUT/report.md"
 exit "$rc"

@@ -181,6 +181,11 @@ pub enum Cmd {
         /// run into --out (default: a new folder under target/).
         #[arg(long, value_name = "FILE", conflicts_with_all = ["backends", "plan_only"])]
         replay: Option<PathBuf>,
+        /// A kit for the next window: plan only the cells this earlier kit run's folder (its
+        /// results.jsonl) has no record of but "not reached", and carry the CubeCL caches it
+        /// left (DIR/cubecl-cache.tgz) for them to start from.
+        #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+        after: Option<PathBuf>,
     },
     /// Let CubeCL's GPU runtimes (the cuda and rocm rows) build without downloading LLVM: put a
     /// system LLVM (Debian 12: llvm-22-dev, libpolly-22-dev, libzstd-dev; liblld-22-dev for

@@ -163,9 +163,10 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
             plan_only,
             profile,
             replay,
+            after,
         } => match replay {
             Some(device) => kit::replay(&device, profile.as_deref(), out),
-            None => kit::gpu_kit(out, backends, plan_only, profile),
+            None => kit::gpu_kit(out, backends, (plan_only, after), profile),
         },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),

@@ -60,6 +60,9 @@ const LEDGER: &str = "docs/figures.json";
 /// The docs whose every figure is bound to a record or a constant.
 const STRICT: [&str; 2] = ["README.md", "docs/results.md"];
 
+/// Where usage.md's generated flag reference starts (xtask's `flags::reference::HEADING`).
+const GENERATED_FLAGS: &str = "## Every flag, from the code";
+
 /// The constants of Kiln's code that docs quote, by the path the ledger names them with.
 fn constant(name: &str) -> Option<f64> {
     Some(match name {
@@ -537,7 +540,12 @@ fn every_figure_in_the_docs_comes_from_a_record_or_the_ledger() {
     let mut used = BTreeSet::new();
     let mut checked = 0;
     for doc in docs(&root) {
-        let text = std::fs::read_to_string(root.join(&doc)).unwrap();
+        let mut text = std::fs::read_to_string(root.join(&doc)).unwrap();
+        // usage.md's flag reference is the parser's own help (flags' defaults and examples),
+        // written and held by xtask's `flag_reference_is_the_parsers`: no measurement.
+        if let Some(at) = text.find(GENERATED_FLAGS) {
+            text.truncate(at);
+        }
         checked += find(&text).len();
         problems.extend(unresolved(&root, &ledger, &doc, &text, &mut used));
     }

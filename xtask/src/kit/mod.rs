@@ -24,7 +24,11 @@ pub const RUNNERS: &[&str] = &["cuda", "wgpu"];
 mod plan;
 mod replay;
 
-pub use plan::{KitPlan, kit_common_args, plan, profile_of};
+pub use plan::{KitPlan, kit_common_args, profile_of};
+
+mod after;
+pub use after::CARRIED_CACHE;
+use after::left_by;
 pub use replay::replay;
 
 /// The shell script that runs a kit (copied into it as `run.sh`).
@@ -92,6 +96,9 @@ pub struct KitInputs {
     pub cuda_api: Option<String>,
     /// The plan the kit carries.
     pub plan: KitPlan,
+    /// An earlier window's CubeCL caches (`--after`), carried as `carried/cubecl-cache.tgz`
+    /// for `run.sh` to unpack before the cells.
+    pub carried_cache: Option<PathBuf>,
 }
 
 /// The CUDA API the kit's runners are built against (cudarc's `CUDARC_CUDA_VERSION`): without
@@ -100,16 +107,21 @@ pub struct KitInputs {
 /// `CUDARC_CUDA_VERSION` set when building picks another.
 pub const CUDA_API: &str = "13000";
 
-/// `cargo xtask gpu-kit [--out DIR] [--plan-only] [--profile FILE]`: build the GPU runners
-/// and assemble the kit, or only print its plan (from `profile`, else the committed H200's).
+/// `cargo xtask gpu-kit [--out DIR] [--plan-only] [--profile FILE] [--after RUN]`: build the
+/// GPU runners and assemble the kit, or only print its plan (from `profile`, else the
+/// committed H200's); after an earlier window's run, of the cells it left, with its caches.
 pub fn gpu_kit(
     out: Option<PathBuf>,
     wanted: Option<Vec<String>>,
-    plan_only: bool,
+    (plan_only, after): (bool, Option<PathBuf>),
     profile: Option<PathBuf>,
 ) -> Result<bool> {
     let (profile, name) = profile_of(profile.as_deref())?;
-    let plan = plan(&profile, &name, None)?;
+    let (cells, carried_cache) = match &after {
+        None => (plan::CELLS.iter().collect(), None),
+        Some(run) => left_by(run)?,
+    };
+    let plan = plan::plan_of(&profile, &name, None, &cells)?;
     print!("{}", plan.text());
     if plan_only {
         return Ok(true);
@@ -187,6 +199,7 @@ pub fn gpu_kit(
         vulkan_loader: Some(vulkan_loader),
         cuda_api: Some(cuda_api),
         plan,
+        carried_cache,
     };
     let tree = tracked_tree_bytes(&workspace_root())?;
     let total = assemble(&inputs, &out, budget(tree)).context(
@@ -372,6 +385,9 @@ pub fn assemble(inputs: &KitInputs, out: &Path, budget: u64) -> Result<u64> {
         Some(inputs.plan.time_limit),
     )?;
     write(&out.join("plan/after.tsv"), &plan::after_tsv())?;
+    if let Some(cache) = &inputs.carried_cache {
+        copy(cache, &out.join("carried").join(CARRIED_CACHE))?;
+    }
     let (commit, dirty) = crate::workspace::revision();
     write(
         &out.join("kit.env"),
@@ -546,7 +562,8 @@ mod tests {
             ],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
-            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            plan: plan::plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            carried_cache: None,
         };
         let total = assemble(&inputs, &out, files::DEVICE_BYTES).unwrap();
         let files = contents(&out).unwrap();
@@ -621,7 +638,8 @@ mod tests {
             runners: vec![("kiln-wgpu".into(), Ok(small_program()))],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
-            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            plan: plan::plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            carried_cache: None,
         };
         let err = assemble(&inputs, &out, 1000).unwrap_err().to_string();
         assert!(err.contains("over its budget"), "{err}");
@@ -630,21 +648,44 @@ mod tests {
 
     /// run.sh, run for real on a kit whose xtask only writes down how it was called: the plan,
     /// then each command of plan/after.tsv into its own folder, each with the window's time
-    /// left less what the later ones are given, so a short window skips the earlier ones.
+    /// left less what the later ones are given, so a short window skips the earlier ones. The
+    /// last window's CubeCL caches the kit carries are where the cells find them, and the run
+    /// packs them, with what its cells added, for the next window.
     #[test]
     fn run_sh_runs_the_matrix_then_the_commands_after_it_within_the_window() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("kit");
+        let last = tmp.path().join("last-cache");
+        std::fs::create_dir_all(&last).unwrap();
+        std::fs::write(last.join("default.db"), "tuned").unwrap();
+        let tgz = tmp.path().join(CARRIED_CACHE);
+        let packed = Command::new("tar")
+            .arg("-czf")
+            .arg(&tgz)
+            .arg("-C")
+            .arg(&last)
+            .arg(".")
+            .status()
+            .unwrap();
+        assert!(packed.success());
         let inputs = KitInputs {
             xtask: small_program(),
             runners: vec![],
             vulkan_loader: None,
             cuda_api: Some(CUDA_API.into()),
-            plan: plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            plan: plan::plan(&measured().unwrap(), MEASURED, None).unwrap(),
+            carried_cache: Some(tgz),
         };
         assemble(&inputs, &out, files::DEVICE_BYTES).unwrap();
         let fake = tmp.path().join("xtask");
-        std::fs::write(&fake, "#!/bin/sh\necho \"$*\" >>\"$KILN_FAKE_LOG\"\n").unwrap();
+        // The fake's cells find the carried cache and add to it, as CubeCL would.
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho \"$*\" >>\"$KILN_FAKE_LOG\"\nif [ \"$1\" = bench-all ]; then \
+             cat \"$XDG_CACHE_HOME/cubecl/default.db\" >>\"$KILN_FAKE_LOG.cache\"; \
+             echo kernels >\"$XDG_CACHE_HOME/cubecl/added\"; fi\n",
+        )
+        .unwrap();
         let xz = Command::new("xz").arg("-c").arg(&fake).output().unwrap();
         std::fs::write(out.join("bin/xtask.xz"), xz.stdout).unwrap();
         let run = |name: &str, timeout: Option<&str>| {
@@ -678,6 +719,18 @@ mod tests {
             assert_eq!(*line, want);
         }
         assert_eq!(lines.len(), 3 + plan::AFTER.len(), "{calls}");
+        let seen = std::fs::read_to_string(tmp.path().join("whole.log.cache")).unwrap();
+        assert_eq!(seen, "tuned", "the cells found the last window's cache");
+        let listed = Command::new("tar")
+            .arg("-tzf")
+            .arg(whole.join(CARRIED_CACHE))
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        assert!(
+            listed.contains("default.db") && listed.contains("added"),
+            "{listed}"
+        );
         // A window too short for the first command after the matrix skips it, not the last.
         let (calls, said) = run("short", Some("50"));
         let (first, last) = (&plan::AFTER[0], &plan::AFTER[plan::AFTER.len() - 1]);

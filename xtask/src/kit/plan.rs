@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kiln_contract::replay::{ReplayProfile, StepTimes};
-use kiln_contract::{ModelKind, Precision, TimingRules, TrainingLoop};
+use kiln_contract::{ModelKind, Precision, Record, Status, TimingRules, TrainingLoop};
 
 use crate::bench::PlanEntry;
 
@@ -266,12 +266,42 @@ pub fn plan(
     name: &str,
     replay: Option<(&ReplayProfile, &str)>,
 ) -> Result<KitPlan> {
+    plan_of(profile, name, replay, &CELLS.iter().collect::<Vec<_>>())
+}
+
+/// The cells of [`CELLS`] an earlier window left: those its `records` hold no record of, or
+/// only "not reached" ones (the window's time, or its plan, left them out). A cell that
+/// failed there has its record: a failure is a result to read, not to run again.
+pub fn left_after(records: &[Record]) -> Vec<&'static KitCell> {
+    CELLS
+        .iter()
+        .filter(|c| {
+            !records.iter().any(|r| {
+                let id = r.cell();
+                r.status != Status::NotReached
+                    && id.model == c.model.to_string()
+                    && id.backend == c.backend
+                    && id.device == c.device
+                    && id.precision == c.precision.to_string()
+                    && id.training_loop.unwrap_or_default() == c.training_loop
+            })
+        })
+        .collect()
+}
+
+/// [`plan`] of `cells` (in their order) instead of every cell of [`CELLS`].
+pub fn plan_of(
+    profile: &ReplayProfile,
+    name: &str,
+    replay: Option<(&ReplayProfile, &str)>,
+    cells_asked: &[&KitCell],
+) -> Result<KitPlan> {
     let scale = replay.map_or(1.0, |(device, _)| device.scale);
     let window = (WINDOW - after_seconds()).as_secs_f64();
     let overhead = CELL_OVERHEAD.as_secs_f64();
     let (mut used, mut cells, mut dropped) = (0.0, Vec::new(), Vec::new());
     let mut second_window = 0.0;
-    for c in CELLS {
+    for &c in cells_asked {
         let devices = c.device.split(',').count();
         let not_planned = |why: String| PlanEntry {
             not_planned: Some(why),
@@ -416,6 +446,39 @@ impl KitPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A next window plans what the last one left: every cell but those with a record there
+    /// other than "not reached" (a failure is a record), in the matrix's order.
+    #[test]
+    fn a_next_window_plans_the_cells_the_last_left() {
+        let record = |c: &KitCell, status: Status| {
+            let id = kiln_contract::CellId::new(c.model, c.backend, c.device, c.precision, 128)
+                .with_loop(c.training_loop);
+            Record::not_run(&id, status, "test")
+        };
+        let records = [
+            record(&CELLS[0], Status::Ok),
+            record(&CELLS[1], Status::NotReached),
+            record(&CELLS[2], Status::Failed),
+        ];
+        let left = left_after(&records);
+        assert_eq!(left.len(), CELLS.len() - 2);
+        let first = (
+            left[0].model,
+            left[0].backend,
+            left[0].device,
+            left[0].precision,
+        );
+        let reached_not = (
+            CELLS[1].model,
+            CELLS[1].backend,
+            CELLS[1].device,
+            CELLS[1].precision,
+        );
+        assert_eq!(first, reached_not, "the not-reached cell comes first");
+        let plan = plan_of(&measured().unwrap(), MEASURED, None, &left).unwrap();
+        assert_eq!(plan.cells.len() + plan.dropped.len(), left.len());
+    }
 
     /// Every command run.sh runs after the matrix is one xtask parses, as run.sh gives it
     /// (`xtask ARGS --out DIR`): a renamed flag fails here, not on the GPU machine.
