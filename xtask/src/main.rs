@@ -53,7 +53,7 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
     };
     // SAFETY: called first in main, before any thread exists (the interrupt handler's included).
     unsafe {
-        if let Some(t) = &common.token {
+        if let Some(t) = &common.token.token {
             std::env::set_var(kiln_contract::REMOTE_TOKEN_VAR, t);
         }
         if !devices.is_empty() {

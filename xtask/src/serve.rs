@@ -24,7 +24,7 @@ fn check_bind(bind: IpAddr, token: Option<&str>) -> Result<()> {
 
 /// Build what hosts `backend` and run it; returns whether it stopped cleanly.
 pub fn serve(s: ServeArgs) -> Result<bool> {
-    check_bind(s.bind, s.token.as_deref())?;
+    check_bind(s.bind, s.token.token.as_deref())?;
     let b = backends::find(&s.backend)?;
     // The remote runner's Burn carries the served backend: flex in the plain build; ndarray
     // (which Burn 0.23 dropped), wgpu and the GPU drivers each in a build of its own (same
@@ -64,7 +64,7 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
     if !s.devices.is_empty() {
         cmd.args(["--devices", &s.devices.join(",")]);
     }
-    if let Some(token) = &s.token {
+    if let Some(token) = &s.token.token {
         // In the environment, not the arguments `ps` shows.
         cmd.env(kiln_contract::REMOTE_TOKEN_VAR, token);
     }

@@ -12,7 +12,8 @@ use crate::workspace::{cargo, target_dir, workspace_root};
 /// Where committed runs live, from the workspace root.
 pub const RESULTS_DIR: &str = "docs/results";
 
-/// Run `kiln-site` with `args` and the committed runs; whether it succeeded (it says why not).
+/// Run `kiln-site COMMAND RESULTS ARGS...` (the committed runs, then `args`, in the order its
+/// command takes them); whether it succeeded (it says why not).
 fn kiln_site(command: &str, args: &[&OsStr]) -> Result<bool> {
     let results = workspace_root().join(RESULTS_DIR);
     let status = cargo()
@@ -27,7 +28,7 @@ fn kiln_site(command: &str, args: &[&OsStr]) -> Result<bool> {
             "--bin",
             "kiln-site",
         ])
-        .args(["--", command, "--results"])
+        .args(["--", command])
         .arg(&results)
         .args(args)
         .status()
@@ -37,7 +38,7 @@ fn kiln_site(command: &str, args: &[&OsStr]) -> Result<bool> {
 
 pub fn site(out: Option<PathBuf>, runs: &[PathBuf]) -> Result<bool> {
     let out = out.unwrap_or_else(|| target_dir().join("site"));
-    let mut args: Vec<&OsStr> = vec!["--out".as_ref(), out.as_os_str()];
+    let mut args: Vec<&OsStr> = vec![out.as_os_str()];
     args.extend(runs.iter().map(|r| r.as_os_str()));
     kiln_site("site", &args)
 }
@@ -45,7 +46,7 @@ pub fn site(out: Option<PathBuf>, runs: &[PathBuf]) -> Result<bool> {
 pub fn submit(run: &Path, what: Option<&str>) -> Result<bool> {
     let mut args: Vec<&OsStr> = vec![run.as_os_str()];
     if let Some(w) = what {
-        args.extend(["--what".as_ref(), OsStr::new(w)]);
+        args.push(OsStr::new(w));
     }
     kiln_site("submit", &args)
 }

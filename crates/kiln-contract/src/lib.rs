@@ -90,7 +90,17 @@ pub struct ServeArgs {
     /// token.
     #[arg(long, value_name = "ADDR", default_value_t = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))]
     pub bind: std::net::IpAddr,
-    /// The token clients must give, or KILN_REMOTE_TOKEN.
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// `--token`, the one definition `serve`, `bench-all` and `bench` share.
+#[cfg(feature = "clap")]
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TokenArg {
+    /// The remote servers' token, or KILN_REMOTE_TOKEN: the one `serve` asks of its clients,
+    /// the one remote cells give (`--device remote:...`). It goes to processes in their
+    /// environment, never into a run directory or a command line.
     #[arg(long, value_name = "T")]
     pub token: Option<String>,
 }

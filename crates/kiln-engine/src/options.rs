@@ -51,10 +51,8 @@ pub struct CommonArgs {
     /// same.
     #[arg(long = "loop", value_name = "LOOP", value_delimiter = ',')]
     pub training_loop: Option<Vec<TrainingLoop>>,
-    /// The token of the remote servers (`--device remote:...`), or KILN_REMOTE_TOKEN. It goes
-    /// to the runners in their environment, never into a run directory.
-    #[arg(long, value_name = "T")]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub token: kiln_contract::TokenArg,
 }
 
 /// `--repeats`, the one definition `bench-all`, `bench` and `infer` share.

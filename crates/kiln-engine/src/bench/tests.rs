@@ -263,7 +263,7 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
 fn common() -> CommonArgs {
     CommonArgs {
         training_loop: None,
-        token: None,
+        token: Default::default(),
         quick: false,
         out: None,
         settings: Default::default(),

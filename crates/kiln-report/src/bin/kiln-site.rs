@@ -1,6 +1,7 @@
 //! `kiln-site`: the results site and `submit`, as `cargo xtask site` and `cargo xtask submit`
 //! run them. A binary of its own (feature `site`), built when first asked for, so that xtask,
-//! which every first run builds, does not compile the JSON Schema validator.
+//! which every first run builds, does not compile the JSON Schema validator. It takes what
+//! xtask's flags gave, in order, and defines no flag of its own: the user's flags are xtask's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,25 +18,18 @@ struct SiteCli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build the site of every run under RESULTS and the run directories given.
+    /// Build the site of every run under RESULTS (docs/results) and the run directories
+    /// given, into OUT.
     Site {
-        /// The committed runs (docs/results).
-        #[arg(long)]
         results: PathBuf,
-        /// The site's folder.
-        #[arg(long)]
         out: PathBuf,
-        /// Run directories (or folders of runs) to show besides them.
         runs: Vec<PathBuf>,
     },
-    /// Check a run directory and copy it under RESULTS by its canonical name.
+    /// Check the run directory RUN and copy it under RESULTS by its canonical name, WHAT its
+    /// last part.
     Submit {
-        run: PathBuf,
-        /// The committed runs (docs/results).
-        #[arg(long)]
         results: PathBuf,
-        /// What the run was, the name's last part.
-        #[arg(long)]
+        run: PathBuf,
         what: Option<String>,
     },
 }
@@ -71,7 +65,7 @@ fn build(results: PathBuf, out: PathBuf, runs: Vec<PathBuf>) -> anyhow::Result<(
 fn main() -> ExitCode {
     let result = match SiteCli::parse().command {
         Command::Site { results, out, runs } => build(results, out, runs),
-        Command::Submit { run, results, what } => {
+        Command::Submit { results, run, what } => {
             site::submit::submit(&run, what.as_deref(), &results).map(|dest| {
                 eprintln!(
                     "kiln: copied {} to {}\nkiln: `cargo xtask site` now shows it; commit it \
