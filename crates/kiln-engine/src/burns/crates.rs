@@ -78,8 +78,9 @@ pub fn write_if_changed(path: &Path, text: &str) -> Result<()> {
 /// Lay out `overlay/crates`: for each crate of `root/crates` but the `left_out` packages, its
 /// manifest ([`overlay_crate_manifest`]) and a link to each other entry but its tests,
 /// examples and benches. A file already as it should be is left alone (a manifest written again
-/// would make cargo rebuild every Kiln crate of that Burn); an earlier overlay's `crates` (a
-/// link) and a crate no longer wanted are removed.
+/// would make cargo rebuild every Kiln crate of that Burn); a link to another checkout's crate
+/// is made again to `root`'s; an earlier overlay's `crates` (a link) and a crate no longer
+/// wanted are removed.
 pub fn lay_out(root: &Path, overlay: &Path, left_out: &[String]) -> Result<()> {
     let dir = overlay.join("crates");
     if dir.is_symlink() {
@@ -116,8 +117,17 @@ pub fn lay_out(root: &Path, overlay: &Path, left_out: &[String]) -> Result<()> {
             let part_name = part.file_name();
             let skip = ["Cargo.toml", "tests", "examples", "benches"];
             let link = copy.join(&part_name);
-            if skip.iter().any(|s| part_name == *s) || link.is_symlink() {
+            if skip.iter().any(|s| part_name == *s) {
                 continue;
+            }
+            // A link left by another checkout (a CI clone sharing the target directory) would
+            // build that checkout's sources: only a link to this one stays.
+            if link.is_symlink() {
+                if std::fs::read_link(&link).ok().as_deref() == Some(part.path().as_path()) {
+                    continue;
+                }
+                std::fs::remove_file(&link)
+                    .with_context(|| format!("cannot replace {}", link.display()))?;
             }
             std::os::unix::fs::symlink(part.path(), &link)
                 .with_context(|| format!("cannot link {}", part.path().display()))?;
@@ -230,6 +240,20 @@ mod tests {
             .modified()
             .unwrap();
         assert_eq!(before, after);
+        // Laid out from another checkout sharing the overlay (a CI clone and a working tree
+        // sharing one target directory): its links follow, or it would build stale sources.
+        let clone = tmp.path().join("clone");
+        std::fs::create_dir_all(clone.join("crates/kiln-flex/src")).unwrap();
+        std::fs::write(
+            clone.join("crates/kiln-flex/Cargo.toml"),
+            "[package]\nname = \"kiln-flex\"\n",
+        )
+        .unwrap();
+        lay_out(&clone, &overlay, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_link(flex.join("src")).unwrap(),
+            clone.join("crates/kiln-flex/src")
+        );
         lay_out(
             &root,
             &overlay,
