@@ -340,7 +340,25 @@ mod tests {
                 }
             }
         }
+        found.extend(ci_commands(&root));
         found
+    }
+
+    /// `cargo xtask ...` commands `.ci/run` runs, `\` continuations joined, a redirect or `&`
+    /// cut off: CI runs them on every landing, so a renamed flag must fail here first.
+    fn ci_commands(root: &std::path::Path) -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+        let joined = text.replace("\\\n", " ");
+        joined
+            .lines()
+            .filter_map(|line| line.find("cargo xtask ").map(|at| &line[at..]))
+            .map(|c| {
+                // Shell quoting goes; the one numeric variable gets a number.
+                let c = c.split(['>', '&', ';']).next().unwrap_or_default();
+                let c = c.replace('"', "").replace("$port", "9000");
+                (".ci/run".to_string(), c.trim().to_string())
+            })
+            .collect()
     }
 
     #[test]
