@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Adam's learning rate unless `--lr` says otherwise: the article's 1e-3.
 pub const LEARNING_RATE: f64 = 1e-3;
 
+/// The seed of initialisation, shuffling and synthetic data unless `--seed` says otherwise.
+pub const SEED: u64 = 42;
+
 pub(crate) fn default_learning_rate() -> f64 {
     LEARNING_RATE
 }

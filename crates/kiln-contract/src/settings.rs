@@ -89,7 +89,7 @@ impl CellSettings {
             loss_scaling: None,
             accum_steps: 1,
             learning_rate: LEARNING_RATE,
-            seed: 42,
+            seed: crate::protocol::SEED,
             data_dir: None,
             eval_limit: None,
             train_limit: None,

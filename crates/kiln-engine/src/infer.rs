@@ -256,6 +256,7 @@ fn markdown(args: &InferArgs, records: &[InferRecord], models: &[ModelInputs]) -
 /// with its dataset.
 fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
     args.repeats()?;
+    args.data.check()?;
     if let Some(w) = &args.weights {
         if args.ask.models.len() != 1 {
             bail!("--weights: one weights file is one model's; name one with --model");
@@ -471,7 +472,7 @@ fn request_of(
         timing: kiln_contract::TimingRules::KILN,
         spawned_at_unix_us: None,
         cold_caches: args.warmup.cold_caches,
-        seed: args.data.seed,
+        seed: args.data.seed(),
     }
 }
 
@@ -548,7 +549,7 @@ mod tests {
             timing: kiln_contract::TimingRules::SETTLE_AT_ONCE,
             spawned_at_unix_us: None,
             cold_caches: a.warmup.cold_caches,
-            seed: a.data.seed,
+            seed: a.data.seed(),
         };
         q.validate().unwrap();
         q.logits_out = PathBuf::from("logits.safetensors");

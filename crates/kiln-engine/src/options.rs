@@ -112,12 +112,8 @@ pub struct SettingFlags {
     /// Adam's learning rate (default 0.001, the article's); recorded in every row.
     #[arg(long = "lr", value_name = "RATE")]
     pub learning_rate: Option<f64>,
-    /// Seed of initialisation, shuffling and synthetic data (default 42).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory holding dataset files (directly or in DIR/<dataset>/).
-    #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
     /// Evaluate at most this many test samples after each epoch.
     #[arg(long)]
     pub eval_limit: Option<usize>,
@@ -152,6 +148,7 @@ impl SettingFlags {
     /// field, so a flag without a setting, or a setting without a flag, does not compile
     /// (`bare` and `profile` are set by the command and `--quick`, not by a flag of their own).
     pub fn apply(&self, settings: &mut CellSettings) -> anyhow::Result<()> {
+        self.data.check()?;
         let SettingFlags {
             epochs,
             budget_seconds,
@@ -163,8 +160,7 @@ impl SettingFlags {
             loss_scaling,
             accum_steps,
             learning_rate,
-            seed,
-            data_dir,
+            data: DataArgs { seed, data_dir },
             eval_limit,
             train_limit,
             autotune,
@@ -172,9 +168,6 @@ impl SettingFlags {
             fallback,
             target_accuracy,
         } = self.clone();
-        if let Some(dir) = data_dir.as_ref().filter(|d| !d.is_dir()) {
-            anyhow::bail!("--data-dir {}: no such directory", dir.display());
-        }
         fn set<T>(slot: &mut T, given: Option<T>) {
             if let Some(value) = given {
                 *slot = value;
@@ -320,16 +313,34 @@ impl WarmupArgs {
     }
 }
 
-/// `--seed` and `--data-dir` of `verify` and `infer`, one definition they share (a run's
-/// cells take theirs from [`SettingFlags`], where they are settings).
+/// `--seed` and `--data-dir`, one definition for a run's cell settings ([`SettingFlags`]),
+/// `verify` and `infer`, with the one check of the directory ([`DataArgs::check`]).
 #[derive(Args, Debug, Clone, Default)]
 pub struct DataArgs {
-    /// Seed of the weights' initialisation (and of synthetic data).
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Directory holding dataset files (as for bench-all).
+    /// Seed of initialisation, shuffling and synthetic data (default 42).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory holding dataset files (directly or in DIR/<dataset>/).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+impl DataArgs {
+    /// `--seed`, else the protocol's.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(kiln_contract::protocol::SEED)
+    }
+
+    /// Refuse a `--data-dir` that is not a directory, before anything runs.
+    pub fn check(&self) -> anyhow::Result<()> {
+        match &self.data_dir {
+            Some(dir) if !dir.is_dir() => anyhow::bail!(
+                "--data-dir {}: no such directory (give the folder that holds the dataset files)",
+                dir.display()
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `--burn SPEC`, the one definition every command that builds runners against a Burn shares
@@ -441,5 +452,33 @@ impl InferArgs {
                  --repeats N (3 per Burn by default)"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_that_is_not_there_is_refused_by_the_one_check_every_command_calls() {
+        let data = DataArgs {
+            seed: None,
+            data_dir: Some(PathBuf::from("/nowhere/kiln-data")),
+        };
+        let err = data.check().unwrap_err().to_string();
+        assert!(err.contains("--data-dir /nowhere/kiln-data: no such directory"), "{err}");
+        // A run's settings take the same check.
+        let flags = SettingFlags {
+            data: data.clone(),
+            ..Default::default()
+        };
+        assert!(flags.apply(&mut CellSettings::new(kiln_contract::Profile::Quick)).is_err());
+        assert_eq!(data.seed(), kiln_contract::protocol::SEED);
+        let here = DataArgs {
+            seed: Some(7),
+            data_dir: Some(std::env::temp_dir()),
+        };
+        assert!(here.check().is_ok());
+        assert_eq!(here.seed(), 7);
     }
 }

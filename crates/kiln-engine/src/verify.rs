@@ -92,6 +92,7 @@ fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<AskedRow<'a
 }
 
 pub fn verify(args: VerifyArgs) -> Result<bool> {
+    args.data.check()?;
     let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
     let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
     let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
@@ -377,7 +378,7 @@ fn request(
         precision: who.2,
         steps,
         batch,
-        seed: args.data.seed,
+        seed: args.data.seed(),
         dataset,
         data_dir: args.data.data_dir.clone(),
         data_file: None,
@@ -399,7 +400,7 @@ fn export(
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
     cell.dataset = Some(dataset);
     cell.settings.data_dir = args.data.data_dir.clone();
-    cell.settings.seed = args.data.seed;
+    cell.settings.seed = args.data.seed();
     crate::datasets::export_data(&cell, out)
 }
 
@@ -466,7 +467,7 @@ mod tests {
             batch: None,
             quick: true,
             data: crate::options::DataArgs {
-                seed: 3,
+                seed: Some(3),
                 data_dir: None,
             },
             keep_weights: false,

@@ -63,7 +63,7 @@ impl ExplainRequest {
             device: device.into(),
             precision,
             batch,
-            seed: 42,
+            seed: crate::protocol::SEED,
             warmup: 1,
             timing: crate::TimingRules::KILN,
             warmup_cap_runs: warmup_cap_runs(),

@@ -315,12 +315,12 @@ pub(super) fn dataset_for(
         if !name.fits(model.geometry()) {
             bail!("dataset {name} does not fit model {model} (different image shape)");
         }
-        kiln_data::available(name, common.settings.data_dir.as_deref())?;
+        kiln_data::available(name, common.settings.data.data_dir.as_deref())?;
         return Ok((name, None));
     }
     Ok(kiln_data::default_dataset(
         model.geometry(),
         common.quick,
-        common.settings.data_dir.as_deref(),
+        common.settings.data.data_dir.as_deref(),
     )?)
 }

@@ -55,7 +55,7 @@ pub(super) fn export(
     let mut cell = CellRequest::new(model, "pytorch", Profile::Quick);
     cell.dataset = Some(dataset);
     cell.settings.data_dir = args.data.data_dir.clone();
-    cell.settings.seed = args.data.seed;
+    cell.settings.seed = args.data.seed();
     crate::datasets::export_data(&cell, out)
 }
 
@@ -83,7 +83,7 @@ fn train(
         precision: Precision::F32,
         steps: args.train_steps,
         batch: 64,
-        seed: args.data.seed,
+        seed: args.data.seed(),
         dataset,
         data_dir: args.data.data_dir.clone(),
         data_file: data_file.cloned().filter(|_| runner.needs_data_file),
@@ -118,7 +118,7 @@ fn test_labels(args: &InferArgs, model: ModelKind, dataset: DatasetName) -> Resu
         name: dataset,
         geometry: model.geometry(),
         data_dir: args.data.data_dir.clone(),
-        seed: args.data.seed,
+        seed: args.data.seed(),
         synthetic_sizes: Profile::Quick.synthetic_sizes(model.standard_epoch()),
     })?;
     Ok(data

@@ -178,8 +178,8 @@ fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     s.budget_seconds = Some(crate::time::Budget(Some(std::time::Duration::from_secs(
         90,
     ))));
-    s.seed = Some(7);
-    s.data_dir = Some(data.path().to_path_buf());
+    s.data.seed = Some(7);
+    s.data.data_dir = Some(data.path().to_path_buf());
     s.eval_limit = Some(7);
     s.train_limit = Some(7);
     s.accum_steps = Some(2);
