@@ -466,13 +466,20 @@ mod tests {
             data_dir: Some(PathBuf::from("/nowhere/kiln-data")),
         };
         let err = data.check().unwrap_err().to_string();
-        assert!(err.contains("--data-dir /nowhere/kiln-data: no such directory"), "{err}");
+        assert!(
+            err.contains("--data-dir /nowhere/kiln-data: no such directory"),
+            "{err}"
+        );
         // A run's settings take the same check.
         let flags = SettingFlags {
             data: data.clone(),
             ..Default::default()
         };
-        assert!(flags.apply(&mut CellSettings::new(kiln_contract::Profile::Quick)).is_err());
+        assert!(
+            flags
+                .apply(&mut CellSettings::new(kiln_contract::Profile::Quick))
+                .is_err()
+        );
         assert_eq!(data.seed(), kiln_contract::protocol::SEED);
         let here = DataArgs {
             seed: Some(7),

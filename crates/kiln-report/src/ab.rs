@@ -89,7 +89,8 @@ pub struct Rule<R> {
     pub lower: &'static str,
 }
 
-const RULES: [Rule<Record>; 4] = [
+/// The measures a training A/B compares, epoch time first (the one the sequential rule decides).
+pub const RULES: [Rule<Record>; 4] = [
     Rule {
         name: "epoch time",
         value: |r| r.epoch_seconds.as_ref().map(|s| s.median),
