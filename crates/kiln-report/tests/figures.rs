@@ -222,13 +222,29 @@ fn run_text(root: &Path, run: &str) -> String {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if let Ok(t) = std::fs::read_to_string(&path) {
+            } else if let Some(t) = file_text(&path) {
                 text.push_str(&t);
                 text.push('\n');
             }
         }
     }
     text
+}
+
+/// A run's file as text: a text file, or a gzip-compressed one (`ci.log.gz`: long logs are
+/// committed compressed); `None` for anything else.
+fn file_text(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let file = std::fs::File::open(path).ok()?;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(file)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    } else {
+        std::fs::read_to_string(path).ok()
+    }
 }
 
 /// The rows of a run's report as JSON: its records with each cell's repeats combined, each
