@@ -264,10 +264,11 @@ fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> [f64; 3] {
             .unwrap_or(col);
         m.swap(col, pivot);
         v.swap(col, pivot);
+        let pivot_row = m[col];
         for row in col + 1..3 {
-            let f = m[row][col] / m[col][col];
-            for k in col..3 {
-                m[row][k] -= f * m[col][k];
+            let f = m[row][col] / pivot_row[col];
+            for (x, p) in m[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
             }
             v[row] -= f * v[col];
         }
