@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use kiln_contract::schema::{Record, Status};
-use kiln_contract::stats::{Look, Sequential};
+use kiln_contract::stats::{Look, Sequential, Stats};
 
 /// Sequences the rate is estimated from, each drawn pair by pair from the measured pairs.
 const SEQUENCES: usize = 20_000;
@@ -220,12 +220,11 @@ fn pair_up(a: &[Record], b: &[Record]) -> Vec<Pair> {
 }
 
 fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
+    Stats::from_samples(x).map_or(f64::NAN, |s| s.mean)
 }
 
 fn sd(x: &[f64]) -> f64 {
-    let m = mean(x);
-    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() as f64 - 1.0)).sqrt()
+    Stats::from_samples(x).map_or(f64::NAN, |s| s.stddev)
 }
 
 /// Drift per process: the slope of log epoch time on each run's place in the run order (two a
@@ -294,22 +293,13 @@ fn false_alarms(rule: &Sequential, from: &[f64], n: usize) -> (usize, usize) {
     let mut called = 0;
     let mut lengths = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut d = Vec::with_capacity(rule.max_pairs);
-        let mut end = (Look::Undecided, rule.max_pairs);
-        for k in 1..=rule.max_pairs {
-            d.push(draw());
-            if k >= rule.min_pairs {
-                let look = rule.look(&d);
-                if look != Look::Undecided {
-                    end = (look, k);
-                    break;
-                }
-            }
-        }
-        if matches!(end.0, Look::Changed(_)) {
+        // The A/B's own reading of a sequence: its first decided look, else undecided.
+        let d: Vec<f64> = (0..rule.max_pairs).map(|_| draw()).collect();
+        let (look, at) = rule.first_decision(&d);
+        if matches!(look, Look::Changed(_)) {
             called += 1;
         }
-        lengths.push(end.1);
+        lengths.push(at);
     }
     lengths.sort_unstable();
     (called, lengths[n / 2])

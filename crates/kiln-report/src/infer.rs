@@ -378,8 +378,8 @@ pub fn ab_markdown(rows: &[crate::ab::AbRow], a_label: &str, b_label: &str) -> S
     out.push_str(&crate::ab::table(rows, "Row"));
     out.push_str(&format!(
         "\nA and B ran as alternating processes from the same weights, one pass each in turn \
-         (since 2026-12-07 in a balanced order: pass 1 A then B, pass 2 B then A, ...); each B is compared with A's run of the same pass (the paired t-test \
-         of their log ratio), so drift over the run cancels. A change counts when p < 0.05 and \
+         (since 2026-12-07 in a balanced order: pass 1 A then B, pass 2 B then A, ...); each B \
+         is compared with A's run of the same pass (the paired t-test of their log ratio), so drift over the run cancels. A change counts when p < 0.05 and \
          it exceeds the measure's floor: 3% for the median latency and throughput, 10% for the \
          99th percentile and the first prediction, which must also move by {:.0} ms at least. A \
          \"no difference\" says the smallest change \
