@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use kiln_contract::{BurnBuild, ModelKind, Status};
 use kiln_report::explain::{ExplainRecord, ExplainRequest, groups, report, table_of};
 
@@ -93,7 +93,9 @@ fn explain_ab(args: &ExplainArgs, wanted: &[&'static Backend], out: &Path) -> Re
     let sides = crate::burns::build_sides(&args.burns.burn, wanted, false, out)?;
     let (text, all_ok) = run_ab(args, &sides, out)?;
     println!("{text}");
-    eprintln!("kiln: op-by-op A/B in {}", out.join(AB_FILE).display());
+    if sides.len() > 1 {
+        eprintln!("kiln: op-by-op A/B in {}", out.join(AB_FILE).display());
+    }
     Ok(all_ok)
 }
 
@@ -164,18 +166,16 @@ fn run_ab(
 /// Compare every side's records (its label, its records of every pass) with the first side's
 /// op by op and write `explain-ab.md` in `out`; returns its text.
 pub fn write_ab(out: &Path, sides: &[(String, Vec<ExplainRecord>)]) -> Result<String> {
+    let [(first, a), others @ ..] = sides else {
+        bail!("{}: an explain A/B without sides", out.display());
+    };
+    if others.is_empty() {
+        return Ok(crate::burns::nothing_to_compare(first));
+    }
     let mut text = String::new();
-    if let Some((first, a)) = sides.first() {
-        for (label, b) in &sides[1..] {
-            let columns = kiln_report::explain::ab::compare(a, b);
-            text.push_str(&kiln_report::explain::ab::markdown(&columns, first, label));
-        }
-        if sides.len() < 2 {
-            text = format!(
-                "## Op by op, Burn A against Burn B\n\nOnly Burn {first} could be built: nothing \
-                 to compare (the log says why each other --burn could not be used).\n"
-            );
-        }
+    for (label, b) in others {
+        let columns = kiln_report::explain::ab::compare(a, b);
+        text.push_str(&kiln_report::explain::ab::markdown(&columns, first, label));
     }
     let path = out.join(AB_FILE);
     std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;

@@ -125,7 +125,9 @@ fn infer_ab(
     let sides = crate::burns::build_sides(&args.burns.burn, wanted, false, out)?;
     let (text, all_ok) = ab_passes(args, datasets, &sides, out)?;
     println!("{text}");
-    eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
+    if sides.len() > 1 {
+        eprintln!("kiln: inference A/B in {}", out.join(AB_FILE).display());
+    }
     Ok(all_ok)
 }
 
@@ -185,16 +187,13 @@ fn write_ab(out: &Path, sides: &[(String, Vec<InferRecord>)]) -> Result<String> 
     let Some((a, first)) = sides.first() else {
         bail!("{}: an inference A/B without sides", out.display());
     };
+    if sides.len() < 2 {
+        return Ok(crate::burns::nothing_to_compare(a));
+    }
     let mut text = String::from("# cargo xtask infer, Burn A against Burn B\n\n");
     for (b, side) in sides.iter().skip(1) {
         let rows = kiln_report::infer::compare(first, side);
         text += &kiln_report::infer::ab_markdown(&rows, a, b);
-    }
-    if sides.len() < 2 {
-        text += &format!(
-            "Only Burn {a} could be built: nothing to compare (the log says why each other \
-             --burn could not be used).\n"
-        );
     }
     let path = out.join(AB_FILE);
     std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -821,5 +820,22 @@ mod tests {
         );
         let err = report(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("nor an inference A/B"), "{err}");
+    }
+
+    /// `--burn` given once: no A/B to write, and the words say why (not that a Burn failed to
+    /// build), for infer and explain alike.
+    #[test]
+    fn one_burn_writes_no_ab() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = write_ab(tmp.path(), &[("0.23.0-pre.1".into(), Vec::new())]).unwrap();
+        assert!(
+            text.contains("One Burn in this run (0.23.0-pre.1): nothing to compare"),
+            "{text}"
+        );
+        assert!(!text.contains("could be built"), "{text}");
+        assert!(!tmp.path().join(AB_FILE).exists());
+        let text = crate::explain::write_ab(tmp.path(), &[("0.22.1".into(), Vec::new())]).unwrap();
+        assert!(text.contains("One Burn in this run (0.22.1)"), "{text}");
+        assert!(!tmp.path().join(crate::explain::AB_FILE).exists());
     }
 }

@@ -244,6 +244,9 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
         bail!("no side to compare");
     };
     let a = side_records(first)?;
+    if sides.len() < 2 {
+        return Ok(crate::burns::nothing_to_compare(&label(&a, first)));
+    }
     let mut text = String::new();
     for other in &sides[1..] {
         let b = side_records(other)?;
@@ -254,13 +257,6 @@ pub fn write_ab(out: &Path, sides: &[PathBuf], sequential: Option<&Sequential>) 
             &label(&b, other),
         ));
         text.push_str(&not_in_burn(&b));
-    }
-    if sides.len() < 2 {
-        text = format!(
-            "## Burn A/B\n\nOnly Burn {} could be built: nothing to compare (the run's log says \
-             why each other --burn could not be used).\n",
-            label(&a, first)
-        );
     }
     std::fs::write(out.join(AB_FILE), &text)?;
     Ok(text)

@@ -244,6 +244,15 @@ pub fn build_sides(
         .collect())
 }
 
+/// What an A/B says of a run with one Burn (`--burn` given once): there is nothing to compare,
+/// and no A/B file is written; the Burn's own tables are in its side folder.
+pub fn nothing_to_compare(label: &str) -> String {
+    format!(
+        "One Burn in this run ({label}): nothing to compare, so no A/B was written (an A/B takes \
+         --burn twice); its tables are in its side folder.\n"
+    )
+}
+
 /// The side directories of an A/B run directory, in order, from its [`BURNS_FILE`]; `None`
 /// when `dir` is no A/B run.
 pub fn side_dirs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {

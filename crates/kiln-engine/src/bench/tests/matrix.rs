@@ -393,12 +393,15 @@ fn an_ab_run_alternates_its_burns_and_compares_them() {
         "{text}"
     );
     assert!(out.join(ab::AB_FILE).is_file());
-    // A run left with one Burn (the other could not be built) says there is nothing to compare.
-    let alone = ab::write_ab(&out, &dirs[..1], None).unwrap();
+    // A run with one Burn (`--burn` given once) has nothing to compare: no ab.md.
+    let one = tmp.path().join("one");
+    std::fs::create_dir_all(&one).unwrap();
+    let alone = ab::write_ab(&one, &dirs[..1], None).unwrap();
     assert!(
-        alone.contains("Only Burn 0.22.1 could be built: nothing to compare"),
+        alone.contains("One Burn in this run (0.22.1): nothing to compare"),
         "{alone}"
     );
+    assert!(!one.join(ab::AB_FILE).exists());
 }
 
 /// `--repeats auto`: passes stop once every cell is decided (B 20% slower in every pair: after
