@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 pub use kiln_contract::ServeArgs;
 use kiln_contract::{ModelKind, Precision};
-pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, VerifyArgs};
+pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, OutDir, VerifyArgs};
 
 #[derive(Parser)]
 #[command(
@@ -141,9 +141,8 @@ pub enum Cmd {
     /// Build the results site: every run under docs/results and the run directories given,
     /// each record checked against the record schema first, as static pages (docs/site.md).
     Site {
-        /// The site's folder (default: target/site).
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        out: OutDir,
         /// Run directories (or folders of runs) to show besides docs/results.
         runs: Vec<PathBuf>,
     },
@@ -161,9 +160,8 @@ pub enum Cmd {
     /// network needs to run Kiln's GPU rows (the GPU runners stripped and compressed, the
     /// PyTorch script, a plan of the GPU cells and run.sh), under 64 MiB (docs/gpu.md).
     GpuKit {
-        /// The kit's folder (default: target/gpu-kit; an earlier kit there is replaced).
-        #[arg(long)]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        out: OutDir,
         /// The runners to build and carry (default: cuda,wgpu); a runner left out is skipped
         /// there with that reason.
         #[arg(long, value_delimiter = ',')]

@@ -165,8 +165,8 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
             replay,
             after,
         } => match replay {
-            Some(device) => kit::replay(&device, profile.as_deref(), out),
-            None => kit::gpu_kit(out, backends, (plan_only, after), profile),
+            Some(device) => kit::replay(&device, profile.as_deref(), out.dir),
+            None => kit::gpu_kit(out.dir, backends, (plan_only, after), profile),
         },
         Cmd::SetupCubeclLlvm { llvm_config, undo } => llvm::setup(llvm_config, undo),
         Cmd::SetupLibtorch { venv, python } => torch::setup(venv, &python).map(|_| true),
@@ -186,7 +186,7 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
             outputs,
         } => report::report(&paths, baseline.as_deref(), &outputs)
             .and_then(|records| report::expect(&records, &expect)),
-        Cmd::Site { out, runs } => site::site(out, &runs),
+        Cmd::Site { out, runs } => site::site(out.dir, &runs),
         Cmd::Submit { run, what } => site::submit(&run, what.as_deref()),
         Cmd::FetchData {
             name,
@@ -216,7 +216,7 @@ fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
     };
     match (cell, backend, model) {
         (Some(file), _, _) => {
-            bench::cell_only(given).and_then(|_| bench::bench_request(&file, common.out.as_deref()))
+            bench::cell_only(given).and_then(|_| bench::bench_request(&file, common.out.get()))
         }
         (None, Some(backend), Some(model)) if !burn.is_empty() => bench::ab::bench_ab(
             &common,

@@ -35,7 +35,7 @@ pub fn explain(args: ExplainArgs) -> Result<bool> {
     }
     let wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
     let out = crate::answer::out_dir(
-        args.ask.out.as_deref(),
+        args.ask.out.get(),
         "explain",
         EXPLAIN_FILE,
         " (`cargo xtask report DIR` re-renders them)",

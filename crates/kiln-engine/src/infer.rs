@@ -69,7 +69,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
         wanted.insert(0, crate::backends::find(&args.train_on)?);
     }
     let wanted = crate::runners::buildable(wanted);
-    let out = crate::answer::out_dir(args.ask.out.as_deref(), "infer", INFER_FILE, "")?;
+    let out = crate::answer::out_dir(args.ask.out.get(), "infer", INFER_FILE, "")?;
     if !args.burns.burn.is_empty() {
         return infer_ab(&args, &datasets, &wanted, &out);
     }

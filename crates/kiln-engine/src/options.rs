@@ -10,15 +10,31 @@ use kiln_contract::{
     AutotuneLevel, CellSettings, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
 };
 
+/// `--out`: the folder a command writes into, one flag for every command that writes one.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutDir {
+    /// The folder to write into. Default: results/<UTC timestamp>/ (bench-all, bench),
+    /// results/<command>-<UTC timestamp>/ (explain, verify, infer), target/site (site),
+    /// target/gpu-kit (gpu-kit, replacing an earlier kit there).
+    #[arg(id = "out", long = "out", value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+impl OutDir {
+    /// The folder given, if any.
+    pub fn get(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+}
+
 /// Options shared by `bench-all` and `bench`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
     /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
     #[arg(long)]
     pub quick: bool,
-    /// Run directory (default: results/<UTC timestamp>/).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutDir,
     /// The settings every cell of the run shares (epochs, budget, seed, learning rate, ...).
     #[command(flatten)]
     pub settings: SettingFlags,
@@ -258,10 +274,8 @@ pub struct AskArgs {
     /// `infer` also take a CPU-emulated adapter such as lavapipe).
     #[arg(long, value_delimiter = ',')]
     pub backends: Option<Vec<String>>,
-    /// Output directory (default: results/<command>-<UTC timestamp>/: explain-, verify-,
-    /// infer-...).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutDir,
 }
 
 /// The options of `explain` (`cargo xtask explain`'s flags).

@@ -104,7 +104,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     if !wanted.iter().any(|b| b.name == reference_backend) {
         bail!("--reference {reference_backend}: that backend cannot be built here");
     }
-    let out = crate::answer::out_dir(args.ask.out.as_deref(), "verify", VERIFY_FILE, "")?;
+    let out = crate::answer::out_dir(args.ask.out.get(), "verify", VERIFY_FILE, "")?;
     // Each model's dataset, and the requests' own rules checked before anything is built.
     let datasets = datasets(&args, steps, batch)?;
     let sides = built_sides(&args, &wanted)?;
@@ -459,7 +459,7 @@ mod tests {
             ask: crate::options::AskArgs {
                 models: vec![ModelKind::MnistCnn],
                 backends: None,
-                out: None,
+                out: Default::default(),
             },
             precisions: None,
             reference: "flex".into(),

@@ -52,7 +52,7 @@ pub fn bench_ab(
     let learner = cfg.loops.contains(&TrainingLoop::Learner);
     let wanted = wanted_backends(backend_names.as_deref())?;
     // The output directory is checked before the (long) builds.
-    let out = prepare_out(Some(&check_out(common.out.as_deref())?))?;
+    let out = prepare_out(Some(&check_out(common.out.get())?))?;
     let built_sides = crate::burns::build_to_compare(specs, &wanted, learner)?;
     let sides: Vec<(&Burn, &[Built])> = built_sides
         .iter()

@@ -66,7 +66,7 @@ pub fn bench_all(
         backends_named,
         all_devices,
     )?;
-    let out = check_out(common.out.as_deref())?;
+    let out = check_out(common.out.get())?;
     let built = build_and_probe(
         &with_fallback_backends(wanted, cfg.cell.fallback.is_some()),
         cfg.loops.contains(&TrainingLoop::Learner),

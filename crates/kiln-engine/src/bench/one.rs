@@ -143,7 +143,7 @@ pub fn bench_one(common: &CommonArgs, one: OneCell) -> Result<bool> {
     if let Some(note) = note {
         eprintln!("kiln: {note}");
     }
-    let out = check_out(common.out.as_deref())?;
+    let out = check_out(common.out.get())?;
     // Data-parallel cells train through the Learner too.
     let learner = cfg.loops.contains(&TrainingLoop::Learner)
         || one.devices.is_some()

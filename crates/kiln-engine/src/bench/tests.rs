@@ -265,7 +265,7 @@ fn common() -> CommonArgs {
         training_loop: None,
         token: Default::default(),
         quick: false,
-        out: None,
+        out: Default::default(),
         settings: Default::default(),
         batch: None,
         synthetic: false,
