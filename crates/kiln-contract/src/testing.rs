@@ -42,3 +42,13 @@ pub fn blessing() -> bool {
     );
     bless
 }
+
+/// The calling test's package directory: `CARGO_MANIFEST_DIR` as cargo sets it when it runs the
+/// test, else `compiled` (the test's own `env!("CARGO_MANIFEST_DIR")`). The one cargo sets now
+/// comes first: a test binary built from another checkout into a shared target directory (CI's
+/// clone, then this one with older sources) still carries the other checkout's path.
+pub fn package_dir(compiled: &str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(compiled))
+}

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// The repository's root (the schema and the Python runner live there).
 fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn committed() -> PathBuf {

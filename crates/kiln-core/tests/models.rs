@@ -105,12 +105,15 @@ fn dropout_is_off_only_when_asked() {
 /// Every model's parameters as the PyTorch reference builds them (its `models.Net`, from the
 /// same description): names, shapes in Burn's layout, in Burn's order.
 fn pytorch_layout(python: &std::ffi::OsStr) -> serde_json::Value {
-    let package = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pytorch/kiln_torch");
+    let package = kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
+        .join("../../pytorch/kiln_torch");
     let script = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport models\n\
                   print(json.dumps({n: [[k, list(p.t().shape if t else p.shape)] \
                   for k, p, t in models.Net(n).names] for n in models.models()}))";
     let out = std::process::Command::new(python)
-        .args(["-c", script, package])
+        .arg("-c")
+        .arg(script)
+        .arg(&package)
         .output()
         .expect("the Python in KILN_TORCH_PYTHON runs");
     assert!(
@@ -157,7 +160,8 @@ fn the_reference_builds_its_loop_alike_for_cells_explain_and_verify() {
         );
         return;
     };
-    let package = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pytorch/kiln_torch");
+    let package = kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
+        .join("../../pytorch/kiln_torch");
     let request = serde_json::to_value(kiln_contract::CellRequest::new(
         ModelKind::Mlp,
         "pytorch",
@@ -175,12 +179,9 @@ fn the_reference_builds_its_loop_alike_for_cells_explain_and_verify() {
                   print(json.dumps({'read': read, 'not_in_step_args': [k for k in read if k not in step],\n\
                   \x20   'not_in_request': [k for k in read if k not in given]}))";
     let out = std::process::Command::new(python)
-        .args([
-            "-c",
-            script,
-            package,
-            &serde_json::to_string(&keys).unwrap(),
-        ])
+        .args(["-c", script])
+        .arg(&package)
+        .arg(serde_json::to_string(&keys).unwrap())
         .output()
         .expect("the Python in KILN_TORCH_PYTHON runs");
     assert!(

@@ -18,7 +18,11 @@ use common::{final_record, runner};
 use kiln_contract::{CellRequest, ModelKind, Profile};
 use serde_json::Value;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/tiny-cell.json");
+/// The golden record, in this package's tests/golden.
+fn golden() -> std::path::PathBuf {
+    kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/tiny-cell.json")
+}
 
 /// Where the record ran, not what it measured: left out of the comparison of fields.
 const MACHINE: &[&str] = &["/fingerprint", "/args", "/device_name"];
@@ -117,12 +121,12 @@ fn a_fixed_seed_cell_records_the_golden_fields_and_values() {
         // The request's temporary path says nothing about the record.
         got["args"] = serde_json::json!(["--cell", "cell.json"]);
         let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
-        std::fs::create_dir_all(std::path::Path::new(GOLDEN).parent().unwrap()).unwrap();
-        std::fs::write(GOLDEN, text).unwrap();
+        std::fs::create_dir_all(golden().parent().unwrap()).unwrap();
+        std::fs::write(golden(), text).unwrap();
         return;
     }
-    let text = std::fs::read_to_string(GOLDEN)
-        .unwrap_or_else(|e| panic!("{GOLDEN}: {e} (KILN_BLESS=1 writes it)"));
+    let text = std::fs::read_to_string(golden())
+        .unwrap_or_else(|e| panic!("{}: {e} (KILN_BLESS=1 writes it)", golden().display()));
     let want: Value = serde_json::from_str(&text).unwrap();
 
     let (mut a, mut b) = (BTreeSet::new(), BTreeSet::new());

@@ -255,7 +255,8 @@ mod tests {
     /// and PyTorch's rows keep theirs.
     #[test]
     fn the_h200_projections_from_compiling_steps_read_as_not_steady() {
-        let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        let results = kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/results");
         let load = |dir: &str| {
             load(&[results.join(dir).join("results.jsonl")])
                 .unwrap()

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 /// The repository's root: the docs, the ledger and the committed runs live there.
 fn workspace_root() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// One ledger entry.

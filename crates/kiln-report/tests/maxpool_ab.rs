@@ -2,10 +2,8 @@
 //! three times, about 4.6% slower; five passes on a 2-core AMD EPYC family 25 model 17, drift
 //! 8.3% over the run), which the unpaired rule called "no difference beyond the noise".
 
-use std::path::PathBuf;
-
 fn fixture(file: &str) -> Vec<kiln_contract::Record> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let path = kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/ab-maxpool-x3")
         .join(file);
     kiln_report::read::load(&[path]).unwrap().records

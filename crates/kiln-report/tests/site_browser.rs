@@ -15,7 +15,8 @@ use browser::Browser;
 use kiln_report::site;
 
 fn committed_site(out: &Path) -> Value {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+    let results =
+        kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
     let (dirs, _) = site::run_dirs(std::slice::from_ref(&results)).unwrap();
     let runs = site::read_runs(&dirs).unwrap();
     let (inference, _) =

@@ -2,13 +2,12 @@
 //! GPU kits' dry runs) out of "All results", Compare and the machine pages, and shows them on
 //! their own page, labelled; a checkout's rows name its revision, never the path it had.
 
-use std::path::Path;
-
 use kiln_report::site;
 
 #[test]
 fn the_committed_site_shows_no_replayed_or_dry_run_row_among_the_measured_ones() {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+    let results =
+        kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
     let (dirs, _) = site::run_dirs(std::slice::from_ref(&results)).unwrap();
     let runs = site::read_runs(&dirs).unwrap();
     let replays: Vec<&str> = runs

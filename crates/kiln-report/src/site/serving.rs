@@ -219,10 +219,10 @@ pub fn runs_markup(runs: &[ServingRun]) -> maud::Markup {
 mod tests {
     use super::*;
     use crate::site::runs::dirs_holding;
-    use std::path::PathBuf;
 
     fn committed() -> Vec<ServingRun> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        let root = kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/results");
         let (dirs, _) = dirs_holding(&[root], INFER_FILE).unwrap();
         read_serving(&dirs).unwrap()
     }

@@ -70,7 +70,7 @@ mod tests {
     use crate::site::{build, read_runs, run_dirs};
 
     fn committed() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results")
+        kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR")).join("../../docs/results")
     }
 
     /// A committed run copied to a scratch `results/<stamp>` directory, as a run leaves it.

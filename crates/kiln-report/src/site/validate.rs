@@ -101,7 +101,7 @@ mod tests {
     use super::*;
 
     fn committed(run: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
+        kiln_contract::testing::package_dir(env!("CARGO_MANIFEST_DIR"))
             .join("../../docs/results")
             .join(run)
     }
