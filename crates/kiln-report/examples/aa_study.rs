@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use kiln_contract::schema::{Record, Status};
 use kiln_contract::stats::{Look, Sequential, Stats};
+use kiln_report::ab::PassRun;
 
 /// Sequences the rate is estimated from, each drawn pair by pair from the measured pairs.
 const SEQUENCES: usize = 20_000;
@@ -200,16 +201,14 @@ fn side(run: &Path, prefix: &str) -> Result<Vec<Record>, String> {
         .collect())
 }
 
-/// Each pass both sides timed, in pass order.
+/// Each pass both sides timed, in pass order (the A/B's own pairing, `ab::partners`).
 fn pair_up(a: &[Record], b: &[Record]) -> Vec<Pair> {
-    let pass = |r: &Record| r.repeat.as_ref().map(|p| p.index);
-    let mut pairs: Vec<Pair> = b
-        .iter()
-        .filter_map(|rb| {
-            let k = pass(rb)?;
-            let ra = a.iter().find(|ra| pass(ra) == Some(k))?;
+    let (a, b): (Vec<&Record>, Vec<&Record>) = (a.iter().collect(), b.iter().collect());
+    let mut pairs: Vec<Pair> = kiln_report::ab::partners(&a, &b)
+        .into_iter()
+        .filter_map(|(ra, rb)| {
             Some(Pair {
-                pass: k,
+                pass: rb.pass()?,
                 a: ra.clone(),
                 b: rb.clone(),
             })

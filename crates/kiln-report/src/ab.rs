@@ -348,16 +348,25 @@ fn pairs<R: PassRun>(rule: &Rule<R>, a: &[&R], b: &[&R]) -> Option<(Vec<(f64, f6
     passes(a)?;
     passes(b)?;
     let mut out = Vec::new();
-    for rb in b {
-        let partner = a.iter().find(|ra| ra.pass() == rb.pass());
-        if let Some(ra) = partner
-            && let (Some(va), Some(vb)) = ((rule.value)(ra), (rule.value)(rb))
-        {
+    for (ra, rb) in partners(a, b) {
+        if let (Some(va), Some(vb)) = ((rule.value)(ra), (rule.value)(rb)) {
             out.push((va, vb));
         }
     }
     let unpaired = a.len() + b.len() - 2 * out.len();
     (out.len() >= 2).then_some((out, unpaired))
+}
+
+/// Each B run beside its partner, A's run of the same pass, in B's order; a run that names no
+/// pass, or whose pass the other side lacks, is left out.
+pub fn partners<'r, R: PassRun>(a: &[&'r R], b: &[&'r R]) -> Vec<(&'r R, &'r R)> {
+    b.iter()
+        .filter_map(|rb| {
+            let k = rb.pass()?;
+            let ra = a.iter().find(|ra| ra.pass() == Some(k))?;
+            Some((*ra, *rb))
+        })
+        .collect()
 }
 
 /// Bytes as text; small amounts (the A/A study's shifts) with their fraction of a MiB.
