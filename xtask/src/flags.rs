@@ -1,4 +1,7 @@
-//! The command line: every subcommand and flag of `cargo xtask`.
+//! The command line: every subcommand of `cargo xtask`, with the flags only one command has.
+//! A flag several commands share is defined once, in kiln-engine's `options` (or in
+//! kiln-contract's `flags` where a runner or the remote server parses it too), and flattened
+//! here.
 
 #[cfg(test)]
 pub mod reference;
@@ -7,7 +10,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 pub use kiln_contract::ServeArgs;
-use kiln_contract::{ModelKind, Precision};
+use kiln_contract::flags::{BackendArg, CellArg, DevicesArg};
+pub use kiln_engine::flags::{BackendsArg, DeviceArg, ModelsArg, PlanOnlyArg, PrecisionsArg};
 pub use kiln_engine::options::{BurnArgs, CommonArgs, ExplainArgs, InferArgs, OutDir, VerifyArgs};
 
 #[derive(Parser)]
@@ -23,73 +27,58 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Run the whole matrix (model x backend x device x precision) and write a report.
+    #[command(mut_arg("plan_only", |a| a.conflicts_with("burn")))]
+    #[command(mut_arg("device", |a| a.conflicts_with("burn")))]
     BenchAll {
         #[command(flatten)]
         common: CommonArgs,
-        /// Backends, comma-separated (default: every buildable default backend).
-        #[arg(long, value_delimiter = ',')]
-        backends: Option<Vec<String>>,
-        /// Models, comma-separated (default: mnist-cnn; the article's three without --quick).
-        #[arg(long, value_delimiter = ',')]
-        models: Option<Vec<ModelKind>>,
-        /// Precisions, comma-separated (default: f32).
-        #[arg(long, value_delimiter = ',')]
-        precisions: Option<Vec<Precision>>,
+        #[command(flatten)]
+        backends: BackendsArg,
+        #[command(flatten)]
+        models: ModelsArg,
+        #[command(flatten)]
+        precisions: PrecisionsArg,
         /// Finish an interrupted run: run only its cells that have no final record, with its
         /// configuration (flags given with --resume must match it).
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "burn"])]
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "burn", "plan_only"])]
         resume: Option<PathBuf>,
         /// A cell for every available device of each backend, not only its default (best) one.
         #[arg(long, conflicts_with = "burn")]
         all_devices: bool,
-        /// Plan only: write run.json and one request per cell (cells/*.json) into the run
-        /// directory, print the plan, run nothing (`--resume DIR` runs it later).
-        #[arg(long, conflicts_with_all = ["resume", "burn"])]
-        plan_only: bool,
-        /// Remote devices to add to the matrix, comma-separated: remote:ws://HOST:PORT or
-        /// remote:ws://HOST:PORT#INDEX (what `serve` hosts on that machine; docs/remote.md).
-        #[arg(
-            long = "device",
-            value_delimiter = ',',
-            value_name = "SPECS",
-            conflicts_with = "burn"
-        )]
-        remote: Vec<String>,
+        #[command(flatten)]
+        plan_only: PlanOnlyArg,
+        #[command(flatten)]
+        remote: DeviceArg,
         #[command(flatten)]
         burns: BurnArgs,
     },
-    /// Run one cell.
+    /// Run one cell: from flags, or the request file --cell names (which no flag that shapes
+    /// a cell may accompany: only --out and --token).
+    #[command(mut_arg("backend", |a| a.required_unless_present_any(["cell", "device"])))]
+    #[command(mut_arg("models", |a| a.required_unless_present("cell")))]
+    #[command(mut_arg("device", |a| a.conflicts_with("burn")))]
+    #[command(mut_arg("devices", |a| a.conflicts_with_all(["device", "data_parallel", "burn"])))]
     Bench {
         #[command(flatten)]
         common: CommonArgs,
-        /// The whole cell as a request file (from `bench-all --plan-only` or a run's cells/);
-        /// no other cell flag may be given with it, only --out.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "model", "device", "api", "precision", "bare", "devices", "data_parallel", "burn"])]
-        cell: Option<PathBuf>,
-        /// Backend name (implied by a remote device).
-        #[arg(long, required_unless_present_any = ["cell", "device"])]
-        backend: Option<String>,
-        /// Device spec (see `cargo xtask doctor`); default: the backend's default device. A
-        /// device another machine serves is remote:ws://HOST:PORT[#INDEX] (docs/remote.md).
-        #[arg(long, conflicts_with = "burn")]
-        device: Option<String>,
+        #[command(flatten)]
+        cell: CellArg,
+        #[command(flatten)]
+        backend: BackendArg,
+        #[command(flatten)]
+        device: DeviceArg,
         /// Graphics API of the wgpu backend: vulkan, metal, dx12 or webgpu.
         #[arg(long, conflicts_with = "burn")]
         api: Option<String>,
-        /// Model: mnist-cnn, resnet18, resnet18-gray.
-        #[arg(long, required_unless_present = "cell")]
-        model: Option<ModelKind>,
-        /// f32, f16, bf16 (pure) or amp-f16, amp-bf16 (mixed precision with loss scaling).
-        #[arg(long, default_value = "f32")]
-        precision: Precision,
+        #[command(flatten)]
+        model: ModelsArg,
+        #[command(flatten)]
+        precision: PrecisionsArg,
         /// Measure the Kiln loop's overhead against a bare loop of the same steps.
         #[arg(long, conflicts_with = "burn")]
         bare: bool,
-        /// Train the cell data-parallel on these devices (specs from `cargo xtask doctor`,
-        /// comma-separated; the first holds the optimizer) through burn-train, and on the first
-        /// alone for the scaling efficiency; implies --loop learner.
-        #[arg(long, value_delimiter = ',', value_name = "SPECS", conflicts_with_all = ["device", "data_parallel", "burn"])]
-        devices: Option<Vec<String>>,
+        #[command(flatten)]
+        devices: DevicesArg,
         /// --devices with the backend's first N available devices.
         #[arg(long, value_name = "N", conflicts_with = "burn")]
         data_parallel: Option<usize>,
@@ -162,13 +151,10 @@ pub enum Cmd {
     GpuKit {
         #[command(flatten)]
         out: OutDir,
-        /// The runners to build and carry (default: cuda,wgpu); a runner left out is skipped
-        /// there with that reason.
-        #[arg(long, value_delimiter = ',')]
-        backends: Option<Vec<String>>,
-        /// Print the kit's plan (every cell in the order it runs, with its time cap) and stop.
-        #[arg(long)]
-        plan_only: bool,
+        #[command(flatten)]
+        backends: BackendsArg,
+        #[command(flatten)]
+        plan_only: PlanOnlyArg,
         /// Plan from this measured profile instead of the committed H200 one
         /// (gpu-kit/profiles/; the format: docs/gpu.md). With --replay: plan from this
         /// profile, replay the other's device (a GPU that is not the one planned for).

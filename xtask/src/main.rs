@@ -33,7 +33,7 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
     let (common, devices): (&CommonArgs, Vec<String>) = match cmd {
         Cmd::BenchAll {
             common,
-            remote: devices,
+            remote: flags::DeviceArg { device: devices },
             ..
         } => {
             // bench-all's --device only adds remote devices.
@@ -46,9 +46,10 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
             }
             (common, devices.clone())
         }
-        Cmd::Bench { common, device, .. } => {
-            (common, device.iter().filter(remote).cloned().collect())
-        }
+        Cmd::Bench { common, device, .. } => (
+            common,
+            device.device.iter().filter(remote).cloned().collect(),
+        ),
         _ => return Ok(()),
     };
     // SAFETY: called first in main, before any thread exists (the interrupt handler's included).
@@ -64,14 +65,21 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
 }
 
 /// The flags of `subcommand` given on the command line: each argument's id beside its name
-/// (`--device` for `remote`).
+/// (`--loop` for `training_loop`). The groups clap makes of each flattened struct are no flags.
 fn given(matches: &clap::ArgMatches, subcommand: &str) -> Vec<(String, String)> {
+    let command = Cli::command();
+    let Some(sub) = command.find_subcommand(subcommand) else {
+        return Vec::new();
+    };
+    let is_flag = |id: &str| sub.get_arguments().any(|a| a.get_id() == id);
     matches
         .subcommand_matches(subcommand)
         .map(|m| {
             m.ids()
                 .filter(|id| {
-                    m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                    is_flag(id.as_str())
+                        && m.value_source(id.as_str())
+                            == Some(clap::parser::ValueSource::CommandLine)
                 })
                 .map(|id| (id.to_string(), flags::flag_name(subcommand, id.as_str())))
                 .collect()
@@ -123,13 +131,13 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
     match command {
         Cmd::BenchAll {
             common,
-            backends,
-            models,
-            precisions,
+            backends: flags::BackendsArg { backends },
+            models: flags::ModelsArg { models },
+            precisions: flags::PrecisionsArg { precisions },
             resume,
             all_devices,
-            plan_only,
-            remote,
+            plan_only: flags::PlanOnlyArg { plan_only },
+            remote: flags::DeviceArg { device: remote },
             burns: BurnArgs { burn },
         } => match resume {
             Some(dir) => bench::resume(
@@ -159,8 +167,8 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
         Cmd::Infer(args) => infer::infer(args),
         Cmd::GpuKit {
             out,
-            backends,
-            plan_only,
+            backends: flags::BackendsArg { backends },
+            plan_only: flags::PlanOnlyArg { plan_only },
             profile,
             replay,
             after,
@@ -214,18 +222,21 @@ fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
     else {
         anyhow::bail!("not a `bench` command");
     };
-    match (cell, backend, model) {
-        (Some(file), _, _) => {
-            bench::cell_only(given).and_then(|_| bench::bench_request(&file, common.out.get()))
-        }
-        (None, Some(backend), Some(model)) if !burn.is_empty() => bench::ab::bench_ab(
+    if let Some(file) = cell.cell {
+        return bench::cell_only(given).and_then(|_| bench::bench_request(&file, common.out.get()));
+    }
+    let device = device.one("bench")?;
+    let precision = precision.one("bench")?;
+    let devices = (!devices.devices.is_empty()).then_some(devices.devices);
+    match (backend.backend, model.one("bench")?) {
+        (Some(backend), Some(model)) if !burn.is_empty() => bench::ab::bench_ab(
             &common,
             &burn,
             Some(vec![backend]),
             Some(vec![model]),
             Some(vec![precision]),
         ),
-        (None, backend, Some(model)) => {
+        (backend, Some(model)) => {
             bench::one_backend(backend, device.as_deref()).and_then(|backend| {
                 bench::bench_one(
                     &common,
@@ -242,8 +253,45 @@ fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
                 )
             })
         }
-        (None, _, None) => Err(anyhow::anyhow!(
+        (_, None) => Err(anyhow::anyhow!(
             "`bench` needs --backend and --model, or --cell FILE"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags given are arguments only, never the groups clap makes of flattened structs:
+    /// `bench --cell FILE --out DIR` gives `cell` and `out`, which `--cell` allows.
+    #[test]
+    fn the_flags_given_are_the_arguments_typed() {
+        let matches = Cli::command().get_matches_from([
+            "cargo-xtask",
+            "bench",
+            "--cell",
+            "c.json",
+            "--out",
+            "dir",
+            "--model",
+            "mlp",
+        ]);
+        let mut ids: Vec<String> = given(&matches, "bench")
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["cell", "models", "out"]);
+        assert!(bench::cell_only(&given(&matches, "bench")).is_err());
+        let matches = Cli::command().get_matches_from([
+            "cargo-xtask",
+            "bench",
+            "--cell",
+            "c.json",
+            "--out",
+            "dir",
+        ]);
+        assert!(bench::cell_only(&given(&matches, "bench")).is_ok());
     }
 }

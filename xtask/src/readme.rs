@@ -9,6 +9,14 @@ mod tests {
 
     use crate::flags::Cli;
 
+    /// The names a flag is typed by: its long name and its visible aliases (`--model` for
+    /// `--models`).
+    fn long_names(a: &clap::Arg) -> impl Iterator<Item = &str> {
+        a.get_long()
+            .into_iter()
+            .chain(a.get_visible_aliases().into_iter().flatten())
+    }
+
     fn readme() -> String {
         std::fs::read_to_string(crate::workspace::workspace_root().join("README.md")).unwrap()
     }
@@ -168,7 +176,7 @@ mod tests {
                     .collect();
                 let known = sub
                     .get_arguments()
-                    .any(|a| a.get_long() == Some(flag.as_str()))
+                    .any(|a| long_names(a).any(|l| l == flag))
                     || flag == "help";
                 if !flag.is_empty() && !known {
                     wrong.push(format!("{name} --{flag}"));
@@ -232,7 +240,7 @@ mod tests {
         known.insert("help".into());
         for sub in cli.get_subcommands() {
             for a in sub.get_arguments() {
-                known.extend(a.get_long().map(str::to_string));
+                known.extend(long_names(a).map(str::to_string));
             }
         }
         let span = regex::Regex::new(r"`([^`]*)`").unwrap();

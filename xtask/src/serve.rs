@@ -25,7 +25,8 @@ fn check_bind(bind: IpAddr, token: Option<&str>) -> Result<()> {
 /// Build what hosts `backend` and run it; returns whether it stopped cleanly.
 pub fn serve(s: ServeArgs) -> Result<bool> {
     check_bind(s.bind, s.token.token.as_deref())?;
-    let b = backends::find(&s.backend)?;
+    let backend = s.backend().map_err(anyhow::Error::msg)?;
+    let b = backends::find(backend)?;
     // The remote runner's Burn carries the served backend: flex in the plain build; ndarray
     // (which Burn 0.23 dropped), wgpu and the GPU drivers each in a build of its own (same
     // package, other features, so another target directory).
@@ -58,11 +59,11 @@ pub fn serve(s: ServeArgs) -> Result<bool> {
     let program = crate::workspace::binary(&dir, PACKAGE);
     let mut cmd = Command::new(&program);
     cmd.arg("serve")
-        .args(["--backend", &s.backend])
+        .args(["--backend", backend])
         .args(["--port", &s.port.to_string()])
         .args(["--bind", &s.bind.to_string()]);
-    if !s.devices.is_empty() {
-        cmd.args(["--devices", &s.devices.join(",")]);
+    if !s.devices.devices.is_empty() {
+        cmd.args(["--devices", &s.devices.devices.join(",")]);
     }
     if let Some(token) = &s.token.token {
         // In the environment, not the arguments `ps` shows.

@@ -11,6 +11,8 @@ pub mod drift;
 pub mod events;
 pub mod explain;
 pub mod fingerprint;
+#[cfg(feature = "clap")]
+pub mod flags;
 pub mod infer;
 pub mod memory;
 pub mod models;
@@ -29,6 +31,8 @@ pub mod vocab;
 
 pub use cell::{CELL_VERSION, CellRequest, SlowSteps};
 pub use events::{Event, Progress, Start};
+#[cfg(feature = "clap")]
+pub use flags::{ServeArgs, TokenArg};
 pub use memory::{MemoryGrowth, memory_growth};
 pub use models::ModelKind;
 pub use observe::{Chunk, Measurements, Observed, Summary, summarize};
@@ -68,41 +72,6 @@ pub fn remote_bind_refusal(bind: std::net::IpAddr, token: Option<&str>) -> Optio
              127.0.0.1 (the default) and reach it through an SSH tunnel"
         )
     })
-}
-
-/// The flags of `serve` (`cargo xtask serve` and `kiln-remote serve` share them; xtask passes
-/// them on to the server it builds).
-#[cfg(feature = "clap")]
-#[derive(clap::Args, Debug, Clone)]
-pub struct ServeArgs {
-    /// The backend that computes: flex, ndarray, wgpu, cuda or rocm (each but flex built with
-    /// the remote server in a target directory of its own).
-    #[arg(long)]
-    pub backend: String,
-    /// Its devices, comma-separated (`cargo xtask doctor`); clients pick one by position
-    /// (`#0`, `#1`). Default: the backend's default device.
-    #[arg(long, value_delimiter = ',', value_name = "SPECS")]
-    pub devices: Vec<String>,
-    /// Port of Burn's server; Kiln's link listens on the next one.
-    #[arg(long, default_value_t = 3000)]
-    pub port: u16,
-    /// Address to listen on: loopback (this machine only) by default; any other needs a
-    /// token.
-    #[arg(long, value_name = "ADDR", default_value_t = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))]
-    pub bind: std::net::IpAddr,
-    #[command(flatten)]
-    pub token: TokenArg,
-}
-
-/// `--token`, the one definition `serve`, `bench-all` and `bench` share.
-#[cfg(feature = "clap")]
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct TokenArg {
-    /// The remote servers' token, or KILN_REMOTE_TOKEN: the one `serve` asks of its clients,
-    /// the one remote cells give (`--device remote:...`). It goes to processes in their
-    /// environment, never into a run directory or a command line.
-    #[arg(long, value_name = "T")]
-    pub token: Option<String>,
 }
 
 #[cfg(test)]

@@ -28,12 +28,12 @@ const LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub fn explain(args: ExplainArgs) -> Result<bool> {
     // The requests' own rules, checked before anything is built.
-    for &model in &args.ask.models {
-        request_for(&args, model, "", "default")
+    for model in args.ask.models.or_default() {
+        request_for(&args, model, "", "default")?
             .validate()
             .map_err(|e| anyhow::anyhow!("--precision/--batch/--runs-per-op: {e}"))?;
     }
-    let wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
+    let wanted = crate::runners::wanted_backends(args.ask.backends.backends.as_deref())?;
     let out = crate::answer::out_dir(
         args.ask.out.get(),
         "explain",
@@ -68,11 +68,11 @@ fn explain_pass(
         revision: crate::workspace::revision(),
     };
     let mut records = Vec::new();
-    for &model in &args.ask.models {
+    for model in args.ask.models.or_default() {
         for (backend, runner, probe) in built {
             let device = crate::answer::one_device(probe);
             let spec = device.as_ref().map_or("default", |d| d.spec.as_str());
-            let request = request_for(args, model, &backend.name, spec);
+            let request = request_for(args, model, &backend.name, spec)?;
             let skip = device.err();
             let mut record = asking.row(runner, &request, skip, &probe.backend_version);
             record.burn = burn.cloned();
@@ -187,10 +187,14 @@ fn request_for(
     model: ModelKind,
     backend: &str,
     device: &str,
-) -> ExplainRequest {
-    let mut r = ExplainRequest::new(model, backend, device, args.precision, args.batch);
+) -> Result<ExplainRequest> {
+    let precision = args.precision.one("explain")?;
+    let batch = args
+        .batch
+        .one("explain", kiln_contract::Profile::Full.batch_size())?;
+    let mut r = ExplainRequest::new(model, backend, device, precision, batch);
     r.repeats = args.runs_per_op;
-    r
+    Ok(r)
 }
 
 fn summary(r: &ExplainRecord) {

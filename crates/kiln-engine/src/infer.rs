@@ -64,7 +64,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
         return report(dir);
     }
     let datasets = check_args(&args)?;
-    let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
+    let mut wanted = crate::runners::wanted_backends(args.ask.backends.backends.as_deref())?;
     if args.weights.is_none() && !wanted.iter().any(|b| b.name == args.train_on) {
         wanted.insert(0, crate::backends::find(&args.train_on)?);
     }
@@ -75,7 +75,7 @@ pub fn infer(args: InferArgs) -> Result<bool> {
     }
     make_dirs(&out)?;
     let built = build_and_probe(&wanted, false)?;
-    let rows = rows(&built, &args.precisions);
+    let rows = rows(&built, &args.precisions.or_f32());
     let mut all = Vec::new();
     let mut models = Vec::new();
     for &model in &datasets {
@@ -146,7 +146,7 @@ fn ab_passes(
     let mut side_rows = Vec::new();
     for (_, built, dir) in sides {
         make_dirs(dir)?;
-        side_rows.push(rows(built, &args.precisions));
+        side_rows.push(rows(built, &args.precisions.or_f32()));
     }
     let mut records: Vec<Vec<InferRecord>> = vec![Vec::new(); sides.len()];
     let mut models = Vec::new();
@@ -257,13 +257,13 @@ fn check_args(args: &InferArgs) -> Result<Vec<(ModelKind, DatasetName)>> {
     args.repeats()?;
     args.data.check()?;
     if let Some(w) = &args.weights {
-        if args.ask.models.len() != 1 {
+        if args.ask.models.or_default().len() != 1 {
             bail!("--weights: one weights file is one model's; name one with --model");
         }
         kiln_contract::verify::Weights::read(w).map_err(|e| anyhow::anyhow!("--weights: {e}"))?;
     }
     let mut datasets = Vec::new();
-    for &model in &args.ask.models {
+    for model in args.ask.models.or_default() {
         let dataset =
             kiln_data::default_dataset(model.geometry(), true, args.data.data_dir.as_deref())?.0;
         let row = request_of(args, model, dataset, Path::new(""));
@@ -407,7 +407,7 @@ fn ask_rows(
         .collect();
     agree(
         &mut records,
-        &[&args.reference, &args.train_on],
+        &[args.reference.or("pytorch"), &args.train_on],
         &inputs.labels,
     );
     if kiln_contract::models::has_batch_norm(&model.layers()) {

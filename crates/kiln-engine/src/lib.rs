@@ -16,6 +16,7 @@ pub mod burns;
 pub mod cubecl_llvm;
 pub mod datasets;
 pub mod explain;
+pub mod flags;
 pub mod infer;
 pub mod options;
 pub mod run_report;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use kiln_contract::{
-    AutotuneLevel, CellSettings, DatasetName, FallbackTarget, ModelKind, Precision, TrainingLoop,
-};
+use kiln_contract::{AutotuneLevel, CellSettings, DatasetName, FallbackTarget, TrainingLoop};
+
+use crate::flags::{BackendsArg, BatchArg, ModelsArg, PrecisionsArg, QuickArg, ReferenceArg};
 
 /// `--out`: the folder a command writes into, one flag for every command that writes one.
 #[derive(Args, Debug, Clone, Default)]
@@ -30,18 +30,15 @@ impl OutDir {
 /// Options shared by `bench-all` and `bench`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
-    /// Quick profile: embedded Fashion-MNIST sample, 3 epochs, 200 s per cell.
-    #[arg(long)]
-    pub quick: bool,
+    #[command(flatten)]
+    pub quick: QuickArg,
     #[command(flatten)]
     pub out: OutDir,
     /// The settings every cell of the run shares (epochs, budget, seed, learning rate, ...).
     #[command(flatten)]
     pub settings: SettingFlags,
-    /// Batch size, or several comma-separated (`32,128,512`: each a cell of the matrix, with
-    /// images/s drawn against batch size; default: 128).
-    #[arg(long, value_delimiter = ',')]
-    pub batch: Option<Vec<usize>>,
+    #[command(flatten)]
+    pub batch: BatchArg,
     /// Train every cell on generated data (labelled synthetic in every record).
     #[arg(long)]
     pub synthetic: bool,
@@ -262,18 +259,10 @@ impl std::str::FromStr for TargetAccuracy {
 /// What `explain` and `verify` ask: which models, on which backends, written where.
 #[derive(Args, Debug, Clone)]
 pub struct AskArgs {
-    /// Models, comma-separated.
-    #[arg(
-        long = "model",
-        alias = "models",
-        value_delimiter = ',',
-        default_value = "mnist-cnn"
-    )]
-    pub models: Vec<ModelKind>,
-    /// Backends, comma-separated (default: every buildable default backend; `verify` and
-    /// `infer` also take a CPU-emulated adapter such as lavapipe).
-    #[arg(long, value_delimiter = ',')]
-    pub backends: Option<Vec<String>>,
+    #[command(flatten)]
+    pub models: ModelsArg,
+    #[command(flatten)]
+    pub backends: BackendsArg,
     #[command(flatten)]
     pub out: OutDir,
 }
@@ -284,12 +273,10 @@ pub struct ExplainArgs {
     /// The models, backends and output directory.
     #[command(flatten)]
     pub ask: AskArgs,
-    /// f32, f16 or bf16 (pure precisions only).
-    #[arg(long, default_value = "f32")]
-    pub precision: Precision,
-    /// Batch size (default 128, the protocol's).
-    #[arg(long, default_value_t = 128)]
-    pub batch: usize,
+    #[command(flatten)]
+    pub precision: PrecisionsArg,
+    #[command(flatten)]
+    pub batch: BatchArg,
     /// Timed runs of each op in its process (the median and the mean kept; fewer for an op
     /// slower than 4 s, at least 3).
     #[arg(long, default_value_t = 7)]
@@ -375,21 +362,17 @@ pub struct VerifyArgs {
     /// The models, backends and output directory.
     #[command(flatten)]
     pub ask: AskArgs,
-    /// Precisions, comma-separated (default: every precision each device supports).
-    #[arg(long, value_delimiter = ',')]
-    pub precisions: Option<Vec<Precision>>,
-    /// The backend (and precision) every row is compared with: BACKEND or BACKEND:PRECISION.
-    #[arg(long, default_value = "flex:f32")]
-    pub reference: String,
+    #[command(flatten)]
+    pub precisions: PrecisionsArg,
+    #[command(flatten)]
+    pub reference: ReferenceArg,
     /// Training steps (default 20, or 8 with --quick).
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Batch size (default 32, or 16 with --quick).
-    #[arg(long)]
-    pub batch: Option<usize>,
-    /// Fewer, smaller steps: a check in a few minutes.
-    #[arg(long)]
-    pub quick: bool,
+    #[command(flatten)]
+    pub batch: BatchArg,
+    #[command(flatten)]
+    pub quick: QuickArg,
     #[command(flatten)]
     pub data: DataArgs,
     /// Keep every row's final weights (safetensors) in the output directory.
@@ -408,9 +391,8 @@ pub struct InferArgs {
     /// Run nothing: render infer.md again from this run folder's infer.jsonl.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
-    /// Precisions, comma-separated: f32, f16, bf16 (mixed precision is a training mode).
-    #[arg(long, value_delimiter = ',', default_value = "f32")]
-    pub precisions: Vec<Precision>,
+    #[command(flatten)]
+    pub precisions: PrecisionsArg,
     /// The weights every row loads (safetensors in verify's format; one model). Default: a
     /// short training on --train-on's backend, written to the run's weights/.
     #[arg(long, value_name = "FILE")]
@@ -421,9 +403,8 @@ pub struct InferArgs {
     /// Its training steps of batch 64 (the quick dataset's 8,000 samples: 125).
     #[arg(long, default_value_t = 125)]
     pub train_steps: usize,
-    /// The backend every row's predictions are compared with (else --train-on's).
-    #[arg(long, default_value = "pytorch")]
-    pub reference: String,
+    #[command(flatten)]
+    pub reference: ReferenceArg,
     #[command(flatten)]
     pub repeats: RepeatsArg,
     #[command(flatten)]

@@ -93,10 +93,12 @@ fn rows<'a>(built: &'a [Built], wanted: Option<&[Precision]>) -> Vec<AskedRow<'a
 
 pub fn verify(args: VerifyArgs) -> Result<bool> {
     args.data.check()?;
-    let (reference_backend, reference_precision) = parse_reference(&args.reference)?;
-    let steps = args.steps.unwrap_or(if args.quick { 8 } else { 20 });
-    let batch = args.batch.unwrap_or(if args.quick { 16 } else { 32 });
-    let mut wanted = crate::runners::wanted_backends(args.ask.backends.as_deref())?;
+    let reference = args.reference.or("flex:f32");
+    let (reference_backend, reference_precision) = parse_reference(reference)?;
+    let quick = args.quick.quick;
+    let steps = args.steps.unwrap_or(if quick { 8 } else { 20 });
+    let batch = args.batch.one("verify", if quick { 16 } else { 32 })?;
+    let mut wanted = crate::runners::wanted_backends(args.ask.backends.backends.as_deref())?;
     if !wanted.iter().any(|b| b.name == reference_backend) {
         wanted.insert(0, backends::find(&reference_backend)?);
     }
@@ -114,7 +116,7 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
     let rows: Vec<AskedRow> = sides
         .iter()
         .flat_map(|(burn, built)| {
-            rows(built, args.precisions.as_deref())
+            rows(built, args.precisions.precisions.as_deref())
                 .into_iter()
                 .map(|row| AskedRow {
                     burn: burn.clone(),
@@ -133,11 +135,11 @@ pub fn verify(args: VerifyArgs) -> Result<bool> {
         bail!(
             "--reference {}: {reference_backend} has no device that runs {reference_precision} \
              here (see `cargo xtask doctor`)",
-            args.reference
+            reference
         );
     };
     if let Some(why) = &reference_row.skip {
-        bail!("--reference {}: {why}", args.reference);
+        bail!("--reference {reference}: {why}");
     }
     let mut markdown = header(steps * batch);
     let mut all_agree = true;
@@ -325,7 +327,7 @@ fn datasets(
     batch: usize,
 ) -> Result<Vec<(ModelKind, kiln_contract::DatasetName)>> {
     let mut datasets = Vec::new();
-    for &model in &args.ask.models {
+    for model in args.ask.models.or_default() {
         let dataset = dataset_of(model, args)?;
         request(
             args,
@@ -457,15 +459,17 @@ mod tests {
     fn args() -> VerifyArgs {
         VerifyArgs {
             ask: crate::options::AskArgs {
-                models: vec![ModelKind::MnistCnn],
-                backends: None,
+                models: Default::default(),
+                backends: Default::default(),
                 out: Default::default(),
             },
-            precisions: None,
-            reference: "flex".into(),
+            precisions: Default::default(),
+            reference: crate::flags::ReferenceArg {
+                reference: Some("flex".into()),
+            },
             steps: None,
-            batch: None,
-            quick: true,
+            batch: Default::default(),
+            quick: crate::flags::QuickArg { quick: true },
             data: crate::options::DataArgs {
                 seed: Some(3),
                 data_dir: None,

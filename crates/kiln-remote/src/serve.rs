@@ -55,18 +55,19 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(why) = kiln_contract::remote_bind_refusal(args.bind, token.as_deref()) {
         return Err(why);
     }
-    let binding = binding(&args.backend).ok_or_else(|| {
+    let backend = args.backend()?;
+    let binding = binding(backend).ok_or_else(|| {
         format!(
             "serve cannot host {:?}: this build serves {} (libtorch cannot host Burn's remote \
              sessions; cuda and rocm need `cargo xtask serve` on a machine with their driver)",
-            args.backend,
+            backend,
             servable()
         )
     })?;
-    let specs = if args.devices.is_empty() {
+    let specs = if args.devices.devices.is_empty() {
         vec!["default".to_string()]
     } else {
-        args.devices.clone()
+        args.devices.devices.clone()
     };
     let probed = binding.probe();
     let mut devices = Vec::new();

@@ -188,7 +188,7 @@ pub fn profile_of(path: Option<&std::path::Path>) -> Result<(ReplayProfile, Stri
 /// be a process and a warm-up more).
 pub fn kit_common_args() -> crate::flags::CommonArgs {
     crate::flags::CommonArgs {
-        quick: true,
+        quick: kiln_engine::flags::QuickArg { quick: true },
         // Two epochs: the warm-up settles in the first, the second is timed whole.
         settings: kiln_engine::options::SettingFlags {
             epochs: Some(2),

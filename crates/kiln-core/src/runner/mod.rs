@@ -1,7 +1,7 @@
 //! The runner binary every backend crate provides: `kiln-<backend> --probe` reports devices;
-//! `kiln-<backend> --cell FILE` (what xtask runs) or `kiln-<backend> --model NAME ...` (flags
-//! that only build the same request) trains one cell and prints JSON lines (events, then one
-//! final record) on standard output. Human-readable notes go to standard error. [`bench`] is the
+//! `kiln-<backend> --cell FILE` (a request file xtask writes; `cargo xtask bench` writes one from
+//! flags) trains one cell and prints JSON lines (events, then one final record) on standard
+//! output. Human-readable notes go to standard error. [`bench`] is the
 //! same thing as a library call, for programs that embed one backend crate.
 
 mod cell;
@@ -40,12 +40,16 @@ pub fn train_cell(
     request: &CellRequest,
     sink: &mut dyn FnMut(&Event),
 ) -> Record {
-    train_cell_with_args(binding, request, Vec::new(), sink)
+    train_checked(binding, request, request.validate(), Vec::new(), sink)
 }
 
-fn train_cell_with_args(
+/// [`train_cell`] given the request's one check (`CellRequest::validate`): the library form
+/// makes it here, the runner binary when it reads its file (`CellRequest::read`); `args`: the
+/// runner's command line, for the record.
+fn train_checked(
     binding: &dyn Binding,
     request: &CellRequest,
+    checked: Result<(), String>,
     args: Vec<String>,
     sink: &mut dyn FnMut(&Event),
 ) -> Record {
@@ -71,7 +75,7 @@ fn train_cell_with_args(
         peak: None,
         data: DataKind::Synthetic,
     };
-    if let Err(e) = request.validate() {
+    if let Err(e) = checked {
         return cell.record(Status::Failed, Some(e), None);
     }
     // A replayed cell keeps the backend it replays; any runner plays it.
@@ -130,9 +134,9 @@ struct Args {
     /// Print this backend's devices as JSON and exit.
     #[arg(long)]
     probe: bool,
-    /// Train and time the cell this request file describes (what xtask writes).
-    #[arg(long, value_name = "FILE")]
-    cell: Option<PathBuf>,
+    /// Train and time a cell (`--cell FILE`, the request file xtask writes).
+    #[command(flatten)]
+    cell: kiln_contract::flags::CellArg,
     /// Time every operation of one training step alone (an explain request) and print the
     /// record as one JSON line.
     #[arg(long, value_name = "FILE")]
@@ -175,7 +179,7 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
     if let Some(code) = answer_question(binding, &args) {
         return code;
     }
-    let Some(path) = &args.cell else {
+    let Some(path) = &args.cell.cell else {
         // clap requires one of --probe, --cell, --explain, --verify.
         return ExitCode::from(2);
     };
@@ -187,7 +191,10 @@ pub fn main(binding: &dyn Binding) -> ExitCode {
         }
     };
     set_runtime_env(&request);
-    let record = train_cell_with_args(binding, &request, argv[1..].to_vec(), &mut |e| emit(e));
+    // `read` validated the request.
+    let record = train_checked(binding, &request, Ok(()), argv[1..].to_vec(), &mut |e| {
+        emit(e)
+    });
     if request.settings.cold_caches {
         // The cell's own environment served its one cold measurement.
         crate::cubecl::remove_environment();

@@ -193,7 +193,7 @@ impl RunConfig {
     /// `new` made its defaults). `bench-all`, `bench` and `--resume` share this one mapping
     /// from flags to settings.
     pub fn apply(&mut self, common: &CommonArgs) -> Result<()> {
-        if common.quick {
+        if common.quick.quick {
             self.cell.profile = Profile::Quick;
         }
         common.settings.apply(&mut self.cell)?;
@@ -201,7 +201,7 @@ impl RunConfig {
         if common.settings.target_accuracy.is_some() {
             self.default_targets = false;
         }
-        if let Some(v) = &common.batch {
+        if let Some(v) = &common.batch.batch {
             self.batch_sizes = batch_sizes(Some(v), self.cell.profile)?;
         }
         match common.repeats.repeats {
@@ -275,7 +275,7 @@ pub(super) fn no_auto(cfg: &RunConfig, for_what: &str) -> Result<()> {
 }
 
 pub(super) fn config(common: &CommonArgs, bare: bool) -> Result<(Profile, RunConfig)> {
-    let profile = Profile::from_quick(common.quick);
+    let profile = Profile::from_quick(common.quick.quick);
     let mut cfg = RunConfig::new(profile);
     cfg.cell.bare = bare;
     cfg.apply(common)?;
@@ -320,7 +320,7 @@ pub(super) fn dataset_for(
     }
     Ok(kiln_data::default_dataset(
         model.geometry(),
-        common.quick,
+        common.quick.quick,
         common.settings.data.data_dir.as_deref(),
     )?)
 }

@@ -295,7 +295,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     assert_eq!(left, vec![cell("ndarray")]);
 
     let mut other = common();
-    other.quick = true;
+    other.quick.quick = true;
     other.settings.epochs = Some(5);
     let err = resume(&out, &other, &[], None, None, None)
         .unwrap_err()
@@ -322,7 +322,7 @@ fn resume_runs_only_cells_without_a_final_record_and_refuses_other_flags() {
     // A flag resume cannot apply is refused by its name, the Learner loop compared.
     let given = [
         ("all_devices".to_string(), "--all-devices".to_string()),
-        ("remote".to_string(), "--device".to_string()),
+        ("device".to_string(), "--device".to_string()),
     ];
     let err = resume(&out, &common(), &given, None, None, None)
         .unwrap_err()

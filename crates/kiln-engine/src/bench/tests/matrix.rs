@@ -146,7 +146,7 @@ fn a_token_never_reaches_run_json() {
 #[test]
 fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refused() {
     let mut flags = common();
-    flags.quick = true;
+    flags.quick.quick = true;
     let (_, default) = config::config(&flags, false).unwrap();
     assert_eq!(default.cell.learning_rate, kiln_contract::LEARNING_RATE);
     flags.settings.learning_rate = Some(0.01);
@@ -172,7 +172,7 @@ fn the_learning_rate_goes_from_the_flag_to_every_request_and_a_bad_one_is_refuse
 fn every_cell_setting_is_set_by_a_flag_in_one_mapping() {
     let data = tempfile::tempdir().unwrap();
     let mut flags = common();
-    flags.quick = true;
+    flags.quick.quick = true;
     let s = &mut flags.settings;
     s.epochs = Some(7);
     s.budget_seconds = Some(crate::time::Budget(Some(std::time::Duration::from_secs(
