@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::schema::{Replay, StepTimes};
+pub use crate::schema::{Replay, Settling, StepTimes};
 
 use crate::ModelKind;
 use crate::schema::Record;
@@ -236,6 +236,7 @@ fn profile_cell(r: &Record) -> Option<ProfileCell> {
             new_shape_s: new_shape,
             steady_step_s: steady,
             eval_new_shape_s: Some(eval_new_shape),
+            settling: None,
         },
         source: Some(format!(
             "{} {} {} {}",

@@ -18,6 +18,8 @@ pub(crate) struct ReplayDevice {
     /// Training and evaluation batch sizes compiled so far (evaluation's compile apart).
     trained: Vec<usize>,
     evaluated: Vec<usize>,
+    /// Training steps taken.
+    steps: u32,
 }
 
 impl ReplayDevice {
@@ -28,6 +30,7 @@ impl ReplayDevice {
             ready_at: Instant::now(),
             trained: Vec::new(),
             evaluated: Vec::new(),
+            steps: 0,
         }
     }
 
@@ -37,19 +40,35 @@ impl ReplayDevice {
         self.ready_at = self.ready_at.max(Instant::now()) + Duration::from_secs_f64(compute);
     }
 
-    /// One training step of `batch` samples: its compile on the host, then its compute queued.
-    pub(crate) fn step(&mut self, batch: usize) {
+    /// The host seconds the next training step of `batch` samples compiles for, counting it
+    /// taken: the first step's compile, a settling step's (the profile's steps 2, 3, ...) and
+    /// a new batch shape's add up.
+    fn compile_s(&mut self, batch: usize) -> f64 {
+        let t = &self.times;
+        let settling = match t.settling {
+            Some(s) if self.steps >= 1 && self.steps <= s.steps => {
+                (s.step_s - t.steady_step_s).max(0.0)
+            }
+            _ => 0.0,
+        };
         let compile = if self.trained.is_empty() {
             // The measured first step holds its own compute: compile for the rest of it.
-            (self.times.first_step_s - self.times.steady_step_s).max(0.0)
+            (t.first_step_s - t.steady_step_s).max(0.0)
         } else if !self.trained.contains(&batch) {
-            self.times.new_shape_s
+            t.new_shape_s
         } else {
             0.0
-        };
+        } + settling;
         if !self.trained.contains(&batch) {
             self.trained.push(batch);
         }
+        self.steps += 1;
+        compile
+    }
+
+    /// One training step of `batch` samples: its compile on the host, then its compute queued.
+    pub(crate) fn step(&mut self, batch: usize) {
+        let compile = self.compile_s(batch);
         wait(Duration::from_secs_f64(compile));
         self.queue(batch, 1.0);
     }
@@ -103,6 +122,7 @@ mod tests {
                 new_shape_s: new_shape,
                 steady_step_s: steady,
                 eval_new_shape_s: Some(0.0),
+                settling: None,
             },
             listed: true,
         }
@@ -124,6 +144,23 @@ mod tests {
         assert!(timed(64) >= 0.03 + 0.001, "a new shape compiles");
         let again = timed(64);
         assert!(again >= 0.001);
+    }
+
+    /// A profile's settling steps (steps 2, 3, ... still compiling) take their time beyond a
+    /// steady step's, on top of a new shape's compile, and the steps after them are steady.
+    #[test]
+    fn settling_steps_compile_then_steps_are_steady() {
+        let mut r = replay(0.5, 0.25, 0.01);
+        r.times.settling = Some(kiln_contract::replay::Settling {
+            steps: 2,
+            step_s: 0.11,
+        });
+        let mut d = ReplayDevice::new(&r, 128);
+        let compiles: Vec<f64> = [128, 128, 64, 128, 64]
+            .iter()
+            .map(|&b| (d.compile_s(b) * 1000.0).round() / 1000.0)
+            .collect();
+        assert_eq!(compiles, [0.49, 0.1, 0.35, 0.0, 0.0]);
     }
 
     /// Compute is queued: the host goes on until a sync, as with a GPU.

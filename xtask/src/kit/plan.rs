@@ -199,11 +199,11 @@ pub fn kit_common_args() -> crate::flags::CommonArgs {
     }
 }
 
-/// Device seconds a cell of these times warms up in by Kiln's rule: its first step and the
-/// steady steps that make two windows of the rule.
+/// Device seconds a cell of these times warms up in by Kiln's rule: its first step, its
+/// settling steps' compiles and the steady steps that make two windows of the rule.
 fn warmup_seconds(t: &StepTimes) -> f64 {
     let steps = 2 * TimingRules::KILN.steady_window.max(1) - 1;
-    t.first_step_s + steps as f64 * t.steady_step_s
+    t.first_step_s + t.settling_s() + steps as f64 * t.steady_step_s
 }
 
 /// A cell's warm-up cap, in device seconds: its measured warm-up, a quarter again and 5 s.
@@ -576,6 +576,7 @@ mod tests {
             new_shape_s: 2.0,
             steady_step_s: 0.003,
             eval_new_shape_s: None,
+            settling: None,
         };
         let derived = ReplayProfile::from_records(&records, 0.1, default);
         let path = root.join(MEASURED);

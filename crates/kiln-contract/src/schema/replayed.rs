@@ -17,6 +17,19 @@ pub struct StepTimes {
     /// What an evaluation batch of a shape not seen before adds; `new_shape_s` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_new_shape_s: Option<f64>,
+    /// Steps after the first that still compile (the H200's CNN took about 1.8 s for its
+    /// second and third steps); none when every step after the first is steady.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settling: Option<Settling>,
+}
+
+/// The steps after the first that still compile: how many, and what each takes in all.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Settling {
+    pub steps: u32,
+    pub step_s: f64,
 }
 
 impl StepTimes {
@@ -27,7 +40,19 @@ impl StepTimes {
             new_shape_s: self.new_shape_s * scale,
             steady_step_s: self.steady_step_s * scale,
             eval_new_shape_s: self.eval_new_shape_s.map(|s| s * scale),
+            settling: self.settling.map(|s| Settling {
+                steps: s.steps,
+                step_s: s.step_s * scale,
+            }),
         }
+    }
+
+    /// The seconds the steps after the first spend before they are steady: the settling
+    /// steps' time beyond a steady step's.
+    pub fn settling_s(&self) -> f64 {
+        self.settling.map_or(0.0, |s| {
+            s.steps as f64 * (s.step_s - self.steady_step_s).max(0.0)
+        })
     }
 
     /// The compile an evaluation batch of a new shape adds.
@@ -42,6 +67,7 @@ impl StepTimes {
             ("new_shape_s", Some(self.new_shape_s)),
             ("steady_step_s", Some(self.steady_step_s)),
             ("eval_new_shape_s", self.eval_new_shape_s),
+            ("settling.step_s", self.settling.map(|s| s.step_s)),
         ];
         for (name, value) in fields {
             if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
