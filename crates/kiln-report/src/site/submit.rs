@@ -44,7 +44,9 @@ pub fn submit(run: &Path, what: Option<&str>, results: &Path) -> Result<PathBuf>
 }
 
 /// A run's files, sub-directories included, without the exported data files (`*.kdata`: the
-/// dataset's bytes again) or links.
+/// dataset's bytes again), the generated page (`report.html`: `cargo xtask report DIR --html
+/// FILE` renders it again from the records; committed runs stay small enough to travel to the
+/// GPU machine, docs/gpu.md) or links.
 pub fn copy_run(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
     let entries =
@@ -55,7 +57,10 @@ pub fn copy_run(from: &Path, to: &Path) -> Result<()> {
         let target = to.join(entry.file_name());
         if kind.is_dir() {
             copy_run(&path, &target)?;
-        } else if kind.is_file() && path.extension().is_none_or(|e| e != "kdata") {
+        } else if kind.is_file()
+            && path.extension().is_none_or(|e| e != "kdata")
+            && entry.file_name() != "report.html"
+        {
             std::fs::copy(&path, &target).with_context(|| {
                 format!("cannot copy {} to {}", path.display(), target.display())
             })?;
@@ -84,9 +89,13 @@ mod tests {
     fn submit_names_a_run_by_its_records_and_the_next_site_shows_it() {
         let tmp = tempfile::tempdir().unwrap();
         let run = fresh_run(tmp.path());
+        std::fs::write(run.join("report.html"), "<html></html>").unwrap();
         let results = tmp.path().join("docs-results");
         let dest = submit(&run, None, &results).unwrap();
         assert_eq!(dest.file_name().unwrap(), "2026-12-04-xeon-f6m167-run");
+        // Records and report.md travel; the generated page does not.
+        assert!(dest.join("results.jsonl").is_file());
+        assert!(!dest.join("report.html").exists());
         // The same run again is refused until it is named apart.
         let again = submit(&run, None, &results).unwrap_err().to_string();
         assert!(again.contains("--what"), "{again}");
