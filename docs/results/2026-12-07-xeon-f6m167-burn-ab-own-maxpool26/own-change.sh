@@ -6,7 +6,9 @@
 # explain on the same two Burns.
 # Usage: own-change.sh OUT [PATCH [BURN_DIR]]   (from a Kiln checkout that has built once, so
 # that cargo's registry holds burn and burn-flex 0.22.1; PATCH: a patch beside this script,
-# maxpool26-half.patch by default; BURN_DIR: where the changed Burn is made)
+# maxpool26-half.patch by default, or maxpool26-every.patch (the same pool computed twice on
+# every call: ../2026-12-07-xeon-f6m167-burn-ab-own-maxpool26-every); BURN_DIR: where the
+# changed Burn is made)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; patch=${2:-maxpool26-half.patch}; burn=${3:-$out/burn-${patch%.patch}}
