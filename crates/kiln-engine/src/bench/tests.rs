@@ -264,10 +264,10 @@ fn common() -> CommonArgs {
     CommonArgs {
         training_loop: None,
         token: Default::default(),
-        quick: false,
+        quick: Default::default(),
         out: Default::default(),
         settings: Default::default(),
-        batch: None,
+        batch: Default::default(),
         synthetic: false,
         dataset: None,
         no_calibration: false,
