@@ -67,6 +67,7 @@ const GENERATED_FLAGS: &str = "## Every flag, from the code";
 fn constant(name: &str) -> Option<f64> {
     Some(match name {
         "kiln_contract::BUSY_SHARE" => kiln_contract::BUSY_SHARE,
+        "kiln_contract::memory::MIN_GROWTH_SHARE" => kiln_contract::memory::MIN_GROWTH_SHARE,
         "kiln_contract::stats::PREDICTION_LEVEL" => kiln_contract::stats::PREDICTION_LEVEL,
         "kiln_report::ab::P_VALUE" => kiln_report::ab::P_VALUE,
         "kiln_report::infer::AGREEMENT" => kiln_report::infer::AGREEMENT,
