@@ -51,7 +51,7 @@ fn servable() -> String {
 
 /// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.
 pub fn run(args: ServeArgs) -> Result<(), String> {
-    let token = kiln_contract::remote_token(args.token.token);
+    let token = kiln_contract::remote_token(args.token.token.clone());
     if let Some(why) = kiln_contract::remote_bind_refusal(args.bind, token.as_deref()) {
         return Err(why);
     }
