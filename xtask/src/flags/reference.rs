@@ -26,8 +26,14 @@ pub fn flag_reference(cli: &clap::Command) -> String {
             if a.is_hide_set() || matches!(a.get_id().as_str(), "help" | "version") {
                 continue;
             }
+            let aliases: String = a
+                .get_visible_aliases()
+                .into_iter()
+                .flatten()
+                .map(|alias| format!(" or `--{alias}`"))
+                .collect();
             let name = match a.get_long() {
-                Some(long) => format!("`--{long}`"),
+                Some(long) => format!("`--{long}`{aliases}"),
                 None => format!("`{}` (positional)", a.get_id().as_str().to_uppercase()),
             };
             let switch = a.get_num_args().is_some_and(|n| n.max_values() == 0)
