@@ -266,14 +266,14 @@ impl Args for ReportOutputs {
     }
 }
 
-/// The flag a clap id of `subcommand` stands for, as a user types it (`training_loop`: `--loop`).
-pub fn flag_name(subcommand: &str, id: &str) -> String {
-    use clap::CommandFactory;
-    Cli::command()
-        .find_subcommand(subcommand)
-        .and_then(|c| c.get_arguments().find(|a| a.get_id() == id).cloned())
-        .and_then(|a| a.get_long().map(|l| format!("--{l}")))
-        .unwrap_or_else(|| format!("--{}", id.replace('_', "-")))
+/// The flag a clap id of the command `sub` stands for, as a user types it (`training_loop`:
+/// `--loop`); none when the id is no argument of it (a group clap makes of a flattened struct).
+pub fn flag_name(sub: &clap::Command, id: &str) -> Option<String> {
+    let arg = sub.get_arguments().find(|a| a.get_id() == id)?;
+    Some(match arg.get_long() {
+        Some(long) => format!("--{long}"),
+        None => format!("--{}", id.replace('_', "-")),
+    })
 }
 
 #[cfg(test)]
@@ -385,9 +385,10 @@ mod resume_tests {
                 "{applied} is no bench-all flag"
             );
         }
+        let bench_all = cli.find_subcommand("bench-all").expect("bench-all");
         let given: Vec<(String, String)> = ids
             .iter()
-            .map(|id| (id.clone(), flag_name("bench-all", id)))
+            .map(|id| (id.clone(), flag_name(bench_all, id).expect("an argument")))
             .collect();
         let refused = refused_on_resume(&given);
         // Exactly the flags that are not applied, each by its command-line name.

@@ -68,23 +68,16 @@ fn remote_environment(cmd: &Cmd) -> anyhow::Result<()> {
 /// (`--loop` for `training_loop`). The groups clap makes of each flattened struct are no flags.
 fn given(matches: &clap::ArgMatches, subcommand: &str) -> Vec<(String, String)> {
     let command = Cli::command();
-    let Some(sub) = command.find_subcommand(subcommand) else {
+    let (Some(sub), Some(m)) = (
+        command.find_subcommand(subcommand),
+        matches.subcommand_matches(subcommand),
+    ) else {
         return Vec::new();
     };
-    let is_flag = |id: &str| sub.get_arguments().any(|a| a.get_id() == id);
-    matches
-        .subcommand_matches(subcommand)
-        .map(|m| {
-            m.ids()
-                .filter(|id| {
-                    is_flag(id.as_str())
-                        && m.value_source(id.as_str())
-                            == Some(clap::parser::ValueSource::CommandLine)
-                })
-                .map(|id| (id.to_string(), flags::flag_name(subcommand, id.as_str())))
-                .collect()
-        })
-        .unwrap_or_default()
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .filter_map(|id| Some((id.to_string(), flags::flag_name(sub, id.as_str())?)))
+        .collect()
 }
 
 fn main() -> ExitCode {
