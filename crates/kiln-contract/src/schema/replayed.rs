@@ -17,7 +17,7 @@ pub struct StepTimes {
     /// What an evaluation batch of a shape not seen before adds; `new_shape_s` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_new_shape_s: Option<f64>,
-    /// Steps after the first that still compile (the H200's CNN took about 1.8 s for its
+    /// Steps after the first that still compile (the H200's CNN took 1.85 s a step for its
     /// second and third steps); none when every step after the first is steady.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settling: Option<Settling>,
