@@ -141,9 +141,14 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
                 models,
                 precisions,
             ),
-            None if !burn.is_empty() => {
-                bench::ab::bench_ab(&common, &burn, backends, models, precisions)
-            }
+            None if !burn.is_empty() => bench::ab::bench_ab(
+                &common,
+                &burn,
+                backends,
+                models,
+                precisions,
+                !remote.is_empty(),
+            ),
             None => bench::bench_all(
                 &common,
                 backends,
@@ -228,6 +233,7 @@ fn run_bench(command: Cmd, given: &bench::Given) -> anyhow::Result<bool> {
             Some(vec![backend]),
             Some(vec![model]),
             Some(vec![precision]),
+            false,
         ),
         (backend, Some(model)) => {
             bench::one_backend(backend, device.as_deref()).and_then(|backend| {

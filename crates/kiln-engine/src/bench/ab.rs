@@ -18,7 +18,7 @@ use super::plan;
 use super::rundir::{check_out, prepare_out, write_run_file};
 use crate::burns::{Burn, BurnSpec, pass_order};
 use crate::options::CommonArgs;
-use crate::runners::{Built, wanted_backends};
+use crate::runners::Built;
 
 /// The A/B file of a run directory.
 pub const AB_FILE: &str = "ab.md";
@@ -30,6 +30,7 @@ pub fn bench_ab(
     backend_names: Option<Vec<String>>,
     models: Option<Vec<ModelKind>>,
     precisions: Option<Vec<Precision>>,
+    remote: bool,
 ) -> Result<bool> {
     // An A/B run adds pairs until it knows (`--repeats auto`) unless --repeats gives a number;
     // one --burn alone is a run against that Burn, with the usual repeats.
@@ -50,7 +51,7 @@ pub fn bench_ab(
     let common = &common;
     let (_, cfg) = config(common, false)?;
     let learner = cfg.loops.contains(&TrainingLoop::Learner);
-    let wanted = wanted_backends(backend_names.as_deref())?;
+    let wanted = super::wanted_with_remote(backend_names.as_deref(), remote)?;
     // The output directory is checked before the (long) builds.
     let out = prepare_out(Some(&check_out(common.out.get())?))?;
     let built_sides = crate::burns::build_to_compare(specs, &wanted, learner)?;

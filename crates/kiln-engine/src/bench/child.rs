@@ -7,15 +7,13 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use kiln_contract::{Calibration, CellId, DevicePeak, Record, Repeat, Status};
+use kiln_contract::{Calibration, CellId, DevicePeak, Record, Repeat, Status, Warmup};
 use kiln_report::fields::{human_seconds, obtained_text};
 use kiln_report::units::percent;
 
 use super::config::{PlannedCell, RunConfig};
 use super::interrupt::interrupted;
-#[cfg(test)]
-use super::limits::WatchPhase;
-use super::limits::{Limits, timeout_reason};
+use super::limits::{Limits, WatchPhase, timeout_reason};
 use super::noise;
 use super::progress::{Display, Position};
 use super::watch::{Watched, Watching, watch};
@@ -80,6 +78,49 @@ pub(super) fn record_without_final(
         );
     }
     Record::not_run(id, Status::Failed, format!("{why}; stderr: {detail}"))
+}
+
+/// The record of a cell stopped at its first step's own limit (its warm-up cap, and room for
+/// the step under way: the runner stops a warm-up at its cap, but only between steps): not
+/// steady, as the runner says of a warm-up that ran past its cap, with the step's time so far
+/// as its warm-up, so that the row does not depend on whether the step ended a minute before
+/// the limit or after it. Compiling, tuning or hung, Kiln cannot tell from outside: the log's
+/// last lines are kept. `None` for any other end.
+fn first_step_overran(
+    id: &CellId,
+    seen: &Watched,
+    warmup_cap_seconds: f64,
+    detail: &str,
+) -> Option<Record> {
+    let overrun = seen
+        .timed_out
+        .filter(|o| !o.whole && seen.clock.phase == WatchPhase::FirstStep)?;
+    let step = seen.clock.elapsed();
+    let mut r = Record::not_run(
+        id,
+        Status::NotSteady,
+        format!(
+            "not steady: its first step had not ended at its limit of {} (a warm-up cap of {} \
+             and room for the step under way), where a JIT backend compiles and autotunes its \
+             kernels: stopped there, with no step or epoch time to report; stderr: {detail}",
+            human_seconds(overrun.limit.as_secs_f64()),
+            human_seconds(warmup_cap_seconds)
+        ),
+    );
+    r.warmup = Some(Warmup {
+        steady: false,
+        steps: 0,
+        seconds: step,
+        process_seconds: Some(seen.clock.total()),
+        epoch: 1,
+        cap_seconds: warmup_cap_seconds,
+        step_seconds: Vec::new(),
+        late_compiles: 0,
+        late_compile_seconds: 0.0,
+        late_compile_steps: Vec::new(),
+        peak_rss_bytes: None,
+    });
+    Some(r)
 }
 
 /// What a run adds to a cell's request and record: which repeat it is, the GEMM peaks measured
@@ -178,6 +219,7 @@ pub(super) fn run_cell(
     }
     let failed = Failed {
         status,
+        warmup_cap_seconds: request.settings.warmup_cap_seconds,
         log: &log,
         oom_kills_before: before.oom_kills,
         revision: &revision,
@@ -230,6 +272,8 @@ fn label(position: &Position, id: &CellId, run: &CellRun) -> String {
 /// How a runner without a record ended, to say why.
 struct Failed<'a> {
     status: ExitStatus,
+    /// The warm-up cap the cell ran under.
+    warmup_cap_seconds: f64,
     log: &'a Path,
     oom_kills_before: Option<u64>,
     revision: &'a (Option<String>, Option<bool>),
@@ -241,9 +285,9 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
     let mut record = match &seen.record {
         Some(r) => r.clone(),
         None => {
-            let why = if let Some(limit) = seen.timed_out {
+            let why = if let Some(overrun) = seen.timed_out {
                 timeout_reason(
-                    limit.as_secs_f64(),
+                    overrun.limit.as_secs_f64(),
                     &seen.clock.done,
                     (seen.clock.phase, seen.clock.elapsed()),
                 )
@@ -260,7 +304,10 @@ fn record_of(id: &CellId, seen: &Watched, failed: Failed) -> Record {
             let oom_killed = sigkill(failed.status)
                 && matches!((failed.oom_kills_before, kiln_machine::process::oom_kills()), (Some(a), Some(b)) if b > a);
             let oom = (out_of_memory_line(failed.log), oom_killed);
-            let mut r = record_without_final(id, seen.timed_out.is_some(), oom, why, detail);
+            let mut r = match first_step_overran(id, seen, failed.warmup_cap_seconds, &detail) {
+                Some(not_steady) => not_steady,
+                None => record_without_final(id, seen.timed_out.is_some(), oom, why, detail),
+            };
             // Which machine it failed (or ran out of memory) on matters as much as the reason.
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             let (commit, dirty) = failed.revision;

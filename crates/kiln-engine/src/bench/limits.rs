@@ -91,12 +91,17 @@ impl Limits {
     }
 
     /// The limit that `clock` ran past, if any: its phase's, or the whole cell's.
-    pub(super) fn exceeded(&self, clock: &PhaseClock) -> Option<Duration> {
+    pub(super) fn exceeded(&self, clock: &PhaseClock) -> Option<Overrun> {
         let phase = self.of(clock.phase);
         if clock.elapsed() > phase.as_secs_f64() {
-            return Some(phase);
+            return Some(Overrun {
+                limit: phase,
+                whole: false,
+            });
         }
-        self.whole.filter(|w| clock.total() > w.as_secs_f64())
+        self.whole
+            .filter(|w| clock.total() > w.as_secs_f64())
+            .map(|limit| Overrun { limit, whole: true })
     }
 
     pub(super) fn of(&self, phase: WatchPhase) -> Duration {
@@ -106,6 +111,13 @@ impl Limits {
             WatchPhase::Training => self.training,
         }
     }
+}
+
+/// A limit a cell ran past, and whether it was the whole cell's (else its phase's own).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Overrun {
+    pub(super) limit: Duration,
+    pub(super) whole: bool,
 }
 
 /// A cell's wall-clock limits: ten minutes to start, its warm-up cap plus two minutes for the

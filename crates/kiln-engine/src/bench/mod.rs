@@ -40,6 +40,19 @@ use rundir::{append_record, check_out, prepare_out, write_run_file};
 
 /// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request
 /// per cell (`cells/*.json`) and nothing runs.
+/// The backends `names` asks for (the default matrix without), and the remote backend when
+/// `--device remote:...` is given: its probe reports those devices.
+pub(crate) fn wanted_with_remote(
+    names: Option<&[String]>,
+    remote: bool,
+) -> Result<Vec<&'static backends::Backend>> {
+    let mut wanted = wanted_backends(names)?;
+    if remote && !wanted.iter().any(|b| b.name == "remote") {
+        wanted.push(backends::find("remote")?);
+    }
+    Ok(wanted)
+}
+
 pub fn bench_all(
     common: &CommonArgs,
     backend_names: Option<Vec<String>>,
@@ -52,11 +65,7 @@ pub fn bench_all(
     let (_, cfg) = config(common, false)?;
     config::no_auto(&cfg, "bench-all without --burn")?;
     let backends_named = backend_names.is_some();
-    let mut wanted = wanted_backends(backend_names.as_deref())?;
-    // `--device remote:...` adds the remote backend; its probe reports those devices.
-    if remote && !wanted.iter().any(|b| b.name == "remote") {
-        wanted.push(backends::find("remote")?);
-    }
+    let wanted = wanted_with_remote(backend_names.as_deref(), remote)?;
     let matrix = matrix(
         common,
         &cfg,

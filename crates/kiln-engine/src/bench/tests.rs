@@ -260,6 +260,82 @@ fn a_runner_past_its_wall_clock_limit_is_killed() {
     assert!(record.reason.unwrap().contains("timed out"));
 }
 
+#[test]
+fn a_first_step_past_its_limit_is_not_steady_and_a_start_up_past_its_limit_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let start = serde_json::to_string(&Event::Start(kiln_contract::Start {
+        model: "mnist-cnn".into(),
+        backend: "flex".into(),
+        device: "cpu".into(),
+        device_name: "cpu".into(),
+        precision: "f32".into(),
+        dataset: "synthetic".into(),
+        train_samples: 8,
+        test_samples: 8,
+        steps_per_epoch: 1,
+        epochs: 1,
+        budget_seconds: None,
+    }))
+    .unwrap();
+    // Starts training, then its first step never ends.
+    let stuck = script(
+        tmp.path(),
+        "stuck",
+        &format!("echo '{start}'\necho 'tuning a kernel' >&2\nsleep 30"),
+    );
+    let out = tmp.path().join("run");
+    prepare_out(Some(&out)).unwrap();
+    let mut config = cfg();
+    config.cell.budget_seconds = None;
+    let mut display = Display::new(1);
+    let position = Position {
+        index: 1,
+        total: 1,
+        later_seconds: 0.0,
+    };
+    let mut limits = super::limits::Limits::all(Duration::from_secs(30));
+    limits.first_step = Duration::from_millis(600);
+    let run = |runner: &Runner, limits, display: &mut Display| {
+        run_cell(
+            runner,
+            &cell("flex"),
+            &config,
+            &out,
+            &position,
+            display,
+            limits,
+            &super::child::CellRun::default(),
+        )
+        .unwrap()
+        .expect("a timed-out cell is recorded")
+    };
+    let record = run(&stuck, limits, &mut display);
+    assert_eq!(record.status, Status::NotSteady);
+    assert!(record.status.is_result());
+    let reason = record.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("not steady: its first step had not ended")
+            && reason.contains("tuning a kernel"),
+        "{reason}"
+    );
+    let warmup = record.warmup.expect("the step so far is its warm-up");
+    assert!(!warmup.steady && warmup.steps == 0 && warmup.seconds >= 0.6);
+    assert_eq!(warmup.cap_seconds, config.cell.warmup_cap_seconds);
+    // The whole cell's limit, in the first step, is not the step's own: failed.
+    let mut whole = limits;
+    (whole.first_step, whole.whole) = (Duration::from_secs(30), Some(Duration::from_millis(600)));
+    let record = run(&stuck, whole, &mut display);
+    assert_eq!(record.status, Status::Failed, "{:?}", record.reason);
+    // Nor is a start-up that never ends.
+    let silent = script(tmp.path(), "silent", "sleep 30");
+    let record = run(
+        &silent,
+        super::limits::Limits::all(Duration::from_millis(600)),
+        &mut display,
+    );
+    assert_eq!(record.status, Status::Failed, "{:?}", record.reason);
+}
+
 fn common() -> CommonArgs {
     CommonArgs {
         training_loop: None,
@@ -528,7 +604,7 @@ fn repeats_auto_needs_two_burns() {
     let mut auto = common();
     auto.repeats.repeats = Some(crate::options::Repeats::Auto);
     let one = [crate::burns::BurnSpec::Version("0.22.1".into())];
-    let err = super::ab::bench_ab(&auto, &one, None, None, None)
+    let err = super::ab::bench_ab(&auto, &one, None, None, None, false)
         .unwrap_err()
         .to_string();
     assert!(err.contains("--burn twice"), "{err}");

@@ -9,7 +9,7 @@ use kiln_report::fields::human_seconds;
 use kiln_report::units::percent;
 
 use super::interrupt::interrupted;
-use super::limits::{Limits, PhaseClock, WatchPhase};
+use super::limits::{Limits, Overrun, PhaseClock, WatchPhase};
 use super::noise::{self, CpuSample};
 use super::progress::{Display, Position};
 use crate::supervise::{Out, Supervised};
@@ -22,7 +22,7 @@ pub(super) struct Watched {
     /// Output lines that were not events (the last one is quoted when there is no record).
     pub unparsed: Vec<String>,
     /// Killed by its wall-clock limit (this one).
-    pub timed_out: Option<Duration>,
+    pub timed_out: Option<Overrun>,
     pub clock: PhaseClock,
     /// The machine at the start of training, the end of the warm-up epoch, the last epoch
     /// and the final record.
@@ -66,9 +66,9 @@ pub(super) fn watch(child: &mut Supervised, w: &Watching, display: &mut Display)
                     child.kill();
                     break;
                 }
-                if let Some(limit) = w.limits.exceeded(&seen.clock) {
+                if let Some(overrun) = w.limits.exceeded(&seen.clock) {
                     child.kill();
-                    seen.timed_out = Some(limit);
+                    seen.timed_out = Some(overrun);
                     break;
                 }
                 if seen.clock.phase == WatchPhase::FirstStep {
