@@ -102,7 +102,12 @@ pub enum Cmd {
     /// Host this machine's devices for other machines' remote cells (`--device
     /// remote:ws://HOST:PORT`) with Burn's remote server over WebSocket, and Kiln's link (this
     /// machine's fingerprint, pings) on the next port; runs until stopped (docs/remote.md).
-    Serve(ServeArgs),
+    Serve {
+        #[command(flatten)]
+        serve: ServeArgs,
+        #[command(flatten)]
+        burns: BurnArgs,
+    },
     /// Show every backend: built or not, its devices, available or not and why.
     Doctor {
         /// Print JSON instead of a table.

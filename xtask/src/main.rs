@@ -183,7 +183,10 @@ fn run(command: Cmd, given: &CommandLines) -> anyhow::Result<bool> {
             .iter()
             .try_fold(true, |ok, spec| Ok(crate::burns::check(spec)? && ok)),
         Cmd::Test { extra, .. } => test::run(&extra),
-        Cmd::Serve(args) => serve::serve(args),
+        Cmd::Serve {
+            serve,
+            burns: BurnArgs { burn },
+        } => serve::serve(serve, &burn),
         Cmd::Doctor { json, build } => doctor::doctor(json, build),
         Cmd::Report {
             paths,

@@ -54,6 +54,20 @@ pub const REMOTE_TOKEN_VAR: &str = "KILN_REMOTE_TOKEN";
 /// (`remote:ws://HOST:PORT[#INDEX]`, comma-separated).
 pub const REMOTE_DEVICES_VAR: &str = "KILN_REMOTE_DEVICES";
 
+/// The variable through which `cargo xtask serve --burn A --burn B` tells each of its servers
+/// the others (a JSON list of [`ServedBurn`]), so that a client built against one Burn finds
+/// the server of its Burn from any of them.
+pub const REMOTE_OTHER_BURNS_VAR: &str = "KILN_REMOTE_OTHER_BURNS";
+
+/// A Burn served beside another by the same `serve`, on its own port (Kiln's link on the next).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ServedBurn {
+    /// The Burn version its server was built against.
+    pub burn_version: String,
+    /// The port of its Burn server.
+    pub port: u16,
+}
+
 /// The remote token in use: `given` (`--token`), else `KILN_REMOTE_TOKEN`; an empty one is none.
 pub fn remote_token(given: Option<String>) -> Option<String> {
     given

@@ -352,6 +352,7 @@ pub struct BurnArgs {
     /// (path:../burn). Twice or more: an A/B, the same work against each Burn, alternating,
     /// B compared with A (ab.md, explain-ab.md, infer-ab.md, verify.md; docs/burn-ab.md).
     /// With `test`: check that Kiln compiles against each Burn instead of running the tests.
+    /// With `serve`: a server per Burn, on --port and every second port after it.
     #[arg(long, value_name = "SPEC")]
     pub burn: Vec<crate::burns::BurnSpec>,
 }

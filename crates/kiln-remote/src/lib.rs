@@ -71,6 +71,37 @@ impl Spec {
             index,
         })
     }
+
+    /// The same host and device index, at Burn server port `port`.
+    fn at_port(&self, port: u16) -> Result<Spec, String> {
+        let host = self
+            .url
+            .rsplit_once(':')
+            .map_or(self.url.as_str(), |(h, _)| h);
+        Spec::parse(&format!("remote:{host}:{port}#{}", self.index))
+    }
+}
+
+/// Where a client built against Burn `own` trains, told `info` by the server at `spec`: there
+/// (`None`) when that server runs `own`, else at the port where the same `serve` hosts `own`;
+/// else why it cannot (Burn's remote protocol is each version's own).
+pub fn route(spec: &Spec, info: &link::Info, own: &str) -> Result<Option<Spec>, String> {
+    let theirs = &info.fingerprint.burn_version;
+    if theirs == own {
+        return Ok(None);
+    }
+    match info.other_burns.iter().find(|b| b.burn_version == own) {
+        Some(served) => spec.at_port(served.port).map(Some),
+        None => {
+            let port = spec.url.rsplit_once(':').map_or("PORT", |(_, p)| p);
+            Err(format!(
+                "the server at {} runs Burn {theirs}, and this runner Burn {own}: each Burn \
+                 speaks its own remote protocol. Serve both there, one server per Burn: `cargo \
+                 xtask serve --backend {} --burn {theirs} --burn {own} --port {port}`",
+                spec.url, info.backend
+            ))
+        }
+    }
 }
 
 /// The server's token as this client has it.
@@ -78,10 +109,21 @@ fn token() -> Option<String> {
     kiln_contract::remote_token(None)
 }
 
-/// Kiln's link to the server, what it says of the server, and `spec`'s device there.
-fn reach(spec: &Spec) -> Result<(link::Client, link::Info, DeviceReport), String> {
-    let mut client = link::Client::connect(&spec.link)?;
-    let info = client.info(token().as_deref())?;
+/// Kiln's link to the server of this runner's Burn at `spec` (`spec`'s own, or the one its
+/// `serve` hosts beside it), that server's spec, what it says of itself, and the device.
+fn reach(spec: &Spec) -> Result<(Spec, link::Client, link::Info, DeviceReport), String> {
+    let ask = |spec: &Spec| -> Result<_, String> {
+        let mut client = link::Client::connect(&spec.link)?;
+        let info = client.info(token().as_deref())?;
+        Ok((client, info))
+    };
+    let (mut client, mut info) = ask(spec)?;
+    let mut spec = spec.clone();
+    if let Some(other) = route(&spec, &info, kiln_core::BURN_VERSION)? {
+        (client, info) = ask(&other)?;
+        route(&other, &info, kiln_core::BURN_VERSION)?;
+        spec = other;
+    }
     let device = info.devices.get(spec.index).cloned().ok_or_else(|| {
         format!(
             "the server at {} hosts {} device(s) (#0..#{}); #{} is not one",
@@ -91,7 +133,7 @@ fn reach(spec: &Spec) -> Result<(link::Client, link::Info, DeviceReport), String
             spec.index
         )
     })?;
-    Ok((client, info, device))
+    Ok((spec, client, info, device))
 }
 
 /// Why Burn's server did not connect, in words a user can act on.
@@ -142,7 +184,7 @@ impl Binding for RemoteBinding {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|spec| match Spec::parse(spec).and_then(|s| reach(&s)) {
-                Ok((_, info, device)) => DeviceReport {
+                Ok((_, _, info, device)) => DeviceReport {
                     spec: spec.to_string(),
                     name: describe(&info, &device),
                     default: true,
@@ -170,8 +212,7 @@ impl Binding for RemoteBinding {
                  remote:ws://HOST:PORT (`cargo xtask serve` there), or list them in {DEVICES_VAR}"
             ));
         }
-        let parsed = Spec::parse(spec)?;
-        let (mut client, info, served) = reach(&parsed)?;
+        let (parsed, mut client, info, served) = reach(&Spec::parse(spec)?)?;
         let rtt = client.round_trip()?;
         let mut host = RemoteHost::websocket(&parsed.url);
         if let Some(t) = token() {
@@ -243,6 +284,45 @@ mod tests {
             let why = Spec::parse(bad).unwrap_err();
             assert!(why.contains(bad), "{bad}: {why}");
         }
+    }
+
+    #[test]
+    fn a_client_trains_on_its_own_burns_server_or_says_how_to_serve_it() {
+        let info = |burn: &str, others: &[(&str, u16)]| link::Info {
+            backend: "flex".into(),
+            backend_version: burn.into(),
+            devices: Vec::new(),
+            fingerprint: kiln_contract::Fingerprint {
+                burn_version: burn.into(),
+                ..Default::default()
+            },
+            other_burns: others
+                .iter()
+                .map(|(v, port)| kiln_contract::ServedBurn {
+                    burn_version: v.to_string(),
+                    port: *port,
+                })
+                .collect(),
+        };
+        let spec = Spec::parse("remote:ws://gpu.lan:3000#1").unwrap();
+        assert_eq!(route(&spec, &info("0.22.1", &[]), "0.22.1"), Ok(None));
+        // The server of the other Burn, on its port, the same device index.
+        let both = info("0.22.1", &[("0.23.0-pre.1", 3002)]);
+        let other = route(&spec, &both, "0.23.0-pre.1").unwrap().unwrap();
+        assert_eq!(
+            (other.url.as_str(), other.link.as_str(), other.index),
+            ("ws://gpu.lan:3002", "gpu.lan:3003", 1)
+        );
+        let v6 = Spec::parse("remote:ws://[::1]:3000").unwrap();
+        let other = route(&v6, &both, "0.23.0-pre.1").unwrap().unwrap();
+        assert_eq!(other.url, "ws://[::1]:3002");
+        // A Burn it does not serve: the command that serves both.
+        let why = route(&spec, &both, "0.24.0").unwrap_err();
+        assert!(
+            why.contains("runs Burn 0.22.1, and this runner Burn 0.24.0")
+                && why.contains("--backend flex --burn 0.22.1 --burn 0.24.0 --port 3000"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use kiln_contract::{DeviceReport, Fingerprint};
+use kiln_contract::{DeviceReport, Fingerprint, ServedBurn};
 use serde::{Deserialize, Serialize};
 
 /// How long a client waits to connect to, or hear from, Kiln's server.
@@ -34,8 +34,12 @@ pub struct Info {
     pub backend_version: String,
     /// The served devices, in the order a client indexes them (`#0`, `#1`, ...).
     pub devices: Vec<DeviceReport>,
-    /// The server's machine.
+    /// The server's machine (its `burn_version`: the Burn the server was built against).
     pub fingerprint: Fingerprint,
+    /// The other Burns the same `cargo xtask serve --burn ...` hosts, each on its own port:
+    /// Burn's remote protocol is each version's own, so a client talks to its Burn's server.
+    #[serde(default)]
+    pub other_burns: Vec<ServedBurn>,
 }
 
 /// What the server answers.
@@ -336,6 +340,7 @@ mod tests {
             backend_version: "0.22.1".into(),
             devices: Vec::new(),
             fingerprint: Fingerprint::default(),
+            other_burns: Vec::new(),
         }
     }
 

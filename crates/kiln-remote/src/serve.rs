@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpListener};
 
 use burn::server::{RemoteServer, TokenAuthorizer, WebSocketTransport};
 use clap::Parser;
-use kiln_contract::{DeviceReport, ServeArgs};
+use kiln_contract::{DeviceReport, ServeArgs, ServedBurn};
 use kiln_core::Binding;
 
 use crate::link;
@@ -47,6 +47,16 @@ fn servable() -> String {
         .filter(|name| binding(name).is_some())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The Burns served beside this one, as `cargo xtask serve --burn A --burn B` lists them.
+fn other_burns() -> Result<Vec<ServedBurn>, String> {
+    let var = kiln_contract::REMOTE_OTHER_BURNS_VAR;
+    match std::env::var(var) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|e| format!("{var}={text:?} is not a list of served Burns: {e}")),
+        Err(_) => Ok(Vec::new()),
+    }
 }
 
 /// Serve until the process is stopped (Ctrl+C or SIGTERM); `Err` says why it cannot start.
@@ -111,6 +121,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         backend_version: binding.version().into(),
         devices: reports.clone(),
         fingerprint: kiln_machine::collect(binding.threads(), kiln_core::BURN_VERSION),
+        other_burns: other_burns()?,
     };
     let link_token = token.clone();
     std::thread::spawn(move || link::serve(link_listener, info, link_token));
