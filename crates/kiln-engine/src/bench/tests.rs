@@ -230,38 +230,7 @@ fn a_runner_killed_mid_cell_leaves_earlier_cells_intact() {
 }
 
 #[test]
-fn a_runner_past_its_wall_clock_limit_is_killed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hang = script(tmp.path(), "hang", "sleep 30");
-    let out = tmp.path().join("run");
-    prepare_out(Some(&out)).unwrap();
-    let mut config = cfg();
-    config.cell.budget_seconds = None;
-    // Exercise the limit directly with a tiny one.
-    let mut display = Display::new(1);
-    let position = Position {
-        index: 1,
-        total: 1,
-        later_seconds: 0.0,
-    };
-    let record = run_cell(
-        &hang,
-        &cell("flex"),
-        &config,
-        &out,
-        &position,
-        &mut display,
-        super::limits::Limits::all(Duration::from_millis(300)),
-        &super::child::CellRun::default(),
-    )
-    .unwrap()
-    .expect("a timed-out cell is recorded");
-    assert_eq!(record.status, Status::Failed);
-    assert!(record.reason.unwrap().contains("timed out"));
-}
-
-#[test]
-fn a_first_step_past_its_limit_is_not_steady_and_a_start_up_past_its_limit_failed() {
+fn a_runner_past_a_limit_is_killed_not_steady_in_its_first_step_else_failed() {
     let tmp = tempfile::tempdir().unwrap();
     let start = serde_json::to_string(&Event::Start(kiln_contract::Start {
         model: "mnist-cnn".into(),
@@ -334,6 +303,7 @@ fn a_first_step_past_its_limit_is_not_steady_and_a_start_up_past_its_limit_faile
         &mut display,
     );
     assert_eq!(record.status, Status::Failed, "{:?}", record.reason);
+    assert!(record.reason.unwrap().contains("timed out during start-up"));
 }
 
 fn common() -> CommonArgs {
