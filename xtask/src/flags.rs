@@ -28,7 +28,6 @@ pub struct Cli {
 pub enum Cmd {
     /// Run the whole matrix (model x backend x device x precision) and write a report.
     #[command(mut_arg("plan_only", |a| a.conflicts_with("burn")))]
-    #[command(mut_arg("device", |a| a.conflicts_with("burn")))]
     BenchAll {
         #[command(flatten)]
         common: CommonArgs,

@@ -126,6 +126,16 @@ pub fn wanted_backends(names: Option<&[String]>) -> Result<Vec<&'static Backend>
     Ok(wanted)
 }
 
+/// The backends `names` asks for (the default matrix without), and the remote backend when
+/// `--device remote:...` is given: its probe reports those devices.
+pub fn wanted_with_remote(names: Option<&[String]>, remote: bool) -> Result<Vec<&'static Backend>> {
+    let mut wanted = wanted_backends(names)?;
+    if remote && !wanted.iter().any(|b| b.name == "remote") {
+        wanted.push(backends::find("remote")?);
+    }
+    Ok(wanted)
+}
+
 /// The backends of `wanted` that can be built here; the others are named with the reason.
 pub fn buildable(wanted: Vec<&'static Backend>) -> Vec<&'static Backend> {
     wanted

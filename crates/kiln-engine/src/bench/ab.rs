@@ -51,7 +51,7 @@ pub fn bench_ab(
     let common = &common;
     let (_, cfg) = config(common, false)?;
     let learner = cfg.loops.contains(&TrainingLoop::Learner);
-    let wanted = super::wanted_with_remote(backend_names.as_deref(), remote)?;
+    let wanted = crate::runners::wanted_with_remote(backend_names.as_deref(), remote)?;
     // The output directory is checked before the (long) builds.
     let out = prepare_out(Some(&check_out(common.out.get())?))?;
     let built_sides = crate::burns::build_to_compare(specs, &wanted, learner)?;

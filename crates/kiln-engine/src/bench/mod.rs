@@ -30,7 +30,7 @@ use kiln_report::read::RESULTS_FILE;
 
 use crate::backends::{self};
 use crate::options::CommonArgs;
-use crate::runners::{build_and_probe, wanted_backends};
+use crate::runners::{build_and_probe, wanted_with_remote};
 pub use config::{PlannedCell, REPLAY_RUNNER};
 use config::{config, dataset_for};
 pub use interrupt::{install_interrupt_handler, interrupted};
@@ -40,19 +40,6 @@ use rundir::{append_record, check_out, prepare_out, write_run_file};
 
 /// `cargo xtask bench-all`; with `plan_only`, the run directory gets `run.json` and a request
 /// per cell (`cells/*.json`) and nothing runs.
-/// The backends `names` asks for (the default matrix without), and the remote backend when
-/// `--device remote:...` is given: its probe reports those devices.
-pub(crate) fn wanted_with_remote(
-    names: Option<&[String]>,
-    remote: bool,
-) -> Result<Vec<&'static backends::Backend>> {
-    let mut wanted = wanted_backends(names)?;
-    if remote && !wanted.iter().any(|b| b.name == "remote") {
-        wanted.push(backends::find("remote")?);
-    }
-    Ok(wanted)
-}
-
 pub fn bench_all(
     common: &CommonArgs,
     backend_names: Option<Vec<String>>,
