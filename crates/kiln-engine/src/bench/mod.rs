@@ -28,7 +28,6 @@ use anyhow::{Result, bail};
 use kiln_contract::{CellId, ModelKind, Precision, TrainingLoop};
 use kiln_report::read::RESULTS_FILE;
 
-use crate::backends::{self};
 use crate::options::CommonArgs;
 use crate::runners::{build_and_probe, wanted_with_remote};
 pub use config::{PlannedCell, REPLAY_RUNNER};
