@@ -121,7 +121,16 @@ fn reach(spec: &Spec) -> Result<(Spec, link::Client, link::Info, DeviceReport), 
     let mut spec = spec.clone();
     if let Some(other) = route(&spec, &info, kiln_core::BURN_VERSION)? {
         (client, info) = ask(&other)?;
-        route(&other, &info, kiln_core::BURN_VERSION)?;
+        // The server named for this Burn must run it: no second hop.
+        if info.fingerprint.burn_version != kiln_core::BURN_VERSION {
+            return Err(format!(
+                "the server at {} names {} as Burn {}'s, which runs Burn {}",
+                spec.url,
+                other.url,
+                kiln_core::BURN_VERSION,
+                info.fingerprint.burn_version
+            ));
+        }
         spec = other;
     }
     let device = info.devices.get(spec.index).cloned().ok_or_else(|| {
